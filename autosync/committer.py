@@ -1,0 +1,407 @@
+"""autosync-committer: batches -> commits, pushes and pulls.
+
+The only program of the suite that runs DVCS commands. It owns the control
+socket (docs/protocol.md): the watcher sends it batches, the XMPP listener
+asks it to pull, and everyone may subscribe to what it does.
+
+One worker thread does all repository work, one thing at a time; socket
+threads only queue work and wait for it.
+"""
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+
+from autosync import cli
+from autosync.commands import CommandFailed, Template
+from autosync.protocol import Server
+
+log = logging.getLogger("autosync.committer")
+
+ACTIONS = ("added", "modified", "removed", "moved")
+MESSAGE_LINES = 200  # files named in one commit message; the rest are counted
+PUSH_BACKOFF_MAX = 300.0
+
+
+def shown(path):
+    """A path as one printable line (a newline in a name must not split a message)."""
+    if path.isprintable():
+        return path
+    return ascii(path)
+
+
+def arg(path):
+    """A relative path as a command argument that no program takes for an option."""
+    return "./" + path if path.startswith("-") else path
+
+
+def commit_message(host, changes, note=None, context=None):
+    counts = {a: 0 for a in ACTIONS}
+    lines = []
+    for change in changes:
+        counts[change["action"]] += 1
+        if change["action"] == "moved":
+            lines.append("moved: %s (from %s)" % (shown(change["path"]), shown(change["src"])))
+        else:
+            lines.append("%s: %s" % (change["action"], shown(change["path"])))
+    summary = ", ".join("%d %s" % (n, a) for a, n in counts.items() if n)
+    head = "autosync on %s: %s" % (host, summary or note or "changes")
+    if len(lines) > MESSAGE_LINES:
+        lines[MESSAGE_LINES:] = ["... and %d more" % (len(lines) - MESSAGE_LINES)]
+    body = ([note] if note and summary else []) + lines + ([context] if context else [])
+    return head + ("\n\n" + "\n".join(body) if body else "")
+
+
+def expand_moves(folder, changes):
+    """A moved directory stands for every file in it: list them, for the message."""
+    out = []
+    for change in changes:
+        dst = os.path.join(folder, change["path"])
+        if change["action"] == "moved" and os.path.isdir(dst) and not os.path.islink(dst):
+            for root, dirs, files in os.walk(dst):
+                dirs.sort()
+                for name in sorted(files):
+                    rel = os.path.relpath(os.path.join(root, name), dst)
+                    out.append({"action": "moved",
+                                "path": os.path.join(change["path"], rel),
+                                "src": os.path.join(change["src"], rel)})
+        else:
+            out.append(change)
+    return out
+
+
+class Pending:
+    """Changes received from the watcher and not committed yet, one entry per path."""
+
+    def __init__(self):
+        self.changes = {}
+        self.rescan = False
+
+    def add(self, changes, rescan=False):
+        for change in changes:
+            old = self.changes.pop(change["path"], None)
+            if old and old["action"] == "added" and change["action"] == "modified":
+                change = old  # still new to the repository
+            self.changes[change["path"]] = change
+        self.rescan = self.rescan or rescan
+
+    def take(self):
+        changes, rescan = list(self.changes.values()), self.rescan
+        self.changes, self.rescan = {}, False
+        return changes, rescan
+
+    def __bool__(self):
+        return bool(self.changes) or self.rescan
+
+
+def check_change(change):
+    """Refuse a batch entry that is not what the protocol allows."""
+    if not isinstance(change, dict) or change.get("action") not in ACTIONS:
+        raise ValueError("each change needs an action among %s" % ", ".join(ACTIONS))
+    for key in ("path", "src") if change["action"] == "moved" else ("path",):
+        path = change.get(key)
+        if not isinstance(path, str) or not path or os.path.isabs(path) \
+                or ".." in path.split("/") or "\0" in path:
+            raise ValueError("bad %s in change: %.100r" % (key, path))
+    return {k: change[k] for k in ("action", "path", "src") if k in change}
+
+
+class Committer:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.folder = cfg.path
+        self.host = socket.gethostname()
+        self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
+        # Re-entrant: the signal handler may call stop() while this thread holds it.
+        self.cond = threading.Condition(threading.RLock())
+        self.pending = Pending()
+        self.stopping = False
+        self.wanted = {"pull": 0, "sync": 0}  # requests made, by kind
+        self.done = {"pull": 0, "sync": 0}  # requests served
+        self.results = {}
+        self.push_at = None  # when the next push is due
+        self.push_failures = 0
+        self.link_up = False  # the XMPP listener tells us when it is up
+        self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
+        self.status = {"state": "starting", "path": self.folder, "host": self.host,
+                       "last_commit": None, "last_push": None, "last_pull": None,
+                       "unpushed": 0, "last_error": None, "conflicts": []}
+        self.server = Server(cfg.socket, self.handle)
+
+    # --- requests, on socket threads -------------------------------------------------
+
+    def handle(self, message, client):
+        cmd = message.get("cmd")
+        if cmd == "status":
+            with self.cond:
+                status = dict(self.status, pending=sorted(self.pending.changes))
+            return {"ok": True, "status": status}
+        if cmd == "batch":
+            changes = message.get("changes", [])
+            if not isinstance(changes, list):
+                return {"ok": False, "error": "changes must be a list"}
+            try:
+                changes = [check_change(c) for c in changes]
+            except ValueError as e:
+                return {"ok": False, "error": str(e)}
+            with self.cond:
+                self.pending.add(changes, bool(message.get("rescan")))
+                self.cond.notify_all()
+            return {"ok": True, "queued": len(changes)}
+        if cmd in ("sync", "pull"):
+            return self.wait_for(cmd, message.get("timeout", 600))
+        if cmd == "pushed":
+            # Someone pushed: pass the word on (XMPP), and fetch it ourselves.
+            self.publish("pushed", url=str(message.get("url") or ""), source="notify")
+            with self.cond:
+                self.wanted["pull"] += 1
+                self.cond.notify_all()
+            return {"ok": True}
+        if cmd == "link":
+            with self.cond:
+                self.link_up = bool(message.get("up"))
+                self.cond.notify_all()
+            return {"ok": True}
+        return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
+
+    def wait_for(self, kind, timeout):
+        """Ask the worker for a pull or a sync and wait until one that began after now ends."""
+        with self.cond:
+            self.wanted[kind] += 1
+            ticket = self.wanted[kind]
+            self.cond.notify_all()
+            ok = self.cond.wait_for(lambda: self.done[kind] >= ticket or self.stopping,
+                                    timeout=float(timeout))
+            if not ok or self.done[kind] < ticket:
+                return {"ok": False, "error": "%s did not finish in time" % kind}
+            return dict(self.results[kind])
+
+    def publish(self, name, **fields):
+        fields.update(event=name, time=time.time())
+        self.server.publish(fields)
+
+    # --- the worker: all repository work happens here --------------------------------
+
+    def run(self):
+        self.server.start()
+        self.startup()
+        while True:
+            with self.cond:
+                self.cond.wait_for(self._has_work, timeout=self._sleep_time())
+                if self.stopping and not self.pending:
+                    break
+            self.step()
+        self.set_state("stopped")
+
+    def _has_work(self):
+        now = time.monotonic()
+        return (bool(self.pending) or self.stopping
+                or self.wanted["pull"] > self.done["pull"]
+                or self.wanted["sync"] > self.done["sync"]
+                or (self.push_at is not None and now >= self.push_at)
+                or self._timer_pull_due(now))
+
+    def _sleep_time(self):
+        deadlines = [t for t in (self.push_at, self.next_timer_pull) if t is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _timer_pull_due(self, now):
+        # With XMPP up, announcements tell us when to pull; otherwise pull on a timer.
+        return (self.next_timer_pull is not None and now >= self.next_timer_pull
+                and (self.cfg.syncmethod != "xmpp" or not self.link_up))
+
+    def step(self):
+        with self.cond:
+            changes, rescan = self.pending.take()
+            pulls, syncs = self.wanted["pull"], self.wanted["sync"]
+            now = time.monotonic()
+            push_due = self.push_at is not None and now >= self.push_at
+            timer_pull = self._timer_pull_due(now)
+        if changes or rescan:
+            self.commit(changes, rescan)
+        if pulls > self.done["pull"] or timer_pull:
+            result = self.pull()
+            self.finish("pull", pulls, result)
+        if syncs > self.done["sync"]:
+            committed = self.commit([], rescan=True)
+            pushed = self.push(force=True)
+            self.finish("sync", syncs, {"ok": pushed is not False, "committed": committed,
+                                        "pushed": bool(pushed),
+                                        **({} if pushed is not False else
+                                           {"error": self.status["last_error"]})})
+        elif push_due:
+            self.push()
+        self.set_state("idle")
+
+    def finish(self, kind, ticket, result):
+        with self.cond:
+            self.done[kind] = max(self.done[kind], ticket)
+            self.results[kind] = result
+            self.cond.notify_all()
+
+    def set_state(self, state):
+        with self.cond:
+            self.status["state"] = state
+
+    def fail(self, op, error):
+        log.error("%s failed: %s", op, error)
+        with self.cond:
+            self.status["last_error"] = "%s: %s" % (op, error)
+        self.publish("failed", op=op, error=str(error))
+
+    def startup(self):
+        if self.cfg.syncmethod != "none":
+            self.pull(commit_after=False)
+        self.commit([], rescan=True, note="changes found at start-up")
+        self.push(force=True)
+        self.set_state("idle")
+
+    # --- the DVCS operations -----------------------------------------------------------
+
+    def settle(self, changes):
+        """What the batch means now: a path that is gone was removed, or never was."""
+        out = []
+        for change in changes:
+            gone = not os.path.lexists(os.path.join(self.folder, change["path"]))
+            if gone and change["action"] == "added":
+                continue  # created and removed within the batch
+            if gone and change["action"] == "modified":
+                change = {"action": "removed", "path": change["path"]}
+            if gone and change["action"] == "moved":
+                change = {"action": "removed", "path": change["src"]}  # moved, then deleted
+            out.append(change)
+        return out
+
+    def stage(self, changes):
+        """Run the add, remove and move commands for a batch; True if all went well."""
+        ok = True
+        moves = [c for c in changes if c["action"] == "moved"]
+        by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
+        for move in moves:
+            try:
+                self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
+            except CommandFailed as e:
+                log.warning("%s", e)
+                ok = False
+        for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
+            paths = by_action[action]
+            if paths:
+                failures = self.cmd[name].run_many([arg(p) for p in paths], cwd=self.folder)
+                for path, error in failures:
+                    log.warning("%s", error)
+                ok = ok and not failures
+        return ok
+
+    def commit(self, changes, rescan=False, note=None):
+        """Stage and commit one batch; True if a commit was made."""
+        self.set_state("committing")
+        changes = self.settle(changes)
+        try:
+            if not self.stage(changes) or rescan:
+                # Something went wrong path by path, or events were missed:
+                # let the DVCS find every change itself.
+                self.cmd["startupcmd"].run(cwd=self.folder)
+            if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
+                return False  # nothing to commit
+            listed = expand_moves(self.folder, changes)
+            message = commit_message(self.host, listed, note or (rescan and "rescan"))
+            self.cmd["commitcmd"].run(message, cwd=self.folder)
+        except CommandFailed as e:
+            self.fail("commit", e)
+            return False
+        with self.cond:
+            self.status["last_commit"] = {"time": time.time(), "message": message.split("\n")[0]}
+            self.status["unpushed"] += 1
+            self.push_at = time.monotonic() + self.cfg.pushdelay
+        log.info("%s", message.split("\n")[0])
+        self.publish("committed", message=message, changes=listed[:MESSAGE_LINES],
+                     count=len(listed), host=self.host)
+        return True
+
+    def push(self, force=False):
+        """Push now; True if pushed, None if there was nothing to push, False on failure."""
+        with self.cond:
+            self.push_at = None
+            if not self.status["unpushed"] and not force:
+                return None
+        self.set_state("pushing")
+        try:
+            self.cmd["pushcmd"].run(cwd=self.folder)
+        except CommandFailed as e:
+            self.fail("push", e)
+            self.push_failures += 1
+            delay = min(PUSH_BACKOFF_MAX, self.cfg.pushdelay + 2 ** self.push_failures)
+            with self.cond:
+                self.push_at = time.monotonic() + delay
+            return False
+        self.push_failures = 0
+        url = self.remote_url()
+        with self.cond:
+            self.status["unpushed"] = 0
+            self.status["last_push"] = {"time": time.time(), "url": url}
+            self.status["last_error"] = None
+        self.publish("pushed", url=url, source="committer")
+        return True
+
+    def remote_url(self):
+        try:
+            return self.cmd["remoteurlcmd"].output(cwd=self.folder)
+        except CommandFailed as e:
+            log.warning("%s", e)
+            return ""
+
+    def pull(self, commit_after=True):
+        """Pull now; True if the pull ran."""
+        self.set_state("pulling")
+        with self.cond:
+            if self.cfg.pullinterval:
+                self.next_timer_pull = time.monotonic() + self.cfg.pullinterval
+        self.publish("pull-started")
+        try:
+            self.cmd["pullcmd"].run(cwd=self.folder)
+            ok = True
+        except CommandFailed as e:
+            self.fail("pull", e)
+            ok = False
+        self.publish("pull-finished", ok=ok)
+        with self.cond:
+            self.status["last_pull"] = {"time": time.time(), "ok": ok}
+        if ok:
+            self.publish("pulled")
+            with self.cond:
+                if self.status["unpushed"]:
+                    self.push_at = time.monotonic()  # a merge may wait to go out too
+        if commit_after and self.cfg.pulllock == "conservative":
+            # Events were ignored during the pull: let the DVCS find local changes.
+            self.commit([], rescan=True, note="changes made during a pull")
+        result = {"ok": ok, "pulled": ok}
+        if not ok:
+            result["error"] = self.status["last_error"]
+        return result
+
+    def stop(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+
+
+def main(argv=None):
+    cfg = cli.start("autosync-committer", __doc__, argv)
+    try:
+        committer = Committer(cfg)
+    except OSError as e:
+        cli.die("autosync-committer: %s" % (e.strerror or e))
+    worker = threading.Thread(target=committer.run, name="worker", daemon=True)
+    worker.start()
+    cli.wait_for_signal(lambda: not worker.is_alive())
+    committer.stop()
+    worker.join(4.0)  # finish the commit in flight, within the supervisor's patience
+    committer.publish("stopping")
+    committer.server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

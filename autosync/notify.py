@@ -1,0 +1,94 @@
+"""autosync-notify: tell a running dvcs-autosync something, or ask how it is.
+
+Run from inside a synced folder (as git runs hooks) it finds that folder's
+daemon by itself; --config or --socket name another one.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from autosync import __version__, cli
+from autosync.protocol import NoDaemon, connect, find_socket
+
+EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="autosync-notify", description=__doc__.strip().split("\n")[0])
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--config", help="the daemon's configuration file")
+    where.add_argument("--socket", help="the daemon's control socket")
+    p.add_argument("--json", action="store_true", help="print the reply as JSON, for scripts")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for sync or pull to finish (default 600)")
+    p.add_argument("--version", action="version", version="%(prog)s " + __version__)
+    p.add_argument("message", choices=["status", "sync", "pull", "pushed"])
+    p.add_argument("url", nargs="?", help="with pushed: the address that was pushed to")
+    return p.parse_args(argv)
+
+
+def socket_path(args):
+    if args.socket:
+        return args.socket
+    if args.config:
+        return cli.load(args.config, check_path=False).socket
+    env = os.environ.get("AUTOSYNC_SOCKET")
+    return env or find_socket(os.getcwd())
+
+
+def show_time(stamp):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def status_text(status):
+    commit, push = status.get("last_commit"), status.get("last_push")
+    lines = [
+        "folder:      %s (on %s)" % (status.get("path"), status.get("host")),
+        "state:       %s" % status.get("state"),
+        "pending:     %d paths" % len(status.get("pending") or []),
+        "last commit: %s" % ("%s  %s" % (show_time(commit["time"]), commit.get("message", ""))
+                             if commit else "none yet"),
+        "last push:   %s" % ("%s  to %s" % (show_time(push["time"]), push.get("url") or "?")
+                             if push else "none yet"),
+        "unpushed:    %d commits" % status.get("unpushed", 0),
+        "last error:  %s" % (status.get("last_error") or "none"),
+    ]
+    for conflict in status.get("conflicts") or []:
+        lines.append("conflict:    %s" % conflict)
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse(argv)
+    path = socket_path(args)
+    if not path:
+        print("autosync-notify: no dvcs-autosync daemon runs for %s or a folder above it "
+              "(use --config or --socket)" % os.getcwd(), file=sys.stderr)
+        return EXIT_NO_DAEMON
+    request = {"cmd": args.message}
+    if args.message == "pushed" and args.url:
+        request["url"] = args.url
+    if args.message in ("sync", "pull"):
+        request["timeout"] = args.timeout
+    try:
+        conn = connect(path)
+        reply = conn.request(request, timeout=args.timeout + 5)
+    except NoDaemon as e:
+        print("autosync-notify: %s" % e, file=sys.stderr)
+        return EXIT_NO_DAEMON
+    except (OSError, ValueError) as e:
+        print("autosync-notify: talking to %s failed: %s" % (path, e), file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        print(json.dumps(reply.get("status", reply), indent=2, sort_keys=True))
+    elif not reply.get("ok"):
+        print("autosync-notify: %s" % reply.get("error"), file=sys.stderr)
+    elif args.message == "status":
+        print(status_text(reply["status"]))
+    return 0 if reply.get("ok") else EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

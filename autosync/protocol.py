@@ -1,0 +1,252 @@
+"""The control socket: where it lives, how a message is framed, server and client.
+
+One JSON object per line, one reply per request (docs/protocol.md). The
+committer runs the Server; every other program uses connect().
+"""
+import errno
+import hashlib
+import json
+import logging
+import os
+import socket
+import stat
+import threading
+
+log = logging.getLogger("autosync.protocol")
+
+MAX_LINE = 16 * 1024 * 1024  # a 100,000-file batch fits; anything longer is refused
+IDLE_TIMEOUT = 60.0  # a client that says nothing this long is dropped
+SEND_TIMEOUT = 5.0  # a subscriber that takes no event this long is dropped
+
+
+class ProtocolError(Exception):
+    """A line that is not a valid message."""
+
+
+class NoDaemon(Exception):
+    """Nobody listens on the socket."""
+
+
+def runtime_dir():
+    """The private directory that holds the sockets of this user's daemons."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base:
+        return os.path.join(base, "autosync")
+    return "/tmp/autosync-%d" % os.getuid()
+
+
+def socket_for(folder):
+    """The default socket of the daemon that syncs `folder`."""
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(folder))).hexdigest()
+    return os.path.join(runtime_dir(), digest[:16] + ".sock")
+
+
+def find_socket(start):
+    """The socket of a running daemon for `start` or the folder it lies in, or None."""
+    folder = os.path.realpath(start)
+    while True:
+        path = socket_for(folder)
+        if os.path.exists(path):
+            return path
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def encode(message):
+    # ensure_ascii keeps lone surrogates (undecodable file name bytes) as \udcXX escapes.
+    return (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def decode(line):
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ProtocolError("not a JSON line: %s" % e) from None
+    if not isinstance(message, dict):
+        raise ProtocolError("a message must be a JSON object")
+    return message
+
+
+class LineReader:
+    """Reads newline-terminated lines from a socket, refusing over-long ones."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buffer = b""
+
+    def readline(self):
+        """The next line without its newline; None at end of stream."""
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_LINE:
+                raise ProtocolError("line longer than %d bytes" % MAX_LINE)
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        if len(line) > MAX_LINE:
+            raise ProtocolError("line longer than %d bytes" % MAX_LINE)
+        return line
+
+
+class Connection:
+    """A client's connection to the committer."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.reader = LineReader(sock)
+
+    def request(self, message, timeout=None):
+        """Send one request and return its reply (a dict with "ok")."""
+        self.sock.settimeout(timeout)
+        self.sock.sendall(encode(message))
+        line = self.reader.readline()
+        if line is None:
+            raise ConnectionError("the daemon closed the connection")
+        return decode(line)
+
+    def events(self):
+        """Events, one dict each, after a subscribe request; ends when the daemon goes."""
+        self.sock.settimeout(None)
+        while True:
+            line = self.reader.readline()
+            if line is None:
+                return
+            yield decode(line)
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def close(self):
+        self.sock.close()
+
+
+def connect(path, timeout=5.0):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+    except OSError as e:
+        sock.close()
+        raise NoDaemon("no autosync daemon is listening on %s (%s)" % (path, e.strerror or e)) from None
+    return Connection(sock)
+
+
+def _private_dir(path):
+    """Create the socket's directory 0700, and refuse one that others could enter."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        raise OSError(errno.EPERM, "socket directory %s must be owned by you with mode 0700" % path)
+
+
+class Server:
+    """Serves one thread per client; `handler(message, client)` returns the reply."""
+
+    def __init__(self, path, handler):
+        self.path = path
+        self.handler = handler
+        self.subscribers = set()
+        self.lock = threading.Lock()
+        _private_dir(os.path.dirname(path))
+        self._remove_stale()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)  # the socket is born 0600
+        try:
+            self.sock.bind(path)
+        finally:
+            os.umask(old_umask)
+        self.sock.listen(16)
+
+    def _remove_stale(self):
+        if not os.path.exists(self.path):
+            return
+        try:
+            connect(self.path, timeout=1.0).close()
+        except NoDaemon:
+            os.unlink(self.path)  # left behind by a daemon that died
+            return
+        raise OSError(errno.EADDRINUSE, "another daemon is already listening on %s" % self.path)
+
+    def serve_forever(self):
+        """Accept clients until close()."""
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def start(self):
+        threading.Thread(target=self.serve_forever, name="socket", daemon=True).start()
+
+    def _serve(self, sock):
+        sock.settimeout(IDLE_TIMEOUT)
+        reader = LineReader(sock)
+        try:
+            while sock not in self.subscribers:
+                try:
+                    line = reader.readline()
+                except ProtocolError as e:
+                    self._send(sock, {"ok": False, "error": str(e)})
+                    return
+                if line is None:
+                    return
+                self._send(sock, self._reply(line, sock))
+            # A subscriber only listens from now on; wait until it hangs up.
+            # Its timeout bounds how long publish() may block on it.
+            sock.settimeout(SEND_TIMEOUT)
+            while True:
+                try:
+                    if not sock.recv(1 << 12):
+                        return
+                except socket.timeout:
+                    continue
+        except OSError:
+            pass  # timed out or went away: only this client is affected
+        finally:
+            with self.lock:
+                self.subscribers.discard(sock)
+            sock.close()
+
+    def _reply(self, line, sock):
+        try:
+            message = decode(line)
+            if message.get("cmd") == "subscribe":
+                # Reply before the first event can reach this client.
+                with self.lock:
+                    sock.sendall(encode({"ok": True}))
+                    self.subscribers.add(sock)
+                return None
+            return self.handler(message, sock)
+        except ProtocolError as e:
+            return {"ok": False, "error": str(e)}
+        except Exception as e:  # a bug in one request must not take the daemon down
+            log.exception("request failed: %.200r", line)
+            return {"ok": False, "error": "internal error: %s" % e}
+
+    def _send(self, sock, message):
+        if message is not None:
+            sock.sendall(encode(message))
+
+    def publish(self, event):
+        """Send an event to every subscriber; one that cannot keep up is dropped."""
+        data = encode(event)
+        with self.lock:
+            for sock in list(self.subscribers):
+                try:
+                    sock.sendall(data)
+                except OSError:
+                    self.subscribers.discard(sock)
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self):
+        try:
+            self.sock.close()
+        finally:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,202 @@
+"""dvcs-autosync: checks the config, takes the pidfile, runs the suite.
+
+Starts the committer, then the watcher (and the XMPP listener and desktop
+notifier when the config asks for them), restarts any that exits, and stops
+them all on SIGINT or SIGTERM.
+"""
+import ctypes
+import errno
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from autosync import cli
+from autosync.protocol import NoDaemon, connect
+
+log = logging.getLogger("autosync")
+
+STOP_GRACE = 4.5  # seconds the programs get to finish before SIGKILL
+BACKOFF_MAX = 30.0
+STABLE_AFTER = 60.0  # a program that ran this long starts its backoff afresh
+
+
+def process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def take_pidfile(path):
+    """Write our PID to `path`; exit if a live dvcs-autosync already holds it."""
+    try:
+        with open(path) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pid = None
+    if pid and pid != os.getpid() and process_alive(pid) and _is_autosync(pid):
+        cli.die("dvcs-autosync: already running for this config with PID %d (pidfile %s)"
+                % (pid, path), status=1)
+    if pid:
+        log.info("replacing stale pidfile %s (PID %d)", path, pid)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write("%d\n" % os.getpid())
+    os.replace(tmp, path)
+
+
+def _is_autosync(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return b"autosync" in f.read()
+    except OSError:
+        return True  # cannot tell: better refuse than run twice
+
+
+SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM}
+
+
+def _child_setup():
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # the mask is inherited
+    # If the supervisor is killed outright, its programs stop cleanly too.
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Program:
+    """One program of the suite, and when to start it again."""
+
+    def __init__(self, module, args):
+        self.name = "autosync-" + module
+        self.argv = [sys.executable, "-m", "autosync." + module] + args
+        self.proc = None
+        self.started = 0.0
+        self.failures = 0
+        self.next_start = 0.0
+
+    def start(self):
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_child_setup)
+        self.started = time.monotonic()
+        log.debug("started %s (PID %d)", self.name, self.proc.pid)
+
+    def check(self, now):
+        """Notice an exit and schedule a restart with backoff; start it when due."""
+        if self.proc is not None and self.proc.poll() is not None:
+            code = self.proc.returncode
+            why = "was killed by signal %d" % -code if code < 0 else "exited with status %d" % code
+            self.failures = 1 if now - self.started > STABLE_AFTER else self.failures + 1
+            delay = min(BACKOFF_MAX, 0.5 * 2 ** (self.failures - 1))
+            log.warning("%s %s; restarting in %.1f s", self.name, why, delay)
+            self.proc = None
+            self.next_start = now + delay
+        if self.proc is None and now >= self.next_start:
+            self.start()
+
+    def signal(self, sig):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+
+def wait_for_socket(path, committer, timeout=30.0):
+    """Wait until the committer answers on its socket (it pulls first, which may take a while)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and committer.proc.poll() is None:
+        try:
+            connect(path, timeout=1.0).close()
+            return True
+        except NoDaemon:
+            time.sleep(0.05)
+    return False
+
+
+def programs(cfg, args):
+    wanted = ["committer", "watcher"]
+    if cfg.syncmethod == "xmpp" or cfg.notifymethod in ("xmpp", "all"):
+        wanted.append("xmpp")
+    if cfg.notifymethod in ("desktop", "all"):
+        wanted.append("desktop")
+    return [Program(name, args) for name in wanted]
+
+
+def stop(running):
+    """SIGTERM everyone; the committer last, once the watcher has handed over its batch."""
+    deadline = time.monotonic() + STOP_GRACE
+    committer, others = running[0], running[1:]
+    for program in others:
+        program.signal(signal.SIGTERM)
+    for program in others:
+        if program.proc is not None:
+            try:
+                program.proc.wait(max(0.0, deadline - 2.0 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    committer.signal(signal.SIGTERM)
+    for program in running:
+        if program.proc is None:
+            continue
+        try:
+            program.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop in time: killing it", program.name)
+            program.proc.kill()
+            program.proc.wait()
+
+
+def main(argv=None):
+    args = cli.parser("dvcs-autosync", __doc__).parse_args(argv)
+    cli.setup_logging(args.verbose)
+    cfg = cli.load(args.config)
+    take_pidfile(cfg.pidfile)
+    child_args = [cfg.file] + (["-v"] if args.verbose else [])
+    running = programs(cfg, child_args)
+    # Signals are taken synchronously below: no polling, no handler races.
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        committer = running[0]
+        committer.start()
+        if not wait_for_socket(cfg.socket, committer):
+            log.error("autosync-committer did not open its socket %s", cfg.socket)
+        supervise(running)
+        log.info("stopping")
+        stop(running)
+    finally:
+        remove(cfg.pidfile)
+        try:
+            connect(cfg.socket, timeout=1.0).close()
+        except NoDaemon:
+            remove(cfg.socket)  # left by a committer that was killed
+    return 0
+
+
+def supervise(running):
+    """Restart what exits, until SIGINT or SIGTERM."""
+    while True:
+        now = time.monotonic()
+        for program in running:
+            program.check(now)
+        waiting = [p.next_start - now for p in running if p.proc is None]
+        if waiting:
+            info = signal.sigtimedwait(SIGNALS, max(0.01, min(waiting)))
+        else:
+            info = signal.sigwaitinfo(SIGNALS)
+        if info is not None and info.si_signo != signal.SIGCHLD:
+            return
+
+
+def remove(path):
+    try:
+        os.unlink(path)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            log.warning("could not remove %s: %s", path, e.strerror)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
