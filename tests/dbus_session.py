@@ -1,0 +1,145 @@
+"""A real, private D-Bus session bus for tests, and a notification recorder on it.
+
+SessionBus starts `dbus-daemon --nofork --print-address` (Debian package
+`dbus`) with its own config in a temporary folder: no service activation, so
+nothing of the machine's desktop can answer. Recorder owns
+org.freedesktop.Notifications on that bus and records every Notify call.
+"""
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from jeepney import HeaderFields, MessageType, new_error, new_method_return
+from jeepney.bus_messages import message_bus
+from jeepney.io.blocking import open_dbus_connection
+
+CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+NAME = "org.freedesktop.Notifications"
+PRIMARY_OWNER = 1  # RequestName's reply when the name is ours
+DO_NOT_QUEUE = 4
+
+
+class SessionBus:
+    """`with SessionBus(tmpdir) as bus:` -> bus.address, for DBUS_SESSION_BUS_ADDRESS."""
+
+    def __init__(self, directory):
+        self.directory = str(directory)
+        self.proc = None
+        self.address = None
+
+    def __enter__(self):
+        os.makedirs(self.directory, exist_ok=True)
+        config = os.path.join(self.directory, "session.conf")
+        with open(config, "w") as f:
+            f.write(CONFIG.format(socket=os.path.join(self.directory, "bus")))
+        # Its complaints (e.g. about the fd limit in a container) go to a file.
+        with open(os.path.join(self.directory, "dbus-daemon.log"), "w") as log:
+            self.proc = subprocess.Popen(
+                ["dbus-daemon", "--config-file=" + config, "--nofork", "--print-address=1"],
+                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+        # The daemon prints its address once it listens.
+        self.address = self.proc.stdout.readline().strip()
+        if not self.address:
+            self.__exit__()
+            raise RuntimeError("dbus-daemon did not start")
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)
+        if self.proc:
+            self.proc.stdout.close()
+
+
+@dataclass
+class Notification:
+    app_name: str
+    replaces_id: int
+    icon: str
+    summary: str
+    body: str
+    urgency: int  # None when the hint is missing
+
+
+class Recorder:
+    """Owns org.freedesktop.Notifications on `address` and records each Notify call."""
+
+    def __init__(self, address):
+        self.address = address
+        self.calls = []
+        self.cond = threading.Condition()
+        self.stopped = threading.Event()
+        self.conn = None
+        self.thread = None
+
+    def __enter__(self):
+        self.conn = open_dbus_connection(self.address)
+        reply = self.conn.send_and_get_reply(message_bus.RequestName(NAME, DO_NOT_QUEUE))
+        if reply.body[0] != PRIMARY_OWNER:
+            raise RuntimeError("could not own %s on the test bus" % NAME)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        self.thread.join(5)
+        self.conn.close()
+
+    def wait_for(self, count, timeout=10.0):
+        """The calls, once there are at least `count`; fails after `timeout` seconds."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: len(self.calls) >= count, timeout):
+                raise AssertionError("expected %d Notify calls, got %d: %r"
+                                     % (count, len(self.calls), self.calls))
+            return list(self.calls)
+
+    def settled(self, quiet=0.5):
+        """The calls once none has come for `quiet` seconds."""
+        while True:
+            seen = len(self.calls)
+            time.sleep(quiet)
+            with self.cond:
+                if len(self.calls) == seen:
+                    return list(self.calls)
+
+    def _serve(self):
+        while not self.stopped.is_set():
+            try:
+                msg = self.conn.receive(timeout=0.1)
+            except TimeoutError:
+                continue
+            if msg.header.message_type == MessageType.method_call:
+                self.conn.send(self._answer(msg))
+
+    def _answer(self, msg):
+        member = msg.header.fields.get(HeaderFields.member)
+        if member == "Notify":
+            app, replaces, icon, summary, body, _actions, hints, _timeout = msg.body
+            urgency = hints.get("urgency", (None, None))[1]
+            with self.cond:
+                self.calls.append(Notification(app, replaces, icon, summary, body, urgency))
+                self.cond.notify_all()
+                number = len(self.calls)
+            return new_method_return(msg, "u", (number,))
+        if member == "GetCapabilities":
+            return new_method_return(msg, "as", (["body"],))
+        if member == "GetServerInformation":
+            return new_method_return(msg, "ssss", ("recorder", "tests", "0", "1.2"))
+        return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
