@@ -306,7 +306,8 @@ class Committer:
             if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
                 return False  # nothing to commit
             listed = expand_moves(self.folder, changes)
-            message = commit_message(self.host, listed, note or (rescan and "rescan"))
+            message = commit_message(self.host, listed, note or (rescan and "rescan"),
+                                     self.context())
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except CommandFailed as e:
             self.fail("commit", e)
@@ -319,6 +320,17 @@ class Committer:
         self.publish("committed", message=message, changes=listed[:MESSAGE_LINES],
                      count=len(listed), host=self.host)
         return True
+
+    def context(self):
+        """The output of contextcmd (off unless configured), for the commit message."""
+        template = self.cmd.get("contextcmd")
+        if template is None or template.empty:
+            return None
+        try:
+            return template.output(cwd=self.folder, timeout=10) or None
+        except CommandFailed as e:
+            log.warning("%s", e)
+            return None
 
     def push(self, force=False):
         """Push now; True if pushed, None if there was nothing to push, False on failure."""

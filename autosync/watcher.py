@@ -347,6 +347,7 @@ class Watcher:
         self.wm = pyinotify.WatchManager()
         _accept_any_bytes(self.wm)
         self.notifier = Notifier(self.wm, self.on_event)
+        os.set_blocking(self.wm.get_fd(), False)  # drain() must never wait
         started = time.monotonic()
         self.wm.add_watch(self.root, MASK, rec=True, auto_add=True,
                           exclude_filter=self.excluded, quiet=True)

@@ -125,8 +125,19 @@ class Machine:
         s = self.status()
         if s.get("state") != "idle" or s.get("pending") or s.get("unpushed"):
             return False
+        if self.dirty():
+            return False
         head = git("rev-parse", "HEAD", cwd=self.path).strip()
         return head == git("--git-dir", remote.path, "rev-parse", "main").strip()
+
+    def dirty(self):
+        """Paths git sees changed that the suite should have committed."""
+        from autosync.config import load
+        from autosync.watcher import Ignore
+        ignore = Ignore(self.path, load(self.config).ignorepath)
+        out = git("status", "--porcelain", "-z", "--no-renames", cwd=self.path)
+        return [os.fsdecode(e[3:]) for e in out.split(b"\0")
+                if e and not ignore(os.fsdecode(e[3:]).rstrip("/"))]
 
     def children(self):
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid), "-a"], stdout=subprocess.PIPE,
