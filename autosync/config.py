@@ -67,6 +67,8 @@ KEYS = {
         "pushdelay": ("seconds(default=1)", SECONDS),
         "pullinterval": ("seconds(default=300)", SECONDS + " (0: never)"),
         "socket": ("string(default='')", "a socket path"),
+        "notifylevel": ("option('quiet', 'normal', 'verbose', default='normal')",
+                        "quiet, normal or verbose"),
     },
     # None marks "not set", which takes the git default; "" means "do not run".
     "dvcs": {name: ("string(default=None)", "a command") for name in GIT_COMMANDS},
@@ -133,6 +135,7 @@ class Config:
     pushdelay: float = 1.0
     pullinterval: float = 300.0
     socket: str = ""
+    notifylevel: str = "normal"
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
     xmpp: Xmpp = dataclasses.field(default_factory=Xmpp)
 
@@ -313,6 +316,7 @@ def _build(file, values, warnings):
         # Unset, it is never below readfrequency: an original file with a long one still loads.
         maxwait=max(10.0, a["readfrequency"]) if a["maxwait"] is None else a["maxwait"],
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
+        notifylevel=a["notifylevel"],
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
         xmpp=_xmpp(file, x, base, warnings))
