@@ -21,7 +21,7 @@ from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 
 from autosync import cli, protocol
-from autosync.notifications import CRITICAL, DEFAULT_LEVEL, Summariser
+from autosync.notifications import CRITICAL, Summariser
 
 log = logging.getLogger("autosync.desktop")
 
@@ -214,7 +214,7 @@ def main(argv=None):
     if cfg.notifymethod not in ("desktop", "all"):
         log.info("notifymethod is %s: no desktop notifications to send", cfg.notifymethod)
         return 0
-    level = getattr(cfg, "notifylevel", DEFAULT_LEVEL)  # until config.py knows the key
+    level = cfg.notifylevel
     try:
         summariser = Summariser(level, folder=os.path.basename(cfg.path))
     except ValueError as e:
