@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the demo and the tests need: Debian packages for the real
+# parts (git, prosody, Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus,
+# systemd-analyze) and the project itself with pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(git prosody mercurial git-annex git-remote-gcrypt gnupg dbus systemd
+          desktop-file-utils openssl procps tar)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing Debian packages: ${missing[*]}"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
