@@ -24,6 +24,8 @@ def write(machine, rel, content):
 
 
 def settle(machine, remote, timeout=60):
+    # Let the watcher's open batch close (readfrequency is 0.2 s) before judging.
+    time.sleep(0.5)
     wait_until(lambda: machine.settled(remote), timeout, 0.1, "%s to settle" % machine.name)
 
 
