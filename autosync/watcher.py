@@ -31,8 +31,9 @@ MASK = (pyinotify.IN_CREATE | pyinotify.IN_MODIFY | pyinotify.IN_CLOSE_WRITE
 # Never synced, whatever the config says: DVCS metadata.
 METADATA = {".git", ".hg", ".bzr", ".svn", "_darcs", ".fossil"}
 # Editors' temporary, backup, swap and lock files (vim, emacs, gedit, kate, LibreOffice).
+# ("\\#": a leading "#" would make the pattern a comment.)
 EDITOR_JUNK = pathspec.GitIgnoreSpec.from_lines([
-    "*~", "*.swp", "*.swx", "*.swo", ".*.sw?", "4913", "#*#", ".#*", ".~lock.*#",
+    "*~", "*.swp", "*.swx", "*.swo", ".*.sw?", "4913", "\\#*#", ".#*", ".~lock.*#",
     ".goutputstream-*", "*.kate-swp", "*.tmp.[0-9]*",
 ])
 

@@ -177,8 +177,9 @@ def test_killed_watcher_is_restarted_and_misses_nothing(machines, remote):
     assert "autosync-watcher was killed by signal 9" in a.logtext()
 
 
-def test_two_machines_sync_through_the_post_receive_hook(machines, remote):
-    a, b = machines("a", "b")
+@pytest.mark.parametrize("pulllock", ["conservative", "optimized"])
+def test_two_machines_sync_through_the_post_receive_hook(machines, remote, pulllock):
+    a, b = machines("a", "b", pulllock=pulllock)
     hook = os.path.join(remote.path, "hooks", "post-receive")
     shutil.copy(os.path.join(os.path.dirname(os.path.dirname(__file__)), "hooks", "post-receive"),
                 hook)
@@ -255,3 +256,59 @@ def test_stop_commits_what_is_pending_and_cleans_up(machines, remote):
     assert git("show", "HEAD:last.txt", cwd=a.path, check=False) == b"written just before stop\n"
     result = a.notify("status", check=False)
     assert result.returncode == 3 and "no autosync daemon" in result.stderr
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("this is not an ini file\n", "line 1"),
+    ("[autosync]\nsyncmethod = none\n", "[autosync] path"),
+    ("[autosync]\npath = {path}\nsyncmethod = none\nreadfrequency = soon\n",
+     "[autosync] readfrequency"),
+    ("[autosync]\npath = {path}/missing\nsyncmethod = none\n", "[autosync] path"),
+    ("[autosync]\npath = {plain}\nsyncmethod = none\n", "[autosync] path"),
+    ("[autosync]\npath = {path}\nsyncmethod = none\n[dvcs]\naddcmd = git add %s %s\n",
+     "[dvcs] addcmd"),
+    ("[autosync]\npath = {path}\nsyncmethod = bogus\n", "[autosync] syncmethod"),
+])
+def test_malformed_config_is_one_line_and_touches_nothing(tmp_path, remote, content, expected):
+    folder = tmp_path / "clone"
+    git("clone", "-q", remote.path, str(folder))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    config = tmp_path / "bad.autosync"
+    config.write_text(content.format(path=folder, plain=plain))
+    before = git("status", "--porcelain", "--ignored", cwd=str(folder))
+    head = git("rev-parse", "HEAD", cwd=str(folder))
+    result = subprocess.run(["dvcs-autosync", str(config)], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert str(config) in result.stderr and expected in result.stderr, result.stderr
+    assert not os.path.exists(str(config) + ".pid")
+    assert git("status", "--porcelain", "--ignored", cwd=str(folder)) == before
+    assert git("rev-parse", "HEAD", cwd=str(folder)) == head
+
+
+QUEUE_LIMIT = "/proc/sys/fs/inotify/max_queued_events"
+
+
+@pytest.mark.skipif(not os.access(QUEUE_LIMIT, os.W_OK), reason="needs root to shrink the queue")
+def test_overflowing_kernel_queue_means_rescan_and_nothing_lost(machines, remote):
+    old = open(QUEUE_LIMIT).read()
+    with open(QUEUE_LIMIT, "w") as f:
+        f.write("32\n")  # taken by each inotify instance when it is made
+    try:
+        a = machines("a")
+    finally:
+        with open(QUEUE_LIMIT, "w") as f:
+            f.write(old)
+    watcher = a.children()["watcher"]
+    os.kill(watcher, signal.SIGSTOP)  # a reader that falls behind
+    try:
+        for i in range(300):
+            write(a, "flood%03d.txt" % i, b"%d\n" % i)  # in a watched folder
+    finally:
+        os.kill(watcher, signal.SIGCONT)
+    settle(a, remote)
+    files = remote.files()
+    assert sum(1 for n in files if n.startswith(b"flood")) == 300
+    assert "overflowed" in a.logtext()
