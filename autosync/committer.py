@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from autosync import cli
+from autosync import cli, conflicts, recovery
 from autosync.commands import CommandFailed, Template
 from autosync.protocol import Server
 
@@ -22,7 +22,15 @@ log = logging.getLogger("autosync.committer")
 
 ACTIONS = ("added", "modified", "removed", "moved")
 MESSAGE_LINES = 200  # files named in one commit message; the rest are counted
-PUSH_BACKOFF_MAX = 300.0
+BACKOFF_MAX = 60.0  # the longest wait between retries of a failed push, pull or commit
+PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote has
+LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
+CONFLICTS_KEPT = 100  # conflict copies listed in the status
+
+
+def backoff(failures, base=0.0):
+    """Seconds to wait after the n-th failure in a row: doubling, capped."""
+    return min(BACKOFF_MAX, base + 2 ** min(failures, 10))
 
 
 def shown(path):
@@ -122,7 +130,12 @@ class Committer:
         self.done = {"pull": 0, "sync": 0}  # requests served
         self.results = {}
         self.push_at = None  # when the next push is due
-        self.push_failures = 0
+        self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
+        self.failures = {"commit": 0, "pull": 0, "push": 0}  # in a row, for the backoff
+        # What the folder was at start: a vanished or replaced one is never committed.
+        self.where = recovery.Folder(self.folder)
+        self.gitdir = conflicts.git_dir(self.folder)  # None: not git, no built-in resolution
+        self.blocked = None  # why nothing may be committed now, or None
         self.link_up = False  # the XMPP listener tells us when it is up
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
         self.status = {"state": "starting", "path": self.folder, "host": self.host,
@@ -201,10 +214,12 @@ class Committer:
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
                 or (self.push_at is not None and now >= self.push_at)
+                or any(t is not None and now >= t for t in self.retry_at.values())
                 or self._timer_pull_due(now))
 
     def _sleep_time(self):
-        deadlines = [t for t in (self.push_at, self.next_timer_pull) if t is not None]
+        deadlines = [t for t in (self.push_at, self.next_timer_pull, *self.retry_at.values())
+                     if t is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _timer_pull_due(self, now):
@@ -219,9 +234,13 @@ class Committer:
             now = time.monotonic()
             push_due = self.push_at is not None and now >= self.push_at
             timer_pull = self._timer_pull_due(now)
-        if changes or rescan:
-            self.commit(changes, rescan)
-        if pulls > self.done["pull"] or timer_pull:
+            retry = {op for op, t in self.retry_at.items() if t is not None and now >= t}
+            for op in retry:
+                self.retry_at[op] = None
+        if changes or rescan or "commit" in retry:
+            # A retry rescans: the changes of the failed attempt are still in the folder.
+            self.commit(changes, rescan or "commit" in retry)
+        if pulls > self.done["pull"] or timer_pull or "pull" in retry:
             result = self.pull()
             self.finish("pull", pulls, result)
         if syncs > self.done["sync"]:
@@ -245,13 +264,51 @@ class Committer:
         with self.cond:
             self.status["state"] = state
 
-    def fail(self, op, error):
+    def fail(self, op, error, retry=None):
+        """Report a failure; retry: "commit" or "pull", tried again after a backoff."""
         log.error("%s failed: %s", op, error)
         with self.cond:
             self.status["last_error"] = "%s: %s" % (op, error)
+            if retry:
+                self.failures[retry] += 1
+                self.retry_at[retry] = time.monotonic() + backoff(self.failures[retry])
         self.publish("failed", op=op, error=str(error))
 
+    def succeeded(self, op):
+        with self.cond:
+            self.failures[op] = 0
+
+    def safe(self, op):
+        """May the repository be touched? Says why not once, and checks again later."""
+        problem = self.where.problem()
+        if problem is None and self.gitdir and conflicts.rebasing(self.gitdir):
+            problem = ("the repository is in the middle of a rebase: finish it (git rebase "
+                       "--continue) or abort it (git rebase --abort); nothing is committed "
+                       "until then")
+        told, self.blocked = self.blocked, problem
+        if problem is None:
+            if told:
+                log.warning("the repository is usable again: syncing resumes")
+            return True
+        if problem != told:
+            self.fail(op, problem + "; not committing")
+        with self.cond:
+            self.retry_at["commit"] = time.monotonic() + 5.0  # look again
+        return False
+
+    def locked(self):
+        return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))
+
+    def clear_lock(self):
+        """Remove an index.lock that a killed git left behind (never a live one)."""
+        if self.gitdir and self.where.marker:
+            recovery.clear_stale_lock(os.path.join(self.gitdir, "index.lock"),
+                                      os.path.dirname(self.where.marker))
+
     def startup(self):
+        # A killed committer's last command may still run: let it finish first.
+        recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
+        self.clear_lock()
         if self.cfg.syncmethod != "none":
             self.pull(commit_after=False)
         self.commit([], rescan=True, note="changes found at start-up")
@@ -297,6 +354,12 @@ class Committer:
     def commit(self, changes, rescan=False, note=None):
         """Stage and commit one batch; True if a commit was made."""
         self.set_state("committing")
+        if not self.safe("commit"):
+            return False
+        # Never stage over a merge that stopped (killed mid-pull): that would commit markers.
+        if self.gitdir and conflicts.merging(self.gitdir) and not self.finish_merge():
+            return False
+        self.clear_lock()
         changes = self.settle(changes)
         try:
             if not self.stage(changes) or rescan:
@@ -310,8 +373,15 @@ class Committer:
                                      self.context())
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except CommandFailed as e:
-            self.fail("commit", e)
+            # A lock in the way passes; other failures are not retried blindly (the
+            # original's statuscmd makes "nothing to commit" fail) but found by the next rescan.
+            self.fail("commit", e, retry="commit" if self.locked() else None)
             return False
+        self.succeeded("commit")
+        self.committed(message, listed)
+        return True
+
+    def committed(self, message, listed):
         with self.cond:
             self.status["last_commit"] = {"time": time.time(), "message": message.split("\n")[0]}
             self.status["unpushed"] += 1
@@ -319,6 +389,25 @@ class Committer:
         log.info("%s", message.split("\n")[0])
         self.publish("committed", message=message, changes=listed[:MESSAGE_LINES],
                      count=len(listed), host=self.host)
+
+    def finish_merge(self):
+        """A merge stopped on conflicts: keep both versions of each file and commit it."""
+        try:
+            copies = conflicts.resolve(self.folder)
+            lines = ["conflict: %s (other version kept as %s)" % (shown(c["path"]), shown(c["copy"]))
+                     for c in copies]
+            message = "autosync on %s: merged%s" % (
+                self.host, ", %d conflicts" % len(copies) if copies else "")
+            message += "\n\n" + "\n".join(lines) if lines else ""
+            self.cmd["commitcmd"].run(message, cwd=self.folder)
+        except (CommandFailed, RuntimeError, OSError) as e:
+            self.fail("merge", e, retry="commit")
+            return False
+        self.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
+        for c in copies:
+            with self.cond:
+                self.status["conflicts"] = (self.status["conflicts"] + [c["copy"]])[-CONFLICTS_KEPT:]
+            self.publish("conflict", **c)
         return True
 
     def context(self):
@@ -338,24 +427,53 @@ class Committer:
             self.push_at = None
             if not self.status["unpushed"] and not force:
                 return None
-        self.set_state("pushing")
-        try:
-            self.cmd["pushcmd"].run(cwd=self.folder)
-        except CommandFailed as e:
-            self.fail("push", e)
-            self.push_failures += 1
-            delay = min(PUSH_BACKOFF_MAX, self.cfg.pushdelay + 2 ** self.push_failures)
-            with self.cond:
-                self.push_at = time.monotonic() + delay
+        if not self.safe("push"):
             return False
-        self.push_failures = 0
+        for attempt in range(1, PUSH_TRIES + 1):
+            self.set_state("pushing")
+            try:
+                self.cmd["pushcmd"].run(cwd=self.folder)
+                break
+            except CommandFailed as e:
+                error = e
+            # Rejected because the remote moved on (merge and try again), or unreachable
+            # (then the pull fails too): never a force push.
+            if attempt == PUSH_TRIES or not self.pull()["ok"]:
+                self.fail("push", error)
+                with self.cond:
+                    self.failures["push"] += 1
+                    self.push_at = time.monotonic() + backoff(self.failures["push"],
+                                                              self.cfg.pushdelay)
+                return False
+        self.succeeded("push")
         url = self.remote_url()
         with self.cond:
+            self.push_at = None
             self.status["unpushed"] = 0
             self.status["last_push"] = {"time": time.time(), "url": url}
             self.status["last_error"] = None
         self.publish("pushed", url=url, source="committer")
         return True
+
+    def run_pull(self):
+        """pullcmd, then the merge finished if it stopped on conflicts; True if all went well."""
+        for attempt in (1, 2):
+            self.set_state("pulling")
+            try:
+                self.cmd["pullcmd"].run(cwd=self.folder)
+                error = None
+            except CommandFailed as e:
+                error = e
+            if self.gitdir and conflicts.merging(self.gitdir):
+                return self.finish_merge()
+            if error is None:
+                self.succeeded("pull")
+                return True
+            # Local changes the merge would overwrite: commit them and try once more.
+            if attempt == 1 and self.commit([], rescan=True, note="changes made before a pull"):
+                continue
+            self.fail("pull", error, retry="pull")
+            return False
 
     def remote_url(self):
         try:
@@ -365,18 +483,14 @@ class Committer:
             return ""
 
     def pull(self, commit_after=True):
-        """Pull now; True if the pull ran."""
-        self.set_state("pulling")
+        """Pull now; -> the reply to a pull request."""
+        if not self.safe("pull"):
+            return {"ok": False, "pulled": False, "error": self.blocked}
         with self.cond:
             if self.cfg.pullinterval:
                 self.next_timer_pull = time.monotonic() + self.cfg.pullinterval
         self.publish("pull-started")
-        try:
-            self.cmd["pullcmd"].run(cwd=self.folder)
-            ok = True
-        except CommandFailed as e:
-            self.fail("pull", e)
-            ok = False
+        ok = self.run_pull()
         self.publish("pull-finished", ok=ok)
         with self.cond:
             self.status["last_pull"] = {"time": time.time(), "ok": ok}

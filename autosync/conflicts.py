@@ -1,0 +1,152 @@
+"""Finish a merge that stopped on conflicts, keeping every version.
+
+Git only: it reads the index's conflict stages (`git ls-files -u`), which
+no configured command can describe. For each conflicted path:
+
+* both sides have a version (edited on both, added on both): the newer one
+  stays at the path, the other is written beside it as a conflict copy,
+  `name (conflict from HOST YYYY-MM-DD HHMMSS).ext`;
+* one side deleted it, the other changed it: the changed version stays;
+* both sides deleted it: it goes.
+
+"Newer" is the side whose last commit touching the path has the later commit
+time, ties broken by the larger commit id: both machines compute the same
+winner, so they converge instead of trading copies. Files are written from
+the committed blobs, so conflict markers never reach the tree or a commit.
+The caller commits the result (docs/conflicts.md).
+"""
+import logging
+import os
+import re
+import subprocess
+import time
+
+from autosync.commands import environment
+
+log = logging.getLogger("autosync.conflicts")
+
+HOST_IN_MESSAGE = re.compile(r"autosync on (\S+?):")
+
+
+def git(folder, *args, check=True):
+    """Run git in folder -> stdout bytes (None on failure when not check)."""
+    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    if proc.returncode:
+        if check:
+            raise RuntimeError("git %s: %s" % (args[0], proc.stderr.decode(errors="replace")
+                                               .strip().splitlines()[-1:]))
+        return None
+    return proc.stdout
+
+
+def git_dir(folder):
+    """The repository's metadata folder (.git), absolute; None if folder is not in git."""
+    out = git(folder, "rev-parse", "--absolute-git-dir", check=False)
+    return os.fsdecode(out.strip()) if out else None
+
+
+def merging(gitdir):
+    return os.path.exists(os.path.join(gitdir, "MERGE_HEAD"))
+
+
+def rebasing(gitdir):
+    return any(os.path.exists(os.path.join(gitdir, d)) for d in ("rebase-merge", "rebase-apply"))
+
+
+def unmerged(folder):
+    """{path: {stage: (mode, blob id)}} of the index's conflict entries."""
+    out = git(folder, "ls-files", "-u", "-z")
+    found = {}
+    for entry in out.split(b"\0"):
+        if entry:
+            info, path = entry.split(b"\t", 1)
+            mode, blob, stage = info.split()
+            found.setdefault(os.fsdecode(path), {})[int(stage)] = (mode.decode(), blob.decode())
+    return found
+
+
+def last_change(folder, rev, path):
+    """(commit time, commit id, host) of the last commit on rev that touched path."""
+    out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev, "--", path,
+              check=False) or b""
+    if not out.strip():
+        out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev)
+    stamp, commit, author, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 3)
+    found = HOST_IN_MESSAGE.match(subject)
+    return int(stamp), commit, found.group(1) if found else author
+
+
+def copy_name(path, host, stamp, free):
+    """`dir/name (conflict from HOST 2026-12-03 101502).ext`, the first one free(name) accepts."""
+    folder, base = os.path.split(path)
+    stem, ext = os.path.splitext(base)
+    if stem.startswith(".") and not ext:  # .bashrc: the whole name is the stem
+        stem, ext = base, ""
+    when = time.strftime("%Y-%m-%d %H%M%S", time.localtime(stamp))
+    host = host.replace("/", "_")
+    for n in range(1, 1000):
+        extra = "" if n == 1 else " %d" % n
+        name = os.path.join(folder, "%s (conflict from %s %s%s)%s" % (stem, host, when, extra, ext))
+        if free(name):
+            return name
+    raise RuntimeError("no free conflict name for %s" % path)
+
+
+def write_blob(folder, rel, mode, blob):
+    """Put a committed version at rel: a file with its mode, or a symlink."""
+    data = git(folder, "cat-file", "blob", blob)
+    full = os.path.join(folder, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    if os.path.lexists(full) and not os.path.isdir(full):
+        os.unlink(full)
+    if mode == "120000":
+        os.symlink(data, os.fsencode(full))
+        return
+    with open(full, "wb") as f:
+        f.write(data)
+    os.chmod(full, 0o755 if mode == "100755" else 0o644)
+
+
+def same_blob(folder, rel, blob):
+    """True if rel already holds exactly this blob (a copy written before a crash)."""
+    full = os.path.join(folder, rel)
+    if not os.path.isfile(full) or os.path.islink(full):
+        return False
+    return git(folder, "hash-object", "--", rel, check=False) == blob.encode() + b"\n"
+
+
+def resolve(folder):
+    """Resolve every conflicted path and stage the result.
+
+    -> list of {"path", "copy", "host"}: one per conflict copy made."""
+    copies, staged = [], []
+    for path, stages in sorted(unmerged(folder).items()):
+        ours, theirs = stages.get(2), stages.get(3)
+        if ours and theirs:
+            mine, other = last_change(folder, "HEAD", path), last_change(folder, "MERGE_HEAD", path)
+            ours_wins = mine[:2] > other[:2]
+            win, lose = (ours, theirs) if ours_wins else (theirs, ours)
+            stamp, _, host = other if ours_wins else mine
+            target = path
+            if os.path.isdir(os.path.join(folder, path)):  # a folder took the name meanwhile
+                target = copy_name(path, "both sides", stamp, lambda n: not os.path.lexists(
+                    os.path.join(folder, n)))
+            copy = copy_name(path, host, stamp, lambda n: n != target and (
+                not os.path.lexists(os.path.join(folder, n)) or same_blob(folder, n, lose[1])))
+            write_blob(folder, copy, *lose)
+            write_blob(folder, target, *win)
+            copies.append({"path": path, "copy": copy, "host": host})
+            staged += [path, copy, target]
+            log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
+                        path, host, copy)
+        elif ours or theirs:  # changed on one side, deleted on the other: keep the change
+            write_blob(folder, path, *(ours or theirs))
+            staged.append(path)
+            log.warning("%s was changed on one side and deleted on the other: kept", path)
+        else:  # deleted on both sides (e.g. renamed apart): nothing to keep here
+            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", path)
+    for chunk in range(0, len(staged), 500):
+        git(folder, "add", "-A", "--", *staged[chunk:chunk + 500])
+    return copies

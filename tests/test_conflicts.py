@@ -1,0 +1,167 @@
+"""End-to-end: two real clients change the same files while apart; both versions survive."""
+import os
+import re
+import socket
+import time
+
+import pytest
+
+from conftest import git, wait_until
+from test_sync import settle, write
+
+pytestmark = pytest.mark.e2e
+
+HOST = re.escape(socket.gethostname())
+STAMP = r"\d{4}-\d\d-\d\d \d{6}"
+
+
+def cut_off(machine):
+    """This machine alone loses the remote (the others keep it)."""
+    url = git("config", "--get", "remote.origin.url", cwd=machine.path).decode().strip()
+    git("remote", "set-url", "origin", url + ".unreachable", cwd=machine.path)
+    return url
+
+
+def reconnect(machine, url):
+    git("remote", "set-url", "origin", url, cwd=machine.path)
+
+
+def tree(machine):
+    """{relative path: content} of the working tree, without .git."""
+    found = {}
+    for root, dirs, files in os.walk(machine.path):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            full = os.path.join(root, name)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, machine.path)] = f.read()
+    return found
+
+
+def committed(machine):
+    """Wait until everything written on machine is committed (pushed or not)."""
+    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
+        machine.status()) and not machine.dirty(), 30, 0.1, machine.name + " to commit")
+
+
+def sync_both(a, b, remote):
+    """b pushes (rejected, merges, pushes again); then a pulls the merge."""
+    assert b.notify("sync").returncode == 0
+    settle(b, remote)
+    a.notify("pull")
+    settle(a, remote)
+
+
+def copies(files, stem, ext):
+    pattern = re.compile(r"%s \(conflict from %s %s\)%s$" % (re.escape(stem), HOST, STAMP,
+                                                             re.escape(ext)))
+    return {p: c for p, c in files.items() if pattern.match(p)}
+
+
+def never_mid_merge_nor_markers(remote, *machines):
+    for m in machines:
+        assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
+    history = remote.log("-p", "--all", "--format=")
+    assert "<<<<<<<" not in history and ">>>>>>>" not in history
+
+
+def test_every_kind_of_conflict_keeps_both_versions(machines, remote):
+    a, b = machines("a", "b")
+    for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):
+        write(a, name, b"base of %s\n" % name.encode())
+    write(a, "pic.bin", b"\x89PNG\0base\xff")
+    settle(a, remote)
+    b.notify("pull")
+    settle(b, remote)
+    url = cut_off(b)
+    # b, apart: its versions are committed first, so they are the older ones.
+    write(b, "notes.txt", b"b's notes\n")
+    write(b, "gone-on-a.txt", b"b changed this\n")
+    os.unlink(os.path.join(b.path, "gone-on-b.txt"))
+    write(b, "new.txt", b"b made this\n")
+    write(b, "pic.bin", b"\x89PNG\0from b\xfe")
+    committed(b)
+    time.sleep(1.1)  # commit times have one-second resolution
+    write(a, "notes.txt", b"a's notes\n")
+    os.unlink(os.path.join(a.path, "gone-on-a.txt"))
+    write(a, "gone-on-b.txt", b"a changed this\n")
+    write(a, "new.txt", b"a made this\n")
+    write(a, "pic.bin", b"\x89PNG\0from a\xfd")
+    settle(a, remote)
+    reconnect(b, url)
+    sync_both(a, b, remote)
+
+    files = tree(a)
+    assert tree(b) == files
+    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
+    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
+    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats deleted
+    assert files["gone-on-b.txt"] == b"a changed this\n"
+    assert files["new.txt"] == b"a made this\n"  # added on both sides
+    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
+    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
+    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
+    assert len(files) == 9  # README + 5 files + 3 copies, nothing else
+    assert remote.files() == {k.encode(): v for k, v in files.items()}
+    never_mid_merge_nor_markers(remote, a, b)
+
+    # Told once per conflict: status, event log line, and the merge commit says it.
+    status = b.status()
+    assert sorted(status["conflicts"]) == sorted(
+        p for p in files if "(conflict from" in p)
+    assert b.logtext().count("conflict in notes.txt") == 1
+    assert "3 conflicts" in remote.log("--format=%s")
+    assert a.status()["conflicts"] == []  # a only fast-forwarded: nothing to tell there
+
+
+def test_merging_side_keeps_its_newer_version(machines, remote):
+    a, b = machines("a", "b")
+    write(a, "doc/plan.md", b"v1\n")
+    settle(a, remote)
+    b.notify("pull")
+    settle(b, remote)
+    url = cut_off(b)
+    write(a, "doc/plan.md", b"a's plan\n")
+    settle(a, remote)
+    time.sleep(1.1)
+    write(b, "doc/plan.md", b"b's plan\n")
+    committed(b)
+    reconnect(b, url)
+    sync_both(a, b, remote)
+    files = tree(a)
+    assert tree(b) == files
+    assert files["doc/plan.md"] == b"b's plan\n"
+    found = {p: c for p, c in files.items() if p.startswith("doc/plan (conflict from ")}
+    assert list(found.values()) == [b"a's plan\n"] and list(found)[0].endswith(").md")
+    never_mid_merge_nor_markers(remote, a, b)
+    # Syncing goes on afterwards.
+    write(a, "after.txt", b"after\n")
+    settle(a, remote)
+    b.notify("pull")
+    settle(b, remote)
+    assert tree(b)["after.txt"] == b"after\n"
+
+
+def test_both_sides_pick_the_same_winner(tmp_path, remote):
+    """The winner depends on the commits only, not on which machine merges."""
+    from autosync import conflicts
+    clones = []
+    for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
+        path = str(tmp_path / name)
+        git("clone", "-q", remote.path, path)
+        with open(os.path.join(path, "f.txt"), "wb") as f:
+            f.write(text)
+        git("add", "f.txt", cwd=path)
+        git("commit", "-q", "-m", "autosync on %s: 1 added" % name, cwd=path)
+        clones.append(path)
+    x, y = clones
+    git("fetch", "-q", y, "HEAD:other", cwd=x)
+    git("fetch", "-q", x, "HEAD:other", cwd=y)
+    results = []
+    for path in (x, y):
+        git("merge", "-q", "--no-edit", "other", cwd=path, check=False)
+        made = conflicts.resolve(path)
+        with open(os.path.join(path, "f.txt"), "rb") as f:
+            results.append((f.read(), made[0]["host"]))
+        assert not git("diff", "--cached", "--name-only", "--diff-filter=U", cwd=path)
+    assert results[0] == results[1]  # same content at the path, same host in the copy name
