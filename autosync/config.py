@@ -33,10 +33,13 @@ GIT_COMMANDS = {
     "pushcmd": "git push -q",
     "pullcmd": "git pull -q --no-rebase --no-edit",
     "remoteurlcmd": "git config --get remote.origin.url",
-    # New keys; their defaults come later, "" means "do not run".
-    "logcmd": "",
-    "restorecmd": "",
-    "contextcmd": "",
+    # New keys. logcmd prints one NUL-ended record per version of %s (the path,
+    # or "." for the folder): "REVISION UNIXTIME AUTHOR", newline, the message.
+    # restorecmd writes the content of %s (the path) at revision %s to stdout;
+    # --filters gives what a checkout would (git-annex content, line ends).
+    "logcmd": "git log -z '--format=%H %at %an%n%B' -- %s",
+    "restorecmd": "git cat-file --filters %s:./%s",
+    "contextcmd": "",  # "" means "do not run"
 }
 
 # How many `%s` each command must hold (over all its lines); missing: not checked.

@@ -150,6 +150,11 @@ def stop(running):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `dvcs-autosync log|restore ...`; a config file that is named `log` still wins.
+    if argv and argv[0] in ("log", "restore") and not os.path.isfile(argv[0]):
+        from autosync import history
+        return history.main(argv)
     args = cli.parser("dvcs-autosync", __doc__).parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)

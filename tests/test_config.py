@@ -88,7 +88,8 @@ def test_original_example_is_a_working_config(tmp_path, folder):
     assert cfg.xmpp.host == "example.org" and cfg.xmpp.port == 5222
     assert cfg.xmpp.tls == "required" and cfg.xmpp.priority == 0
     assert cfg.xmpp.resource.startswith("autosync-")
-    assert cfg.commands["logcmd"] == cfg.commands["restorecmd"] == cfg.commands["contextcmd"] == ""
+    assert cfg.commands["logcmd"].startswith("git log") and cfg.commands["contextcmd"] == ""
+    assert cfg.commands["restorecmd"] == "git cat-file --filters %s:./%s"
 
 
 def test_original_example_placeholder_username_is_refused(tmp_path):

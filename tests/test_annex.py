@@ -1,0 +1,100 @@
+"""End-to-end: large files through git-annex (docs/examples/git-annex.autosync).
+
+A 5 MB binary changed several times reaches the second machine with the
+right content each time, while the remote's git history grows by pointers
+only; the content lives in the remote's annex."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, git, wait_until
+from test_mercurial import use_example
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")]
+
+SIZE = 5 * 1000 * 1000
+
+
+def annex(path, *args):
+    return git("-C", path, "annex", *args)
+
+
+def git_bytes(repo):
+    """Bytes of the repository's git objects (compressed, as stored), not the annex's content."""
+    return folder_bytes(os.path.join(repo, "objects"))
+
+
+def folder_bytes(folder):
+    total = 0
+    for root, _, names in os.walk(folder):
+        total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+    return total
+
+
+def annex_bytes(repo):
+    return folder_bytes(os.path.join(repo, "annex", "objects"))
+
+
+def test_large_file_versions_travel_through_the_annex(machines, remote):
+    annex(remote.path, "init", "-q", "remote")
+    a = machines("a", start=False)
+    annex(a.path, "init", "-q", "a")
+    # Shared by every clone through the git-annex branch.
+    annex(a.path, "config", "--set", "annex.largefiles", "largerthan=1mb or include=*.iso")
+    annex(a.path, "sync", "-q", "--no-content")
+    b = machines("b", start=False)
+    annex(b.path, "init", "-q", "b")
+    hook = os.path.join(remote.path, "hooks", "post-receive")
+    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
+    for m in (a, b):
+        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
+        use_example(m, "git-annex.autosync")
+        m.start()
+
+    def content(m, rel):
+        try:
+            with open(os.path.join(m.path, rel), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def reaches_b(rel, data):
+        wait_until(lambda: content(b, rel) == data and a.settled(remote) and b.settled(remote),
+                   60, 0.1, "%s to reach b" % rel)
+
+    before = git_bytes(remote.path)
+    versions = []
+    for i in range(3):
+        versions.append(os.urandom(SIZE))
+        with open(os.path.join(a.path, "video.bin"), "wb") as f:
+            f.write(versions[-1])
+        reaches_b("video.bin", versions[-1])
+    growth = git_bytes(remote.path) - before
+    print("remote git objects grew by %d bytes for 3 versions of a %d byte file; annex holds %d"
+          % (growth, SIZE, annex_bytes(remote.path)))
+    assert growth < 100 * 1000  # pointers, commits and git-annex logs
+    assert annex_bytes(remote.path) >= 3 * SIZE
+    assert remote.files()[b"video.bin"].startswith(b"/annex/objects/")
+
+    # A small text file stays an ordinary git file; the chosen pattern goes to the annex.
+    with open(os.path.join(b.path, "notes.txt"), "wb") as f:
+        f.write(b"small\n")
+    with open(os.path.join(b.path, "tiny.iso"), "wb") as f:
+        f.write(b"iso\n")
+    wait_until(lambda: content(a, "notes.txt") == b"small\n" and content(a, "tiny.iso") == b"iso\n"
+               and a.settled(remote) and b.settled(remote), 60, 0.1, "b's files to reach a")
+    files = remote.files()
+    assert files[b"notes.txt"] == b"small\n"
+    assert files[b"tiny.iso"].startswith(b"/annex/objects/")
+
+    # restore gives back the annexed content, not the pointer.
+    result = subprocess.run([sys.executable, "-m", "autosync.supervisor", "restore",
+                             os.path.join(a.path, "video.bin"), "--config", a.config],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 0, result.stderr
+    reaches_b("video.bin", versions[1])
+    assert "Traceback" not in a.logtext() + b.logtext()
