@@ -135,3 +135,19 @@ def test_log_and_restore_on_real_history_with_the_daemon_running(machines, remot
     assert result.returncode == 1 and "never.txt has no history" in result.stderr
     result = run("restore", notes, "--at", "2001-01-01", "--config", a.config)
     assert result.returncode == 1 and "no version as early as" in result.stderr
+
+
+@pytest.mark.e2e
+def test_contextcmd_output_is_in_the_pushed_commit_message(machines, remote):
+    a = machines("a", start=False)
+    a.dvcs = {"contextcmd": "echo context: busy"}
+    a.write_config()
+    a.start()
+    write(a, "report.txt", b"draft\n")
+    settle(a, remote)
+    message = remote.log("-1", "--format=%B")
+    assert message.startswith("autosync on ")
+    assert "added: report.txt" in message and "context: busy" in message
+    # log still reads such a message right.
+    result = run("log", os.path.join(a.path, "report.txt"), "--config", a.config)
+    assert result.stdout.split()[3:] == [socket.gethostname(), "added"]
