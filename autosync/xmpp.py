@@ -34,6 +34,7 @@ import xmpp
 from xmpp import transports
 
 from autosync import protocol
+from autosync.notifications import Summariser
 
 log = logging.getLogger("autosync.xmpp")
 
@@ -49,7 +50,7 @@ class Timing:
     backoff_max: float = 60.0      # ... doubling up to this
     login_timeout: float = 20.0    # connect + TLS + login must finish within this
     notify_quiet: float = 2.0      # a burst of work has ended after this long without events
-    notify_interval: float = 30.0  # at most one summary message per this long
+    notify_interval: float = 60.0  # at most one summary message per this long
     committer_retry: float = 1.0   # wait before reconnecting to the committer's socket
     pull_timeout: float = 660.0    # longer than the committer's own 600 s for a pull
 
@@ -68,42 +69,6 @@ def one_line(error):
             error = "server sent stream error %s%s" % (name, ": %s" % text if text else "")
     text = str(error) or type(error).__name__
     return " ".join(text.split())
-
-
-# ---------------------------------------------------------------- summaries
-
-def summarise(events, limit=5):
-    """One message for a burst of committer events (committed, pulled), or None.
-
-    Kept separate so that a shared summariser can replace it.
-    """
-    parts = []
-    committed = [e for e in events if e.get("event") == "committed"]
-    if committed:
-        paths = []
-        for event in committed:
-            for change in event.get("changes") or []:
-                if change.get("path") not in paths:
-                    paths.append(change.get("path"))
-        count = max(len(paths), sum(e.get("count") or 0 for e in committed))
-        names = ", ".join(str(p) for p in paths[:limit]) + (", ..." if count > limit else "")
-        host = committed[-1].get("host") or "this machine"
-        parts.append("%d file%s changed on %s: %s" % (count, "" if count == 1 else "s", host, names))
-    pulled = [e for e in events if e.get("event") == "pulled" and e.get("changed")]
-    if pulled:
-        count = sum(e.get("count") or 0 for e in pulled)
-        parts.append("%s pulled from other machines" % ("%d changed files" % count if count else "changes"))
-    return "; ".join(parts) or None
-
-
-def describe(event):
-    """The message for an event that is always reported at once (failure, conflict), or None."""
-    if event.get("event") == "failed":
-        return "autosync: %s failed: %s" % (event.get("op", "operation"), event.get("error", "unknown error"))
-    if event.get("event") == "conflict":
-        return "autosync: conflict on %s: %s; the other version is kept as %s" % (
-            event.get("host") or "?", event.get("path"), event.get("copy"))
-    return None
 
 
 # ---------------------------------------------------------------- committer side
@@ -410,6 +375,11 @@ class Listener:
         self.server = "%s:%s" % (self.x.host or self.domain, self.x.port or 5222)
         notify = getattr(cfg, "notifymethod", "none") in ("xmpp", "all")
         self.notify_to = self.x.alsonotify if notify and self.x.alsonotify else None
+        # The same summaries as on the desktop: one per burst, failures at once.
+        self.summariser = Summariser(getattr(cfg, "notifylevel", "normal"),
+                                     min_interval=self.timing.notify_interval,
+                                     settle=self.timing.notify_quiet,
+                                     folder=os.path.basename(getattr(cfg, "path", "") or ""))
 
         self.inbox = queue.SimpleQueue()
         self.wake_r, self.wake_w = os.pipe()
@@ -432,8 +402,6 @@ class Listener:
         self.next_login = 0.0
         self.last_failure = None
         self.link_up = None       # as last told to the committer
-        self.burst, self.burst_last, self.last_summary = [], 0.0, float("-inf")
-        self.last_error = (None, 0.0)
         self.strangers = {}       # bare JID -> when we last logged it
         self._dropped = False
 
@@ -498,23 +466,19 @@ class Listener:
             due.append(min(p[0] for p in self.pings.values()) + t.ping_timeout)
         else:
             due.append(self.last_rx + t.ping_interval)
-        if self.burst:
-            due.append(self._summary_due())
+        if self.notify_to and self.summariser.next_due() is not None:
+            due.append(self.summariser.next_due())
         return max(0.0, min(due) - now)
 
     def _timers(self):
         now, t = time.monotonic(), self.timing
         if self.client:
-            if self.pings and now - min(p[0] for p in self.pings.values()) > t.ping_timeout:
+            if self.pings and now - min(p[0] for p in self.pings.values()) >= t.ping_timeout:
                 self._lost("XMPP server %s did not answer a ping within %gs" % (self.server, t.ping_timeout))
             elif not self.pings and now - self.last_rx >= t.ping_interval:
                 self._ping()
-        if self.burst and now >= self._summary_due():
-            text = summarise(self.burst)
-            self.burst = []
-            self.last_summary = now
-            if text:
-                self._queue(("notify", text))
+        if self.notify_to:
+            self._notify(self.summariser.due(now))
 
     # -- connecting
 
@@ -658,26 +622,12 @@ class Listener:
                 self.links.put("link", {"cmd": "link", "up": self.link_up})
         elif kind == "pushed":
             self._queue(("announce", str(event.get("url") or "")))
-        if not self.notify_to:
-            return
-        if kind in ("committed", "pulled"):
-            self.burst.append(event)
-            self.burst_last = time.monotonic()
-        elif kind in ("failed", "conflict"):
-            self._notify_now(describe(event))
+        if self.notify_to:
+            self._notify(self.summariser.feed(event, time.monotonic()))
 
-    def _notify_now(self, text):
-        # Always sent, except the very same error again within notify_interval.
-        now = time.monotonic()
-        if self.last_error[0] == text and now - self.last_error[1] < self.timing.notify_interval:
-            log.debug("not repeating notification: %s", text)
-            return
-        self.last_error = (text, now)
-        self._queue(("notify", text))
-
-    def _summary_due(self):
-        return max(self.burst_last + self.timing.notify_quiet,
-                   self.last_summary + self.timing.notify_interval)
+    def _notify(self, messages):
+        for message in messages:
+            self._queue(("notify", message.text()))
 
     # -- XMPP stanzas (called inside Process)
 
