@@ -47,6 +47,8 @@ def describe(message, rel, folder_like):
             return host, "moved from " + line[len("moved: " + name + " (from "):-1]
         if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
             return host, "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
+        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
+            return host, "conflict " + line[len("conflict: " + name + " "):]
     return host, "changed"
 
 

@@ -155,7 +155,10 @@ def main(argv=None):
     if argv and argv[0] in ("log", "restore") and not os.path.isfile(argv[0]):
         from autosync import history
         return history.main(argv)
-    args = cli.parser("dvcs-autosync", __doc__).parse_args(argv)
+    parser = cli.parser("dvcs-autosync", __doc__)
+    parser.epilog = ("Old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
+                     "[--at WHEN]; --help after either tells more.")
+    args = parser.parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)
     take_pidfile(cfg.pidfile)

@@ -21,13 +21,15 @@ def run(*args, cwd=None):
 
 MESSAGE = ("autosync on laptop: 1 added, 1 modified, 1 removed, 1 moved\n\n"
            "added: new.txt\nmodified: notes.txt\nremoved: old.txt\n"
-           "moved: b/x.txt (from a/x.txt)\ncontext: busy\n")
+           "moved: b/x.txt (from a/x.txt)\n"
+           "conflict: c.txt (other version kept as c (conflict from pc).txt)\ncontext: busy\n")
 
 
 @pytest.mark.parametrize("path, action", [
     ("new.txt", "added"), ("notes.txt", "modified"), ("old.txt", "removed"),
     ("b/x.txt", "moved from a/x.txt"), ("a/x.txt", "moved to b/x.txt"),
-    ("unlisted.txt", "changed"), ("notes", "changed")])
+    ("unlisted.txt", "changed"), ("notes", "changed"),
+    ("c.txt", "conflict (other version kept as c (conflict from pc).txt)")])
 def test_describe_finds_what_happened_to_the_path(path, action):
     assert history.describe(MESSAGE, path, False) == ("laptop", action)
 
