@@ -187,8 +187,11 @@ class Template:
 
     def output(self, *args, cwd, timeout=None, env=None):
         """stdout (only) of the last command, decoded like a file name, trailing newlines cut."""
-        out = self._run(self._fill(args), cwd, True, timeout, environment(env), split=True)[1]
-        return os.fsdecode(out).rstrip("\n")
+        return os.fsdecode(self.output_bytes(*args, cwd=cwd, timeout=timeout, env=env)).rstrip("\n")
+
+    def output_bytes(self, *args, cwd, timeout=None, env=None):
+        """stdout (only) of the last command, byte for byte (a file's content)."""
+        return self._run(self._fill(args), cwd, True, timeout, environment(env), split=True)[1]
 
     def run_many(self, paths, cwd, timeout=None, env=None):
         """Run for every path, many paths per run where the template allows.

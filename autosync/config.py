@@ -10,6 +10,7 @@ in the defaults. `load` never writes anything.
 import dataclasses
 import logging
 import math
+import hashlib
 import os
 import re
 import socket
@@ -322,7 +323,7 @@ def _build(file, values, warnings):
         notifylevel=a["notifylevel"],
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
-        xmpp=_xmpp(file, x, base, warnings))
+        xmpp=_xmpp(file, x, base, warnings, path))
     if config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
@@ -363,7 +364,7 @@ def _commands(file, dvcs):
     return commands
 
 
-def _xmpp(file, x, base, warnings):
+def _xmpp(file, x, base, warnings, path):
     if x["cafile"]:
         cafile = _expand(x["cafile"], base)
         if not os.path.isfile(cafile):
@@ -378,7 +379,14 @@ def _xmpp(file, x, base, warnings):
         username=username, password=x["password"], alsonotify=x["alsonotify"],
         host=x["host"] or username.partition("@")[2], port=x["port"], tls=x["tls"],
         cafile=cafile, priority=x["priority"],
-        resource=x["resource"] or "autosync-" + socket.gethostname().split(".")[0])
+        resource=x["resource"] or default_resource(path))
+
+
+def default_resource(path):
+    """autosync-HOST-XXXXXX: names the machine, and differs per folder, so that two
+    folders on one host can share an account without taking each other's session."""
+    folder = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:6]
+    return "autosync-%s-%s" % (socket.gethostname().split(".")[0], folder)
 
 
 def _check_account(file, config):

@@ -9,7 +9,6 @@ import collections
 import datetime
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -171,19 +170,12 @@ class History:
         return version
 
     def _content(self, rev, rel, out):
-        """Run restorecmd; its last line's stdout (bytes, unchanged) goes to `out`."""
-        filled = self.cmd["restorecmd"]._fill([rev, rel])
-        for i, (argv, shown_command) in enumerate(filled):
-            last = i == len(filled) - 1
-            result = subprocess.run(argv, cwd=self.cfg.path, env=commands.environment(),
-                                    stdin=subprocess.DEVNULL,
-                                    stdout=out if last else subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-            if result.returncode:
-                error = result.stderr.decode("utf-8", "replace")
-                raise HistoryError("%s did not exist at %s, or restorecmd failed: %s"
-                                   % (rel, rev[:12], commands.CommandFailed(
-                                       "restorecmd", shown_command, result.returncode, error)))
+        """Run restorecmd; its last command's stdout (bytes, unchanged) goes to `out`."""
+        try:
+            out.write(self.cmd["restorecmd"].output_bytes(rev, rel, cwd=self.cfg.path))
+        except commands.CommandFailed as e:
+            raise HistoryError("%s did not exist at %s, or restorecmd failed: %s"
+                               % (rel, rev[:12], e)) from None
 
 
 def show_time(stamp):

@@ -76,6 +76,10 @@ class LineReader:
         self.sock = sock
         self.buffer = b""
 
+    def has_line(self):
+        """A whole line is buffered: readline() will not wait."""
+        return b"\n" in self.buffer
+
     def readline(self):
         """The next line without its newline; None at end of stream."""
         while b"\n" not in self.buffer:

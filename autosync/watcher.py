@@ -74,7 +74,6 @@ class Ignore:
         # git's rule: a path is ignored if it or a folder above it is, and the
         # deepest .gitignore that has an opinion wins.
         for depth in range(1, len(parts) + 1):
-            sub = "/".join(parts[:depth])
             is_dir = isdir or depth < len(parts)
             verdict = None
             for cut in range(depth):
@@ -379,11 +378,15 @@ class Watcher:
             timeout = self.batch.due(time.monotonic(), self.cfg.readfrequency, self.cfg.maxwait)
             ready, _, _ = select.select([events, inotify_fd], [], [], timeout)
             if events in ready:
-                line = reader.readline()
-                if line is None:
-                    log.error("the committer went away")
-                    return 1
-                self.on_committer_event(decode(line))
+                # Take every line that arrived: pull-started and pull-finished may come together.
+                while True:
+                    line = reader.readline()
+                    if line is None:
+                        log.error("the committer went away")
+                        return 1
+                    self.on_committer_event(decode(line))
+                    if not reader.has_line():
+                        break
             if inotify_fd in ready:
                 self.drain()
             if self.batch.due(time.monotonic(), self.cfg.readfrequency, self.cfg.maxwait) == 0:
