@@ -176,6 +176,7 @@ def main(argv=None):
         stop(running)
     finally:
         remove(cfg.pidfile)
+        remove(cfg.socket + ".exclude")  # the committer's ignorepath excludes (git)
         try:
             connect(cfg.socket, timeout=1.0).close()
         except NoDaemon:
