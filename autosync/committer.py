@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, conflicts, recovery
+from autosync import cli, conflicts, ignorepath, recovery
 from autosync.commands import CommandFailed, Template
 from autosync.protocol import Server
 
@@ -142,6 +142,8 @@ class Committer:
                        "last_commit": None, "last_push": None, "last_pull": None,
                        "unpushed": 0, "last_error": None, "conflicts": []}
         self.server = Server(cfg.socket, self.handle)
+        # Every command we run (startupcmd above all) leaves ignorepath alone.
+        os.environ.update(ignorepath.git_environment(cfg, self.gitdir, cfg.socket + ".exclude"))
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -307,8 +309,13 @@ class Committer:
 
     def startup(self):
         # A killed committer's last command may still run: let it finish first.
-        recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
+        leftovers = recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
         self.clear_lock()
+        if leftovers is not None and self.gitdir:
+            try:
+                conflicts.undo_killed_pull(self.folder)
+            except RuntimeError as e:
+                log.error("%s", e)
         if self.cfg.syncmethod != "none":
             self.pull(commit_after=False)
         self.commit([], rescan=True, note="changes found at start-up")
@@ -357,7 +364,7 @@ class Committer:
         if not self.safe("commit"):
             return False
         # Never stage over a merge that stopped (killed mid-pull): that would commit markers.
-        if self.gitdir and conflicts.merging(self.gitdir) and not self.finish_merge():
+        if self.gitdir and not self.merge_cleared():
             return False
         self.clear_lock()
         changes = self.settle(changes)
@@ -366,6 +373,7 @@ class Committer:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.
                 self.cmd["startupcmd"].run(cwd=self.folder)
+            self.hold_back_markers()
             if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
                 return False  # nothing to commit
             listed = expand_moves(self.folder, changes)
@@ -389,6 +397,29 @@ class Committer:
         log.info("%s", message.split("\n")[0])
         self.publish("committed", message=message, changes=listed[:MESSAGE_LINES],
                      count=len(listed), host=self.host)
+
+    def hold_back_markers(self):
+        """Files with a merge's conflict markers are never committed (git): say which."""
+        if not self.gitdir:
+            return
+        try:
+            held = conflicts.unstage_markers(self.folder)
+        except RuntimeError as e:
+            raise CommandFailed("commit", "git diff --cached", 1, str(e)) from None
+        if held:
+            self.fail("commit", "not committed, they hold conflict markers of an unfinished "
+                      "merge: %s" % ", ".join(map(shown, held[:10])))
+
+    def merge_cleared(self):
+        """No merge is left half-done (git): finish a stopped one, undo an interrupted one."""
+        if conflicts.merging(self.gitdir):
+            return self.finish_merge()
+        try:
+            conflicts.undo_interrupted_merge(self.folder)
+        except RuntimeError as e:
+            self.fail("merge", e, retry="commit")
+            return False
+        return True
 
     def finish_merge(self):
         """A merge stopped on conflicts: keep both versions of each file and commit it."""

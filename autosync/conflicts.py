@@ -67,6 +67,53 @@ def unmerged(folder):
     return found
 
 
+def undo_interrupted_merge(folder):
+    """A merge killed before it wrote MERGE_HEAD left conflict entries (and markers) behind.
+
+    `git reset --merge` puts back what the merge changed and keeps local changes
+    it did not touch; both sides are still in commits, so the next pull redoes it.
+    -> True if there was such a merge."""
+    if not unmerged(folder):
+        return False
+    log.warning("undoing a merge that was interrupted before it finished; "
+                "the next pull does it again")
+    git(folder, "reset", "-q", "--merge")
+    return True
+
+
+# The line a merge writes after the other side's text: `>>>>>>> <commit id>`.
+MERGE_LABEL = "^>>>>>>> [0-9a-f]{40}$"
+
+
+def unstage_markers(folder):
+    """Take files holding a merge's conflict markers out of the commit being made.
+
+    The last line of defence: such a file is never committed. -> their paths."""
+    out = git(folder, "diff", "--cached", "--name-only", "-z", "-G", MERGE_LABEL)
+    paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
+    if paths:
+        git(folder, "reset", "-q", "--", *paths)
+    return paths
+
+
+def undo_killed_pull(folder):
+    """Put back files that a pull killed mid-merge left with conflict markers.
+
+    A merge that loses its output pipe (the committer that ran it was killed)
+    dies of SIGPIPE after writing the markers into the files but before it
+    records anything in the index or MERGE_HEAD. Such a file's content is our
+    last commit plus the other side's (a `>>>>>>> <commit id>` label), both
+    committed: it goes back to our commit and the next pull merges again.
+    Only called when such a killed command was seen. -> the paths put back."""
+    out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL)
+    paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
+    if paths:
+        log.warning("a killed pull left conflict markers in %d file(s): put back to the last "
+                    "commit, the next pull merges again: %s", len(paths), ", ".join(paths[:10]))
+        git(folder, "checkout", "-q", "HEAD", "--", *paths)
+    return paths
+
+
 def last_change(folder, rev, path):
     """(commit time, commit id, host) of the last commit on rev that touched path."""
     out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev, "--", path,

@@ -128,16 +128,23 @@ def leftover_commands(folder):
     return found
 
 
-def wait_for_leftovers(folder, timeout):
-    """Let a killed committer's last command (a pull, a commit) finish before we start."""
+def wait_for_leftovers(folder, timeout, quiet_scans=3):
+    """Let a killed committer's last command (a pull, a commit) finish before we start.
+
+    Done after `quiet_scans` empty scans in a row: a process in the middle of
+    exec() (a shell starting git) can be missed by one scan.
+    -> None if there were none, else True once they ended (False: still running)."""
     deadline = time.monotonic() + timeout
-    pids = leftover_commands(folder)
-    if pids:
-        log.warning("waiting for command(s) %s left running by a killed committer",
-                    ", ".join(map(str, pids)))
-    while pids and time.monotonic() < deadline:
-        time.sleep(0.1)
+    told, quiet = False, 0
+    while quiet < quiet_scans and time.monotonic() < deadline:
         pids = leftover_commands(folder)
-    if pids:
-        log.error("command(s) %s still run after %.0f s; going on", pids, timeout)
-    return not pids
+        if pids and not told:
+            log.warning("waiting for command(s) %s left running by a killed committer",
+                        ", ".join(map(str, pids)))
+            told = True
+        quiet = 0 if pids else quiet + 1
+        time.sleep(0.05)
+    if quiet < quiet_scans:
+        log.error("commands left by a killed committer still run after %.0f s; going on",
+                  timeout)
+    return (quiet >= quiet_scans) if told else None

@@ -1,0 +1,233 @@
+"""End-to-end: faults injected for real; nothing is lost, nothing is force-pushed."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import git, wait_until
+from test_conflicts import committed, cut_off, never_mid_merge_nor_markers, reconnect, tree
+from test_sync import settle, write
+
+pytestmark = pytest.mark.e2e
+
+PULL = "git pull -q --no-rebase --no-edit"
+
+
+def slow(machine, key, command, seconds=2):
+    """Make a command of machine sleep first, so that a kill lands in the middle of it.
+
+    One shell line, one process: killed mid-way, the committer leaves it running."""
+    machine.dvcs[key] = "sleep %s; %s" % (seconds, command)
+    machine.write_config()
+
+
+def kill_committer(machine):
+    pid = machine.children()["committer"]
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: machine.children().get("committer") not in (None, pid), 20,
+               what="the committer to be restarted")
+
+
+def test_unreachable_remote_queues_commits_and_pushes_them_when_back(machines, remote):
+    a = machines("a")
+    away = remote.path + ".away"
+    os.rename(remote.path, away)
+    write(a, "one.txt", b"one\n")
+    committed(a)
+    write(a, "two.txt", b"two\n")
+    committed(a)
+    wait_until(lambda: a.status().get("unpushed", 0) >= 2, 20, what="two unpushed commits")
+    text = a.notify("status").stdout
+    assert re.search(r"unpushed: +[2-9] commits", text), text
+    assert re.search(r"last error: +push: ", text), text
+    os.rename(away, remote.path)
+    # No request: the push is retried by itself, with a short backoff after a short outage.
+    wait_until(lambda: remote.files().get(b"two.txt") == b"two\n", 40, 0.2, "the retried push")
+    settle(a, remote)
+    assert a.status()["last_error"] is None
+
+
+def test_push_rejected_merges_and_pushes_again_without_force(machines, remote):
+    a, b = machines("a", "b")
+    write(a, "from-a.txt", b"a\n")
+    settle(a, remote)
+    a_head = git("rev-parse", "HEAD", cwd=a.path).strip()
+    write(b, "from-b.txt", b"b\n")  # b has not pulled: its push is rejected
+    settle(b, remote)
+    assert remote.files()[b"from-a.txt"] == b"a\n" and remote.files()[b"from-b.txt"] == b"b\n"
+    git("--git-dir", remote.path, "merge-base", "--is-ancestor", a_head, "main")
+
+
+def test_changes_during_a_pull_are_committed_once(machines, remote):
+    a, b = machines("a", "b")
+    slow(b, "pullcmd", PULL)
+    b.stop()
+    b.start()
+    write(a, "pulled.txt", b"from a\n")
+    settle(a, remote)
+    b.notify("pushed", remote.path)  # asks b to pull; answered at once
+    wait_until(lambda: b.status().get("state") == "pulling", 10, what="b to pull")
+    write(b, "local.txt", b"written during the pull\n")
+    wait_until(lambda: b.status().get("state") == "idle", 20, what="the pull to end")
+    settle(b, remote)
+    assert remote.files()[b"local.txt"] == b"written during the pull\n"
+    assert tree(b)["pulled.txt"] == b"from a\n"
+    touched = remote.log("--format=", "--name-only").split("\n")  # a name per commit touching it
+    assert touched.count("pulled.txt") == 1 and touched.count("local.txt") == 1, touched
+
+
+def test_committer_killed_mid_commit_loses_and_repeats_nothing(machines, remote):
+    a = machines("a", start=False)
+    slow(a, "commitcmd", "git commit -q -m %s")
+    a.start()
+    write(a, "mid.txt", b"committed while killed\n")
+    wait_until(lambda: a.status().get("state") == "committing", 10, what="the commit")
+    kill_committer(a)
+    write(a, "after.txt", b"after the restart\n")
+    settle(a, remote)
+    files = remote.files()
+    assert files[b"mid.txt"] == b"committed while killed\n"
+    assert files[b"after.txt"] == b"after the restart\n"
+    assert remote.log("--format=%B").count("mid.txt") == 1
+    assert "left running by a killed committer" in a.logtext()
+
+
+def test_committer_killed_mid_pull_with_conflict_recovers(machines, remote):
+    a, b = machines("a", "b")
+    write(a, "notes.txt", b"base\n")
+    settle(a, remote)
+    b.notify("pull")
+    settle(b, remote)
+    slow(b, "pullcmd", PULL)
+    b.stop()
+    b.start()
+    url = cut_off(b)
+    write(b, "notes.txt", b"b's older notes\n")
+    committed(b)
+    time.sleep(1.1)
+    write(a, "notes.txt", b"a's newer notes\n")
+    settle(a, remote)
+    reconnect(b, url)
+    b.notify("pushed", url)
+    wait_until(lambda: b.status().get("state") == "pulling", 10, what="b to pull")
+    kill_committer(b)  # the pull goes on without it and stops on the conflict
+    settle(b, remote, timeout=90)
+    a.notify("pull")
+    settle(a, remote)
+    files = tree(a)
+    assert tree(b) == files
+    assert files["notes.txt"] == b"a's newer notes\n"
+    assert [c for p, c in files.items() if p.startswith("notes (conflict from ")] == \
+        [b"b's older notes\n"]
+    never_mid_merge_nor_markers(remote, a, b)
+
+
+def test_stale_index_lock_is_removed(machines, remote):
+    a = machines("a", start=False)
+    lock = os.path.join(a.path, ".git", "index.lock")
+    open(lock, "w").close()
+    a.start()
+    write(a, "x.txt", b"x\n")
+    settle(a, remote)
+    assert not os.path.exists(lock)
+    assert "removed a stale" in a.logtext()
+
+
+def test_index_lock_of_a_live_process_is_left_alone(machines, remote):
+    a = machines("a")
+    lock = os.path.join(a.path, ".git", "index.lock")
+    # Someone else's git-like process holds the lock for 3 s, then dies leaving it behind.
+    holder = subprocess.Popen(["sh", "-c", "exec 3>.git/index.lock; sleep 3"], cwd=a.path)
+    wait_until(lambda: os.path.exists(lock), 5, what="the lock")
+    write(a, "y.txt", b"y\n")
+    time.sleep(2.0)
+    assert holder.poll() is None and os.path.exists(lock)
+    assert b"y.txt" not in remote.files()
+    holder.wait()
+    settle(a, remote, timeout=40)  # retried: now the lock is stale and goes
+    assert remote.files()[b"y.txt"] == b"y\n"
+
+
+def diverge_by_hand(machine, remote, tmp_path, pull_args):
+    """Leave machine's clone in the middle of a conflicted pull, as a user's git would."""
+    write(machine, "notes.txt", b"local notes\n")
+    git("add", "notes.txt", cwd=machine.path)
+    git("commit", "-q", "-m", "by hand", cwd=machine.path)
+    time.sleep(1.1)
+    other = str(tmp_path / "other")
+    git("clone", "-q", remote.path, other)
+    with open(os.path.join(other, "notes.txt"), "wb") as f:
+        f.write(b"remote notes\n")
+    git("add", "notes.txt", cwd=other)
+    git("commit", "-q", "-m", "autosync on elsewhere: 1 added", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    git("pull", "-q", *pull_args, cwd=machine.path, check=False)
+
+
+def test_repository_left_mid_merge_is_finished_at_start_up(machines, remote, tmp_path):
+    a = machines("a", start=False)
+    diverge_by_hand(a, remote, tmp_path, ["--no-rebase", "--no-edit"])
+    assert os.path.exists(os.path.join(a.path, ".git", "MERGE_HEAD"))
+    a.start()
+    settle(a, remote)
+    files = remote.files()
+    assert files[b"notes.txt"] == b"remote notes\n"
+    assert [c for p, c in files.items() if p.startswith(b"notes (conflict from Test ")] == \
+        [b"local notes\n"]
+    never_mid_merge_nor_markers(remote, a)
+
+
+def test_repository_mid_rebase_is_reported_and_never_committed(machines, remote, tmp_path):
+    a = machines("a", start=False)
+    diverge_by_hand(a, remote, tmp_path, ["--rebase"])
+    a.start()
+    write(a, "new.txt", b"new\n")
+    wait_until(lambda: "rebase" in (a.status().get("last_error") or ""), 10,
+               what="the rebase to be reported")
+    time.sleep(1.0)
+    assert b"new.txt" not in remote.files()
+    assert "<<<<<<<" not in git("log", "-p", "HEAD", cwd=a.path).decode(errors="replace")
+    git("rebase", "--abort", cwd=a.path)
+    settle(a, remote, timeout=40)  # looked at again, and synced once the rebase is gone
+    files = remote.files()
+    assert files[b"new.txt"] == b"new\n" and files[b"notes.txt"] == b"remote notes\n"
+    never_mid_merge_nor_markers(remote, a)
+
+
+def test_folder_replaced_by_an_empty_one_is_not_a_mass_delete(machines, remote):
+    a = machines("a")
+    write(a, "keep.txt", b"keep\n")
+    settle(a, remote)
+    before = remote.files()
+    moved = a.path + ".moved"
+    os.rename(a.path, moved)
+    os.mkdir(a.path)
+    git("init", "-q", a.path)  # even with fresh metadata it is not our folder
+    reply = a.notify("--json", "sync", check=False)
+    assert reply.returncode != 0 or '"ok": false' in reply.stdout
+    assert "replaced" in a.status()["last_error"]
+    time.sleep(1.0)
+    assert remote.files() == before
+    shutil.rmtree(a.path)
+    os.rename(moved, a.path)  # back: syncing resumes
+    write(a, "later.txt", b"later\n")
+    settle(a, remote, timeout=40)
+    assert remote.files()[b"keep.txt"] == b"keep\n"
+
+
+def test_folder_that_lost_its_metadata_is_not_committed(machines, remote):
+    a = machines("a")
+    write(a, "keep.txt", b"keep\n")
+    settle(a, remote)
+    before = remote.files()
+    for name in os.listdir(a.path):  # everything goes, the folder itself stays
+        full = os.path.join(a.path, name)
+        shutil.rmtree(full) if os.path.isdir(full) else os.unlink(full)
+    a.notify("sync", check=False)
+    wait_until(lambda: "metadata" in (a.status().get("last_error") or ""), 10,
+               what="the refusal")
+    assert remote.files() == before

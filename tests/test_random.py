@@ -1,0 +1,159 @@
+"""Randomized, seeded: three real clients on one bare remote; nothing is ever lost.
+
+    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q
+
+runs a longer soak (defaults: seed 1, 60 operations, in the normal suite).
+The seed and the operations done are printed, so a failure can be replayed.
+"""
+import os
+import random
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from conftest import git, wait_until
+from test_conflicts import committed, cut_off, reconnect, tree
+from test_sync import write
+
+pytestmark = pytest.mark.e2e
+
+SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
+OPS = int(os.environ.get("AUTOSYNC_OPS", "60"))
+HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
+                    "post-receive")
+# Operation -> weight.
+KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "rename-folder": 1,
+         "same-file": 3, "cut-off": 1, "kill": 1}
+
+
+def files_of(machine):
+    return sorted(tree(machine))
+
+
+def folders_of(machine):
+    return sorted({os.path.dirname(p) for p in files_of(machine)} - {""})
+
+
+class World:
+    """The machines, what was ever written, and what is being done to them."""
+
+    def __init__(self, rng, machines, remote):
+        self.rng, self.machines, self.remote = rng, machines, remote
+        self.tokens = set()
+        self.offline = {}  # machine name -> (url, operations left)
+        self.log = []
+
+    def token(self, machine):
+        t = "%s-%d-%08x" % (machine.name, len(self.tokens), self.rng.getrandbits(32))
+        self.tokens.add(t)
+        return t
+
+    def new_path(self):
+        folder = self.rng.choice(["", "d0", "d1", "d2", "d1/e0", "d2/e1"])
+        return os.path.join(folder, "f%d.txt" % self.rng.randrange(15))
+
+    def do(self, n):
+        kind = self.rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
+        m = self.rng.choice(self.machines)
+        touched = [m]
+        existing = [p for p in files_of(m) if p != "README"]
+        if kind in ("modify", "append", "delete", "rename") and not existing:
+            kind = "create"
+        self.log.append("%d %s on %s" % (n, kind, m.name))
+        try:
+            if kind == "create":
+                write(m, self.new_path(), (self.token(m) + "\n").encode())
+            elif kind == "modify":
+                write(m, self.rng.choice(existing), (self.token(m) + "\n").encode())
+            elif kind == "append":
+                with open(os.path.join(m.path, self.rng.choice(existing)), "a") as f:
+                    f.write(self.token(m) + "\n")
+            elif kind == "delete":
+                os.unlink(os.path.join(m.path, self.rng.choice(existing)))
+            elif kind == "rename":
+                dst = os.path.join(m.path, self.new_path())
+                if not os.path.exists(dst):
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
+                    os.rename(os.path.join(m.path, self.rng.choice(existing)), dst)
+            elif kind == "rename-folder":
+                folders = [f for f in folders_of(m) if "/" not in f]
+                dst = os.path.join(m.path, "d%d" % self.rng.randrange(5))
+                if folders and not os.path.exists(dst):
+                    os.rename(os.path.join(m.path, self.rng.choice(folders)), dst)
+            elif kind == "same-file":
+                other = self.rng.choice([x for x in self.machines if x is not m])
+                shared = sorted(set(existing) & set(files_of(other)))
+                path = self.rng.choice(shared) if shared else self.new_path()
+                for x in (m, other):
+                    write(x, path, (self.token(x) + "\n").encode())
+                touched.append(other)
+            elif kind == "cut-off" and not self.offline:
+                self.offline[m.name] = (cut_off(m), self.rng.randint(4, 12))
+            elif kind == "kill":
+                pid = m.children().get("committer")
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+                    wait_until(lambda: m.children().get("committer") not in (None, pid), 30,
+                               what="the committer of %s to be restarted" % m.name)
+        except FileNotFoundError:
+            pass  # a pull took the file away meanwhile
+        for x in touched:
+            committed(x)  # so that every token written is in some commit
+        self.reconnect_due()
+
+    def reconnect_due(self, now=False):
+        for name, (url, left) in list(self.offline.items()):
+            if now or left <= 1:
+                reconnect(next(m for m in self.machines if m.name == name), url)
+                del self.offline[name]
+            else:
+                self.offline[name] = (url, left - 1)
+
+
+def quiet(machines, remote, timeout=120):
+    """Sync until every machine has the remote's head and nothing left to do."""
+    def converged():
+        for m in machines:
+            m.notify("sync", check=False)
+        for m in machines:
+            m.notify("pull", check=False)
+        heads = {git("rev-parse", "HEAD", cwd=m.path) for m in machines}
+        return len(heads) == 1 and all(m.settled(remote) for m in machines)
+    wait_until(converged, timeout, 0.5, "the three machines to converge")
+
+
+def history_blobs(remote):
+    """Every file content reachable from the remote's main, concatenated."""
+    objects = git("--git-dir", remote.path, "rev-list", "--objects", "main")
+    ids = b"\n".join(line.split()[0] for line in objects.splitlines())
+    out = subprocess.run(["git", "--git-dir", remote.path, "cat-file", "--batch"], input=ids + b"\n",
+                         stdout=subprocess.PIPE, check=True).stdout
+    return out.decode("utf-8", "replace")
+
+
+def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote):
+    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d" % (SEED, OPS))
+    shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
+    ms = machines("a", "b", "c", pullinterval="2")
+    for m in ms:
+        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
+    world = World(random.Random(SEED), ms, remote)
+    try:
+        for n in range(OPS):
+            world.do(n)
+        world.reconnect_due(now=True)
+        quiet(ms, remote)
+    finally:
+        print("\n".join(world.log))
+    final = tree(ms[0])
+    assert tree(ms[1]) == final and tree(ms[2]) == final
+    for path, content in final.items():
+        for line in content.splitlines():
+            assert not line.startswith((b"<<<<<<< ", b">>>>>>> ")), path
+    history = history_blobs(remote)
+    lost = sorted(t for t in world.tokens if t not in history)
+    assert not lost, "contents neither in the tree nor in history: %s" % lost
+    for m in ms:
+        assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
