@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, conflicts, ignorepath, recovery
+from autosync import cli, conflicts, gitrepo, ignorepath, recovery
 from autosync.commands import CommandFailed, Template
 from autosync.protocol import Server
 
@@ -134,7 +134,7 @@ class Committer:
         self.failures = {"commit": 0, "pull": 0, "push": 0}  # in a row, for the backoff
         # What the folder was at start: a vanished or replaced one is never committed.
         self.where = recovery.Folder(self.folder)
-        self.gitdir = conflicts.git_dir(self.folder)  # None: not git, no built-in resolution
+        self.gitdir = gitrepo.git_dir(self.folder)  # None: not git, no built-in resolution
         self.blocked = None  # why nothing may be committed now, or None
         self.link_up = False  # the XMPP listener tells us when it is up
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
@@ -376,7 +376,7 @@ class Committer:
             self.hold_back_markers()
             if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
                 return False  # nothing to commit
-            listed = expand_moves(self.folder, changes)
+            listed = self.listed(changes)
             message = commit_message(self.host, listed, note or (rescan and "rescan"),
                                      self.context())
             self.cmd["commitcmd"].run(message, cwd=self.folder)
@@ -388,6 +388,12 @@ class Committer:
         self.succeeded("commit")
         self.committed(message, listed)
         return True
+
+    def listed(self, changes):
+        """The files this commit records, for its message: git says exactly (a rescan
+        included); otherwise the batch, a moved folder file by file."""
+        staged = gitrepo.staged_changes(self.folder) if self.gitdir else None
+        return staged if staged is not None else expand_moves(self.folder, changes)
 
     def committed(self, message, listed):
         with self.cond:

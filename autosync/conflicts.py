@@ -18,33 +18,13 @@ The caller commits the result (docs/conflicts.md).
 import logging
 import os
 import re
-import subprocess
 import time
 
-from autosync.commands import environment
+from autosync.gitrepo import git
 
 log = logging.getLogger("autosync.conflicts")
 
 HOST_IN_MESSAGE = re.compile(r"autosync on (\S+?):")
-
-
-def git(folder, *args, check=True):
-    """Run git in folder -> stdout bytes (None on failure when not check)."""
-    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
-    if proc.returncode:
-        if check:
-            raise RuntimeError("git %s: %s" % (args[0], proc.stderr.decode(errors="replace")
-                                               .strip().splitlines()[-1:]))
-        return None
-    return proc.stdout
-
-
-def git_dir(folder):
-    """The repository's metadata folder (.git), absolute; None if folder is not in git."""
-    out = git(folder, "rev-parse", "--absolute-git-dir", check=False)
-    return os.fsdecode(out.strip()) if out else None
 
 
 def merging(gitdir):

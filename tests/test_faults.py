@@ -85,7 +85,10 @@ def test_committer_killed_mid_commit_loses_and_repeats_nothing(machines, remote)
     slow(a, "commitcmd", "git commit -q -m %s")
     a.start()
     write(a, "mid.txt", b"committed while killed\n")
-    wait_until(lambda: a.status().get("state") == "committing", 10, what="the commit")
+    # Kill while commitcmd itself runs (not while staging, which may be over in a blink).
+    wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 2; git commit"],
+                                      stdout=subprocess.DEVNULL).returncode == 0,
+               10, what="the commit command")
     kill_committer(a)
     write(a, "after.txt", b"after the restart\n")
     settle(a, remote)
