@@ -527,12 +527,16 @@ class Committer:
             if self.cfg.pullinterval:
                 self.next_timer_pull = time.monotonic() + self.cfg.pullinterval
         self.publish("pull-started")
+        before = gitrepo.head(self.folder) if self.gitdir else None
         ok = self.run_pull()
         self.publish("pull-finished", ok=ok)
         with self.cond:
             self.status["last_pull"] = {"time": time.time(), "ok": ok}
         if ok:
-            self.publish("pulled")
+            # git can say what came in; for another DVCS the event says only that it ran.
+            news = gitrepo.pulled(self.folder, before, gitrepo.head(self.folder)) \
+                if self.gitdir else {}
+            self.publish("pulled", **news)
             with self.cond:
                 if self.status["unpushed"]:
                     self.push_at = time.monotonic()  # a merge may wait to go out too

@@ -17,14 +17,12 @@ The caller commits the result (docs/conflicts.md).
 """
 import logging
 import os
-import re
 import time
 
-from autosync.gitrepo import git
+from autosync.gitrepo import HOST_IN_MESSAGE, git
 
 log = logging.getLogger("autosync.conflicts")
 
-HOST_IN_MESSAGE = re.compile(r"autosync on (\S+?):")
 
 
 def merging(gitdir):

@@ -6,10 +6,12 @@ next commit will record (for a commit message that names every file, also
 when `startupcmd` found the changes by itself).
 """
 import os
+import re
 import subprocess
 
 from autosync.commands import environment
 
+HOST_IN_MESSAGE = re.compile(r"autosync on (\S+?):")
 ACTIONS = {"A": "added", "M": "modified", "T": "modified", "D": "removed"}
 
 
@@ -51,3 +53,23 @@ def staged_changes(folder):
             changes.append({"action": ACTIONS.get(status, "modified"), "path": fields[i + 1]})
             i += 2
     return changes
+
+
+def head(folder):
+    out = git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False)
+    return out.strip() if out else None
+
+
+def pulled(folder, before, after):
+    """What a pull brought, for the `pulled` event: files changed and the hosts they came from."""
+    if not before or not after or before == after:
+        return {"changed": before != after and after is not None, "files": [], "hosts": []}
+    names = git(folder, "diff", "--name-only", "-z", "--relative", before, after, check=False)
+    subjects = git(folder, "log", "--format=%s", b"%s..%s" % (before, after), check=False)
+    files = [os.fsdecode(n) for n in (names or b"").split(b"\0") if n]
+    hosts = []
+    for subject in os.fsdecode(subjects or b"").splitlines():
+        found = HOST_IN_MESSAGE.match(subject)
+        if found and found.group(1) not in hosts:
+            hosts.append(found.group(1))
+    return {"changed": True, "files": files[:200], "count": len(files), "hosts": hosts}

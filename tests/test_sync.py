@@ -315,3 +315,20 @@ def test_overflowing_kernel_queue_means_rescan_and_nothing_lost(machines, remote
     files = remote.files()
     assert sum(1 for n in files if n.startswith(b"flood")) == 300
     assert "overflowed" in a.logtext()
+
+
+def test_pulled_event_says_what_came_from_where(machines, remote):
+    from autosync.config import load
+    from autosync.protocol import connect
+    a, b = machines("a", "b")
+    events = connect(load(b.config).socket)
+    assert events.request({"cmd": "subscribe"})["ok"]
+    write(a, "news.txt", b"news\n")
+    settle(a, remote)
+    b.notify("pull")
+    for event in events.events():
+        if event["event"] == "pulled" and event.get("changed"):
+            break
+    assert event["files"] == ["news.txt"] and event["count"] == 1
+    assert event["hosts"] == [__import__("socket").gethostname()]
+    events.close()
