@@ -9,7 +9,6 @@ threads only queue work and wait for it.
 """
 import logging
 import os
-import socket
 import sys
 import threading
 import time
@@ -120,7 +119,7 @@ class Committer:
     def __init__(self, cfg):
         self.cfg = cfg
         self.folder = cfg.path
-        self.host = socket.gethostname()
+        self.host = cfg.hostname
         self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
         # Re-entrant: the signal handler may call stop() while this thread holds it.
         self.cond = threading.Condition(threading.RLock())

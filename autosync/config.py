@@ -73,6 +73,7 @@ KEYS = {
         "socket": ("string(default='')", "a socket path"),
         "notifylevel": ("option('quiet', 'normal', 'verbose', default='normal')",
                         "quiet, normal or verbose"),
+        "hostname": ("string(default='')", "a name for this machine"),
     },
     # None marks "not set", which takes the git default; "" means "do not run".
     "dvcs": {name: ("string(default=None)", "a command") for name in GIT_COMMANDS},
@@ -140,8 +141,13 @@ class Config:
     pullinterval: float = 300.0
     socket: str = ""
     notifylevel: str = "normal"
+    hostname: str = dataclasses.field(default_factory=lambda: this_host())
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
     xmpp: Xmpp = dataclasses.field(default_factory=Xmpp)
+
+
+def this_host():
+    return socket.gethostname()
 
 
 def default_path() -> str:
@@ -320,10 +326,10 @@ def _build(file, values, warnings):
         # Unset, it is never below readfrequency: an original file with a long one still loads.
         maxwait=max(10.0, a["readfrequency"]) if a["maxwait"] is None else a["maxwait"],
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
-        notifylevel=a["notifylevel"],
+        notifylevel=a["notifylevel"], hostname=a["hostname"].strip() or socket.gethostname(),
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
-        xmpp=_xmpp(file, x, base, warnings, path))
+        xmpp=_xmpp(file, x, base, warnings, path, a["hostname"].strip() or socket.gethostname()))
     if config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
@@ -364,7 +370,7 @@ def _commands(file, dvcs):
     return commands
 
 
-def _xmpp(file, x, base, warnings, path):
+def _xmpp(file, x, base, warnings, path, host):
     if x["cafile"]:
         cafile = _expand(x["cafile"], base)
         if not os.path.isfile(cafile):
@@ -379,14 +385,14 @@ def _xmpp(file, x, base, warnings, path):
         username=username, password=x["password"], alsonotify=x["alsonotify"],
         host=x["host"] or username.partition("@")[2], port=x["port"], tls=x["tls"],
         cafile=cafile, priority=x["priority"],
-        resource=x["resource"] or default_resource(path))
+        resource=x["resource"] or default_resource(path, host))
 
 
-def default_resource(path):
+def default_resource(path, host):
     """autosync-HOST-XXXXXX: names the machine, and differs per folder, so that two
     folders on one host can share an account without taking each other's session."""
     folder = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:6]
-    return "autosync-%s-%s" % (socket.gethostname().split(".")[0], folder)
+    return "autosync-%s-%s" % (host.split(".")[0], folder)
 
 
 def _check_account(file, config):

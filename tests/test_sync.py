@@ -320,7 +320,8 @@ def test_overflowing_kernel_queue_means_rescan_and_nothing_lost(machines, remote
 def test_pulled_event_says_what_came_from_where(machines, remote):
     from autosync.config import load
     from autosync.protocol import connect
-    a, b = machines("a", "b")
+    a = machines("a", hostname="laptop")
+    b = machines("b")
     events = connect(load(b.config).socket)
     assert events.request({"cmd": "subscribe"})["ok"]
     write(a, "news.txt", b"news\n")
@@ -330,5 +331,6 @@ def test_pulled_event_says_what_came_from_where(machines, remote):
         if event["event"] == "pulled" and event.get("changed"):
             break
     assert event["files"] == ["news.txt"] and event["count"] == 1
-    assert event["hosts"] == [__import__("socket").gethostname()]
+    assert event["hosts"] == ["laptop"]
+    assert remote.log("-1", "--format=%s").startswith("autosync on laptop: 1 added")
     events.close()
