@@ -85,6 +85,7 @@ class Machine:
                              pullinterval="0")
         self.settings.update(settings)
         self.dvcs = {}
+        self.xmpp = {}
         self.proc = None
         self.write_config()
 
@@ -92,8 +93,11 @@ class Machine:
         lines = ["[autosync]"] + ["%s = %s" % kv for kv in self.settings.items()]
         if self.dvcs:
             lines += ["[dvcs]"] + ["%s = %s" % kv for kv in self.dvcs.items()]
+        if self.xmpp:
+            lines += ["[xmpp]"] + ["%s = %s" % kv for kv in self.xmpp.items()]
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
+        os.chmod(self.config, 0o600)  # it may hold a password
 
     def start(self, wait=True):
         self.logfile = open(self.log, "ab")

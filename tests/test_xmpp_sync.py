@@ -1,0 +1,88 @@
+"""End-to-end through XMPP: the whole suite on several clones, announcements
+through a private prosody on 127.0.0.1 (tests/prosody.py), real git."""
+import os
+
+import pytest
+
+from conftest import wait_until
+from prosody import prosody_certs, prosody_factory, prosody_server  # noqa: F401 (fixtures)
+from test_sync import write
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "s3cret-for-tests"
+
+
+def content(machine, rel):
+    try:
+        with open(os.path.join(machine.path, rel), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def arrives(machine, rel, expected, timeout=20):
+    wait_until(lambda: content(machine, rel) == expected, timeout, 0.05,
+               "%s to have %s = %r" % (machine.name, rel, expected))
+
+
+@pytest.fixture
+def xmpp_machines(machines, prosody_server):
+    """xmpp_machines(("a", 0), ("b", 5)) -> started machines on one account."""
+    jid = prosody_server.register("me", PASSWORD)
+
+    def make(*specs):
+        made = []
+        for name, priority in specs:
+            m = machines(name, start=False, syncmethod="xmpp", pullinterval="0")
+            m.xmpp = dict(username=jid, password=PASSWORD, host="127.0.0.1",
+                          port=prosody_server.port, cafile=prosody_server.cafile,
+                          priority=priority, resource="autosync-" + name)
+            m.write_config()
+            made.append(m)
+        for m in made:
+            m.start()
+        # Every listener must have seen the others' presence before a push counts.
+        for m in made:
+            others = [o for o in made if o is not m]
+            # A machine's log names another's resource only once it saw it online.
+            wait_until(lambda: all("autosync-" + o.name in m.logtext() for o in others), 20,
+                       what="%s to see the others online" % m.name)
+        return made
+    return make
+
+
+def test_changes_travel_both_ways(xmpp_machines):
+    a, b = xmpp_machines(("a", 0), ("b", 0))
+    write(a, "notes.txt", b"from a\n")
+    arrives(b, "notes.txt", b"from a\n")
+    with open(os.path.join(b.path, "notes.txt"), "ab") as f:
+        f.write(b"and b\n")
+    arrives(a, "notes.txt", b"from a\nand b\n")
+    os.rename(os.path.join(a.path, "notes.txt"), os.path.join(a.path, "ideas.txt"))
+    arrives(b, "ideas.txt", b"from a\nand b\n")
+    assert content(b, "notes.txt") is None
+    os.unlink(os.path.join(b.path, "ideas.txt"))
+    arrives(a, "ideas.txt", None)
+    assert PASSWORD not in a.logtext() + b.logtext()
+    assert PASSWORD not in a.notify("--json", "status").stdout
+
+
+def test_every_priority_hears_every_push(xmpp_machines):
+    high, zero, negative = xmpp_machines(("high", 5), ("zero", 0), ("negative", -1))
+    for source in (high, zero, negative):
+        name = "from-%s.txt" % source.name
+        write(source, name, source.name.encode())
+        for m in (high, zero, negative):
+            arrives(m, name, source.name.encode())
+
+
+def test_a_change_made_while_the_server_is_down_still_arrives(xmpp_machines, prosody_server):
+    a, b = xmpp_machines(("a", 0), ("b", 0))
+    prosody_server.stop()
+    write(a, "while-down.txt", b"written with the server down\n")
+    wait_until(lambda: a.status().get("unpushed") == 0 and a.status().get("last_commit"), 20,
+               what="a to commit and push without XMPP")
+    prosody_server.start()
+    # b reconnects and asks for a catch-up pull (or a announces once it is back).
+    arrives(b, "while-down.txt", b"written with the server down\n", timeout=90)
