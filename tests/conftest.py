@@ -134,6 +134,14 @@ class Machine:
         head = git("rev-parse", "HEAD", cwd=self.path).strip()
         return head == git("--git-dir", remote.path, "rev-parse", "main").strip()
 
+    def read(self, rel):
+        """The content of a file in the folder, or None if it is not there."""
+        try:
+            with open(os.path.join(self.path, rel), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
     def dirty(self):
         """Paths git sees changed that the suite should have committed."""
         from autosync.config import load

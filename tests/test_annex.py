@@ -55,15 +55,8 @@ def test_large_file_versions_travel_through_the_annex(machines, remote):
         use_example(m, "git-annex.autosync")
         m.start()
 
-    def content(m, rel):
-        try:
-            with open(os.path.join(m.path, rel), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
     def reaches_b(rel, data):
-        wait_until(lambda: content(b, rel) == data and a.settled(remote) and b.settled(remote),
+        wait_until(lambda: b.read(rel) == data and a.settled(remote) and b.settled(remote),
                    60, 0.1, "%s to reach b" % rel)
 
     before = git_bytes(remote.path)
@@ -85,7 +78,7 @@ def test_large_file_versions_travel_through_the_annex(machines, remote):
         f.write(b"small\n")
     with open(os.path.join(b.path, "tiny.iso"), "wb") as f:
         f.write(b"iso\n")
-    wait_until(lambda: content(a, "notes.txt") == b"small\n" and content(a, "tiny.iso") == b"iso\n"
+    wait_until(lambda: a.read("notes.txt") == b"small\n" and a.read("tiny.iso") == b"iso\n"
                and a.settled(remote) and b.settled(remote), 60, 0.1, "b's files to reach a")
     files = remote.files()
     assert files[b"notes.txt"] == b"small\n"

@@ -56,13 +56,6 @@ class GcryptMachine(Machine):
     def head(self):
         return git("rev-parse", "HEAD", cwd=self.path).strip()
 
-    def read(self, rel):
-        try:
-            with open(os.path.join(self.path, rel), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
 
 def every_byte(repo):
     """All of a repository's files, and every git object in it decompressed."""

@@ -186,13 +186,7 @@ def test_two_machines_sync_through_the_post_receive_hook(machines, remote, pulll
     for m in (a, b):
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
     write(a, "from-a.txt", b"hello from a\n")
-    def arrived():
-        try:
-            with open(os.path.join(b.path, "from-a.txt"), "rb") as f:
-                return f.read() == b"hello from a\n"
-        except FileNotFoundError:
-            return False
-    wait_until(arrived, 30, what="the file to reach b")
+    wait_until(lambda: b.read("from-a.txt") == b"hello from a\n", 30, what="the file to reach b")
     # b does not commit what the pull brought in as its own change.
     settle(b, remote)
     settle(a, remote)

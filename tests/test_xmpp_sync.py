@@ -13,16 +13,8 @@ pytestmark = pytest.mark.e2e
 PASSWORD = "s3cret-for-tests"
 
 
-def content(machine, rel):
-    try:
-        with open(os.path.join(machine.path, rel), "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
 def arrives(machine, rel, expected, timeout=20):
-    wait_until(lambda: content(machine, rel) == expected, timeout, 0.05,
+    wait_until(lambda: machine.read(rel) == expected, timeout, 0.05,
                "%s to have %s = %r" % (machine.name, rel, expected))
 
 
@@ -61,7 +53,7 @@ def test_changes_travel_both_ways(xmpp_machines):
     arrives(a, "notes.txt", b"from a\nand b\n")
     os.rename(os.path.join(a.path, "notes.txt"), os.path.join(a.path, "ideas.txt"))
     arrives(b, "ideas.txt", b"from a\nand b\n")
-    assert content(b, "notes.txt") is None
+    assert b.read("notes.txt") is None
     os.unlink(os.path.join(b.path, "ideas.txt"))
     arrives(a, "ideas.txt", None)
     assert PASSWORD not in a.logtext() + b.logtext()
