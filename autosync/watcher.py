@@ -58,7 +58,10 @@ class Ignore:
                         lines += f.read().splitlines()
                 except OSError:
                     pass
-            self.specs[folder] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
+            # A file of comments only is no file: skip it on the hot path.
+            useful = any(p.include is not None for p in spec.patterns)
+            self.specs[folder] = spec if useful else None
         return self.specs[folder]
 
     def forget(self, folder):
@@ -305,6 +308,9 @@ class Watcher:
             batch.touch(src_rel, isdir)
         if event.mask & (pyinotify.IN_MOVE_SELF | pyinotify.IN_DELETE_SELF):
             return  # the parent folder's event tells us the same
+        if isdir and not event.mask & (pyinotify.IN_CREATE | pyinotify.IN_DELETE
+                                       | pyinotify.IN_MOVED_TO | pyinotify.IN_MOVED_FROM):
+            return  # a folder's own times or mode: no DVCS records them
         if not self.ignore(rel, isdir):
             batch.touch(rel, isdir)
 

@@ -133,3 +133,16 @@ def test_batch_timing_quiet_and_longest_wait():
     for t in range(11, 16):  # a file that keeps changing
         b.touch("x", now=float(t))
     assert b.due(15.0, 1.0, 5.0) == 0.0  # closed by maxwait, not starved
+
+
+def test_a_folders_own_times_change_no_file(machines, remote):
+    """tar sets its folders' times at the end: that is no modification of what they hold."""
+    from test_sync import settle, write
+    a = machines("a")
+    for i in range(3):
+        write(a, "x/f%d" % i, b"%d\n" % i)
+    settle(a, remote)
+    os.utime(os.path.join(a.path, "x"), (1, 1))
+    write(a, "y", b"y\n")
+    settle(a, remote)
+    assert remote.log("-1", "--format=%s").endswith(": 1 added\n")
