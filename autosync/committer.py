@@ -382,7 +382,8 @@ class Committer:
         except CommandFailed as e:
             # A lock in the way passes; other failures are not retried blindly (the
             # original's statuscmd makes "nothing to commit" fail) but found by the next rescan.
-            self.fail("commit", e, retry="commit" if self.locked() else None)
+            lock = self.locked() or "index.lock" in (e.output or "")
+            self.fail("commit", e, retry="commit" if lock else None)
             return False
         self.succeeded("commit")
         self.committed(message, listed)

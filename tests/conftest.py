@@ -29,6 +29,18 @@ def wait_until(predicate, timeout=30.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
+def tree(machine):
+    """{relative path: content} of a machine's working tree, without DVCS metadata."""
+    found = {}
+    for root, dirs, files in os.walk(machine.path):
+        dirs[:] = [d for d in dirs if d not in (".git", ".hg")]
+        for name in files:
+            full = os.path.join(root, name)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, machine.path)] = f.read()
+    return found
+
+
 @pytest.fixture(autouse=True)
 def private_home(tmp_path, monkeypatch):
     """Each test gets its own HOME and git identity; the user's settings never leak in."""

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import git, wait_until
+from conftest import git, tree, wait_until
 from test_sync import settle, write
 
 pytestmark = pytest.mark.e2e
@@ -24,18 +24,6 @@ def cut_off(machine):
 
 def reconnect(machine, url):
     git("remote", "set-url", "origin", url, cwd=machine.path)
-
-
-def tree(machine):
-    """{relative path: content} of the working tree, without .git."""
-    found = {}
-    for root, dirs, files in os.walk(machine.path):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files:
-            full = os.path.join(root, name)
-            with open(full, "rb") as f:
-                found[os.path.relpath(full, machine.path)] = f.read()
-    return found
 
 
 def committed(machine):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, Machine, wait_until
+from conftest import ROOT, Machine, tree, wait_until
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")]
@@ -67,13 +67,7 @@ class HgMachine(Machine):
         return hg("id", "-i", "-r", ".", cwd=self.path) == hg("id", "-i", "-r", "tip", cwd=central)
 
     def files(self):
-        out = {}
-        for root, dirs, names in os.walk(self.path):
-            dirs[:] = [d for d in dirs if d != ".hg"]
-            for n in names:
-                full = os.path.join(root, n)
-                out[os.path.relpath(full, self.path)] = open(full, "rb").read()
-        return out
+        return tree(self)
 
 
 @pytest.fixture
