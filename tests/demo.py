@@ -57,6 +57,7 @@ syncmethod = xmpp
 notifymethod = none
 readfrequency = 0.2
 pushdelay = 0
+hostname = {name}
 
 [xmpp]
 username = {jid}
