@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from autosync import __version__, config
 
@@ -26,6 +27,11 @@ def parser(prog, doc):
     p.add_argument("-v", "--verbose", action="store_true", help="log every command run")
     p.add_argument("--version", action="version", version="%(prog)s " + __version__)
     return p
+
+
+def show_time(stamp):
+    """A unix time as local date and time, the way every program prints it."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
 
 
 def die(message, status=2):

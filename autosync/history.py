@@ -152,7 +152,7 @@ class History:
         version = self.pick(self.versions(rel), rel, at)
         if version.action == "removed" or version.action.startswith("moved to"):
             raise HistoryError("%s did not exist after %s %s (%s); pick an earlier version"
-                               % (rel, version.rev[:12], show_time(version.time), version.action))
+                               % (rel, version.rev[:12], cli.show_time(version.time), version.action))
         folder = os.path.dirname(target)
         os.makedirs(folder, exist_ok=True)
         # Written beside the file and renamed over it, so the daemon never sees half
@@ -178,14 +178,10 @@ class History:
                                % (rel, rev[:12], e)) from None
 
 
-def show_time(stamp):
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
-
-
 def print_versions(versions, out=sys.stdout):
     width = max([len(v.host) for v in versions] + [4])
     for v in versions:
-        out.write("%s  %s  %-*s  %s\n" % (show_time(v.time), v.rev[:12], width, v.host,
+        out.write("%s  %s  %-*s  %s\n" % (cli.show_time(v.time), v.rev[:12], width, v.host,
                                           v.action))
 
 
@@ -223,7 +219,7 @@ def main(argv):
         print("dvcs-autosync %s: %s" % (args.command, e), file=sys.stderr)
         return 1
     print("restored %s as it was at %s (%s, %s on %s)"
-          % (rel, show_time(version.time), version.rev[:12], version.action, version.host))
+          % (rel, cli.show_time(version.time), version.rev[:12], version.action, version.host))
     if not os.path.exists(cfg.socket):
         print("no dvcs-autosync runs for %s: the restored file is synced when it starts"
               % cfg.path)

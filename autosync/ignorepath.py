@@ -8,7 +8,8 @@ entry, passed through git's GIT_CONFIG_* environment variables, so nothing
 in the user's repository or config is changed.
 """
 import os
-import subprocess
+
+from autosync.gitrepo import git
 
 SPECIAL = "\\*?[!# "
 
@@ -21,8 +22,8 @@ def anchored(path, top):
 
 def user_excludes(folder):
     """The text of the user's own excludes file, which ours must keep in force."""
-    out = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], cwd=folder,
-                         capture_output=True).stdout.strip()
+    out = (git(folder, "config", "--path", "--get", "core.excludesFile", check=False)
+           or b"").strip()
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     name = os.fsdecode(out) if out else os.path.join(base, "git", "ignore")
     try:

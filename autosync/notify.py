@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 from autosync import __version__, cli
 from autosync.protocol import NoDaemon, connect, find_socket
@@ -38,19 +37,15 @@ def socket_path(args):
     return env or find_socket(os.getcwd())
 
 
-def show_time(stamp):
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
-
-
 def status_text(status):
     commit, push = status.get("last_commit"), status.get("last_push")
     lines = [
         "folder:      %s (on %s)" % (status.get("path"), status.get("host")),
         "state:       %s" % status.get("state"),
         "pending:     %d paths" % len(status.get("pending") or []),
-        "last commit: %s" % ("%s  %s" % (show_time(commit["time"]), commit.get("message", ""))
+        "last commit: %s" % ("%s  %s" % (cli.show_time(commit["time"]), commit.get("message", ""))
                              if commit else "none yet"),
-        "last push:   %s" % ("%s  to %s" % (show_time(push["time"]), push.get("url") or "?")
+        "last push:   %s" % ("%s  to %s" % (cli.show_time(push["time"]), push.get("url") or "?")
                              if push else "none yet"),
         "unpushed:    %d commits" % status.get("unpushed", 0),
         "last error:  %s" % (status.get("last_error") or "none"),
