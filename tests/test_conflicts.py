@@ -32,6 +32,13 @@ def committed(machine):
         machine.status()) and not machine.dirty(), 30, 0.1, machine.name + " to commit")
 
 
+def share(a, b, remote):
+    """What a wrote is pushed, then pulled by b: both start from the same tree."""
+    settle(a, remote)
+    b.notify("pull")
+    settle(b, remote)
+
+
 def sync_both(a, b, remote):
     """b pushes (rejected, merges, pushes again); then a pulls the merge."""
     assert b.notify("sync").returncode == 0
@@ -58,9 +65,7 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote):
     for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):
         write(a, name, b"base of %s\n" % name.encode())
     write(a, "pic.bin", b"\x89PNG\0base\xff")
-    settle(a, remote)
-    b.notify("pull")
-    settle(b, remote)
+    share(a, b, remote)
     url = cut_off(b)
     # b, apart: its versions are committed first, so they are the older ones.
     write(b, "notes.txt", b"b's notes\n")
@@ -105,9 +110,7 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote):
 def test_merging_side_keeps_its_newer_version(machines, remote):
     a, b = machines("a", "b")
     write(a, "doc/plan.md", b"v1\n")
-    settle(a, remote)
-    b.notify("pull")
-    settle(b, remote)
+    share(a, b, remote)
     url = cut_off(b)
     write(a, "doc/plan.md", b"a's plan\n")
     settle(a, remote)
@@ -124,9 +127,7 @@ def test_merging_side_keeps_its_newer_version(machines, remote):
     never_mid_merge_nor_markers(remote, a, b)
     # Syncing goes on afterwards.
     write(a, "after.txt", b"after\n")
-    settle(a, remote)
-    b.notify("pull")
-    settle(b, remote)
+    share(a, b, remote)
     assert tree(b)["after.txt"] == b"after\n"
 
 

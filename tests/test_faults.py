@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import git, wait_until
-from test_conflicts import committed, cut_off, never_mid_merge_nor_markers, reconnect, tree
+from test_conflicts import committed, cut_off, never_mid_merge_nor_markers, reconnect, share, tree
 from test_sync import settle, write
 
 pytestmark = pytest.mark.e2e
@@ -102,9 +102,7 @@ def test_committer_killed_mid_commit_loses_and_repeats_nothing(machines, remote)
 def test_committer_killed_mid_pull_with_conflict_recovers(machines, remote):
     a, b = machines("a", "b")
     write(a, "notes.txt", b"base\n")
-    settle(a, remote)
-    b.notify("pull")
-    settle(b, remote)
+    share(a, b, remote)
     slow(b, "pullcmd", PULL)
     b.stop()
     b.start()
