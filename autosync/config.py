@@ -18,7 +18,7 @@ import socket
 from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
-from autosync.protocol import socket_for
+from autosync.paths import find_marker, socket_for
 
 log = logging.getLogger("autosync.config")
 
@@ -92,9 +92,6 @@ KEYS = {
 
 # Accepted and not used: the original's planned but never written sync server.
 IGNORED_SECTIONS = ("autosync-server",)
-
-# A folder inside a working tree has one of these in it or above it.
-REPOSITORY_MARKERS = (".git", ".hg", ".bzr", "_darcs", ".svn", ".fossil", ".fslckout", "_FOSSIL_")
 
 # RawConfigParser's own patterns: a header is [anything]; the key ends at the first = or :.
 SECTION_LINE = re.compile(r"\[(?P<name>.+)\]")
@@ -416,13 +413,9 @@ def _check_working_tree(file, path):
     if not os.path.isdir(path):
         raise _bad(file, "autosync", "path", "a folder", "%r, which is not a folder" % path,
                    quote=False)
-    folder = path
-    while not any(os.path.lexists(os.path.join(folder, m)) for m in REPOSITORY_MARKERS):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            raise _bad(file, "autosync", "path", "a folder in a working tree (.git, .hg, .bzr, "
-                       "_darcs, .svn or .fossil in it or above)", repr(path), quote=False)
-        folder = parent
+    if find_marker(path) is None:
+        raise _bad(file, "autosync", "path", "a folder in a working tree (.git, .hg, .bzr, "
+                   "_darcs, .svn or .fossil in it or above)", repr(path), quote=False)
 
 
 def _check_permissions(file, config, warnings):

@@ -7,7 +7,7 @@ import pytest
 
 from autosync import config
 from autosync.config import ConfigError
-from autosync.protocol import socket_for
+from autosync.paths import socket_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")
