@@ -1,11 +1,11 @@
-"""The configuration file: the original's INI syntax plus new keys; read, check, fill defaults.
+"""~/.autosync -> Config: read the original's INI file once, check it, fill in defaults.
 
 Users keep the file the original dvcs-autosync read with Python's
-RawConfigParser (indented continuation lines, `#` inside values, `key: value`).
-configobj cannot parse that syntax, so `_parse_ini` first reads it by
-RawConfigParser's rules; the values then go to configobj, triple-quoted so
-that they survive unchanged, and configobj's validator converts them and fills
-in the defaults. `load` never writes anything.
+RawConfigParser (indented continuation lines, `#` inside values, `key: value`),
+which configobj cannot parse. `_parse_ini` reads it by RawConfigParser's rules
+(tests compare the two), keeping each key's line for warnings; configobj then
+gets the values as a dict and its validator converts them and fills in the
+defaults. `load` never writes anything.
 """
 import dataclasses
 import logging
@@ -269,16 +269,12 @@ def _validate(file, known):
     if known["autosync"].get("syncmethod") == "autosync-server":
         raise _bad(file, "autosync", "syncmethod", "xmpp or none (autosync-server was never "
                    "implemented)", "autosync-server")
-    text = []
-    for name, keys in known.items():
-        text.append("[%s]" % name)
-        for key, value in keys.items():
-            text.extend(("%s = %s" % (key, _quote(file, name, key, value))).split("\n"))
     spec = []
     for name, keys in KEYS.items():
         spec.append("[%s]" % name)
         spec.extend("%s = %s" % (key, check) for key, (check, _) in keys.items())
-    values = ConfigObj(text, configspec=spec, list_values=False, interpolation=False)
+    # configobj gets the values as read, in a dict: no quoting, nothing parsed twice.
+    values = ConfigObj(known, configspec=spec, interpolation=False)
     results = values.validate(Validator({"seconds": _seconds}), preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
@@ -287,15 +283,6 @@ def _validate(file, known):
             if (name, key) in errors:
                 raise _bad(file, name, key, expected, known.get(name, {}).get(key))
     return values
-
-
-def _quote(file, section, key, value):
-    """Triple-quote `value` so configobj keeps it as it is: `#`, quotes, commas, newlines."""
-    for quote in ('"""', "'''"):
-        if quote not in value:
-            return quote + value + quote
-    raise _bad(file, section, key, "a value without both ''' and \"\"\" in it", "one with both",
-               quote=False)
 
 
 def _seconds(value):

@@ -2,6 +2,7 @@
 import configparser
 import logging
 import os
+import random
 
 import pytest
 
@@ -121,6 +122,7 @@ TRICKY = {
     "trailing quote": 'logcmd = say "hi"\n',
     "triple double": 'logcmd = a """ b\n',
     "triple single": "logcmd = a ''' b'\n",
+    "both triple quotes": "logcmd = a ''' b \"\"\" c\n",
     "commas": "logcmd = a, b, c\n",
     "interpolation": "logcmd = %(name)s and %s and %%s\n",
     "colon": "logcmd: git log\n",
@@ -141,6 +143,45 @@ def test_value_is_what_rawconfigparser_gives(tmp_path, folder, line):
     cfg = config.load(write(tmp_path, text))
     assert cfg.commands["logcmd"] == raw(text)["dvcs"]["logcmd"]
     assert cfg.commands["pushcmd"] == "git push"
+
+
+# Lines to build files from, each a case RawConfigParser has a rule for.
+PIECES = ["[a]", "[b]", "[a b]", "[]", "[[x]]", "  [c]", "x = 1", "X: 2", "y=", "a:b=c",
+          "key =   spaced   ", "k = v # h", "z = '''" + '"""', "x = 1 \\", "é = é",
+          " cont", "\tcont2", "", "  ", "# c", "  ; c", "junk", "= v", "  = w"]
+
+
+def test_reader_agrees_with_rawconfigparser_on_generated_files():
+    """Values, and the line of the first syntax error, as RawConfigParser(strict=False) has them.
+
+    (Not compared: [DEFAULT], which is an ordinary section here, see below.)"""
+    rnd = random.Random(9)
+    for _ in range(3000):
+        text = "\n".join(rnd.choice(PIECES) for _ in range(rnd.randint(0, 10)))
+        text += rnd.choice(["", "\n"])
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read_string(text)
+            want = {s: dict(parser.items(s)) for s in parser.sections()}
+        except configparser.MissingSectionHeaderError as e:
+            want = "line %d" % e.lineno
+        except configparser.ParsingError as e:
+            want = "line %d" % e.errors[0][0]
+        try:
+            got = {s: {k: v for k, (v, _) in keys.items()}
+                   for s, keys in config._parse_ini("f", text, []).items()}
+        except ConfigError as e:
+            got = str(e).split(":")[1].strip()
+        assert got == want, text
+
+
+def test_default_section_is_an_ordinary_unknown_one(tmp_path, folder):
+    # RawConfigParser would lend [DEFAULT]'s keys to every section; the original's
+    # example has none, and a command that turned up in every section would be a surprise.
+    file = write(tmp_path, minimal(folder, "[DEFAULT]\npushcmd = x\n"))
+    cfg = config.load(file)
+    assert cfg.commands["pushcmd"] == "git push -q"
+    assert cfg.warnings == ["%s: unknown section [DEFAULT], ignored" % file]
 
 
 @pytest.mark.parametrize("newline", ["\r\n", "\r"])
