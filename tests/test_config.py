@@ -1,8 +1,10 @@
 """autosync.config: the original's INI syntax read as RawConfigParser read it, checks, defaults."""
 import configparser
+import dataclasses
 import logging
 import os
 import random
+import socket
 
 import pytest
 
@@ -278,6 +280,72 @@ def test_new_keys(tmp_path, folder):
 def test_long_readfrequency_raises_the_default_maxwait(tmp_path, folder):
     cfg = config.load(write(tmp_path, minimal(folder, autosync="readfrequency = 30\n")))
     assert cfg.maxwait == 30.0
+
+
+# --- One table of defaults: the dataclasses and the README follow KEYS ---------------------
+
+def test_dataclass_defaults_are_those_of_keys():
+    cfg, xmpp = config.Config(), config.Xmpp()
+    own = {"file", "warnings", "commands", "xmpp"}
+    assert {f.name for f in dataclasses.fields(cfg)} - own == set(config.KEYS["autosync"])
+    assert {f.name for f in dataclasses.fields(xmpp)} == set(config.KEYS["xmpp"])
+    for section, made in (("autosync", cfg), ("xmpp", xmpp)):
+        for name, key in config.KEYS[section].items():
+            if key.default is not None and not key.derived:
+                want = key.default.split() if name == "ignorepath" else key.default
+                assert getattr(made, name) == want, (section, name)
+    assert cfg.hostname == socket.gethostname()
+    assert cfg.commands == config.GIT_COMMANDS == {
+        name: key.default for name, key in config.KEYS["dvcs"].items()}
+
+
+def readme_text():
+    with open(os.path.join(HERE, "..", "README"), encoding="utf-8") as f:
+        return f.read()
+
+
+def readme_differences(text):
+    """Each key whose default the README's key tables show otherwise than KEYS, in one line."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0] in config.KEYS and cells[1].startswith("`"):
+            rows[cells[0], cells[1].strip("`")] = cells[2]
+    found = []
+    for section, keys in config.KEYS.items():
+        for name, key in keys.items():
+            if key.default is None:
+                want = "(required)"
+            elif key.derived:
+                want = key.derived
+            elif key.default == "":
+                want = "empty"
+            elif isinstance(key.default, str):  # a command's lines: `first` then `second`
+                want = " then ".join("`%s`" % line for line in key.default.split("\n"))
+            else:
+                want = "`%g`" % key.default
+            cell = rows.pop((section, name), None)
+            if cell is None:
+                found.append("[%s] %s: not in the README" % (section, name))
+            elif cell != want and not cell.startswith(want + " "):
+                found.append("[%s] %s: the README says %s, KEYS %s" % (section, name, cell, want))
+    return found + ["[%s] %s: in the README, not in KEYS" % row for row in rows]
+
+
+def test_readme_shows_every_key_with_the_default_of_keys():
+    assert readme_differences(readme_text()) == []
+
+
+def test_a_readme_difference_names_the_key():
+    text = readme_text()
+    text = text.replace("| autosync | `pushdelay` | `1` |", "| autosync | `pushdelay` | `2` |")
+    text = text.replace("| dvcs | `pushcmd` | `git push -q` |", "| dvcs | `pushcmd` | `git push` |")
+    text = text.replace("| xmpp | `port` |", "| xmpp | `portt` |")
+    assert readme_differences(text) == [
+        "[autosync] pushdelay: the README says `2`, KEYS `1`",
+        "[dvcs] pushcmd: the README says `git push`, KEYS `git push -q`",
+        "[xmpp] port: not in the README",
+        "[xmpp] portt: in the README, not in KEYS"]
 
 
 # --- Errors: one line naming file, section, key and what was expected -------------------
