@@ -112,6 +112,12 @@ def test_new_example_file_loads_with_every_key(tmp_path, folder):
     parsed = config._parse_ini("f", text, [])
     for section, keys in config.KEYS.items():
         assert set(parsed[section]) == set(keys), section  # the example shows every key
+        for name, key in keys.items():  # with its default, or empty where that is worked out
+            shown = "" if key.derived or key.default is None else key.default
+            if not isinstance(shown, str):
+                shown = "%g" % shown
+            if name not in ("path", "username", "password"):  # those are examples
+                assert parsed[section][name][0] == shown, (section, name)
 
 
 # --- Syntax the original accepted ----------------------------------------------------------
