@@ -318,8 +318,7 @@ def _build(file, values, known, warnings):
     if config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
-    uses_xmpp = config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all")
-    if uses_xmpp:
+    if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         _check_account(file, config)
     return config
 
@@ -355,12 +354,9 @@ def _commands(file, dvcs):
 
 
 def _xmpp(file, x, base, warnings, path, host):
-    if x["cafile"]:
-        cafile = _expand(x["cafile"], base)
-        if not os.path.isfile(cafile):
-            raise _bad(file, "xmpp", "cafile", "an existing file of CA certificates", cafile)
-    else:
-        cafile = ""
+    cafile = _expand(x["cafile"], base) if x["cafile"] else ""
+    if cafile and not os.path.isfile(cafile):
+        raise _bad(file, "xmpp", "cafile", "an existing file of CA certificates", cafile)
     if x["tls"] == "off":
         warnings.append("%s: [xmpp] tls = off: the password and all messages travel unencrypted"
                         % file)
