@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from autosync import protocol  # noqa: E402
 from autosync import xmpp as ax  # noqa: E402
+from autosync import xmpp_session  # noqa: E402
 from autosync.config import Xmpp  # noqa: E402
 from prosody import DOMAIN, prosody_certs, prosody_factory, prosody_server  # noqa: E402,F401
 
@@ -391,13 +392,13 @@ def test_two_logins_with_one_resource_back_off(server, machines, caplog):
 def sent_data(monkeypatch):
     """Record what every listener writes to the server before TLS."""
     data = []
-    original = ax._Socket.send
+    original = xmpp_session.DeadlineSocket.send
 
     def send(self, raw, *args):  # xmpppy finds its transport's send() by __name__
         data.append(raw if isinstance(raw, str) else str(raw))
         return original(self, raw, *args)
 
-    monkeypatch.setattr(ax._Socket, "send", send)
+    monkeypatch.setattr(xmpp_session.DeadlineSocket, "send", send)
     return data
 
 
