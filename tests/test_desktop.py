@@ -15,7 +15,7 @@ import time
 import pytest
 
 from autosync import protocol
-from autosync.desktop import Desktop, Notifier
+from autosync.desktop import DBusNotifications, Desktop
 from autosync.notifications import Summariser
 from conftest import ROOT, git, wait_until
 from dbus_session import Recorder, SessionBus
@@ -78,7 +78,7 @@ def desktop(committer):
 
     def start(level="normal"):
         d = Desktop(committer.path, Summariser(level, min_interval=1.0, settle=SETTLE,
-                                               folder="notes"), Notifier())
+                                               folder="notes"), DBusNotifications())
         thread = threading.Thread(target=d.run, daemon=True)
         thread.start()
         running.append((d, thread))
