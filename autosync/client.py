@@ -1,12 +1,14 @@
 """The committer's socket as the other programs use it, each side in a thread
 of its own: a subscription to its events that reconnects by itself, and a
-queue of requests that waits for the committer when it is away.
+queue of requests that waits for the committer when it is away. An Inbox
+hands what the threads get to a program's select() loop.
 
 Both retry with a retry.Backoff and say so in the log once (retry.Trouble),
 so a program can be started before the committer and outlives its restarts.
 """
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -27,6 +29,50 @@ def hang_up(conn):
             sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+class Inbox:
+    """A queue that a select() loop can wait on (fileno()).
+
+    put() and wake() may be called from any thread and from a signal handler.
+    """
+
+    def __init__(self):
+        self.items = queue.SimpleQueue()  # put() is reentrant, unlike queue.Queue's
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+
+    def put(self, item):
+        self.items.put(item)
+        self.wake()
+
+    def wake(self):
+        """Make the loop's select() return."""
+        try:
+            os.write(self.wake_w, b"x")
+        except BlockingIOError:
+            pass  # the pipe is full: the loop is awake already
+
+    def fileno(self):
+        return self.wake_r
+
+    def take(self):
+        """Everything put so far, oldest first; never waits."""
+        while True:
+            try:
+                if not os.read(self.wake_r, 4096):
+                    break
+            except BlockingIOError:
+                break
+        taken = []
+        while not self.items.empty():
+            taken.append(self.items.get())
+        return taken
+
+    def close(self):
+        os.close(self.wake_r)
+        os.close(self.wake_w)
 
 
 class Subscription:

@@ -15,7 +15,7 @@ another resource of our own account becomes a `pull` request to the committer.
 Threads: the XMPP session is used from ONE thread, the loop in
 `Listener.run`. Requests to the committer block until the work is done, so
 they go through client.RequestQueue threads; committer events are read by a
-client.Subscription thread; both wake the loop through a pipe.
+client.Subscription thread into a client.Inbox, which wakes the loop.
 
 A message is only counted as sent once the server has answered an XEP-0199
 ping sent after it: xmpppy's send() drops data silently when the server has
@@ -24,7 +24,6 @@ sent again after reconnecting.
 """
 import logging
 import os
-import queue
 import select
 import sys
 import time
@@ -123,15 +122,12 @@ class Listener:
                                      min_interval=t.notify_interval, settle=t.notify_quiet,
                                      folder=os.path.basename(getattr(cfg, "path", "") or ""))
 
-        self.inbox = queue.SimpleQueue()
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_r, False)
-        os.set_blocking(self.wake_w, False)
+        self.inbox = client.Inbox()
         self.stopping = False
         fixed = lambda: Backoff(t.committer_retry, t.committer_retry)  # noqa: E731
         self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
         self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link")
-        self.events = client.Subscription(cfg.socket, self._deliver, self._resubscribed, fixed(), log)
+        self.events = client.Subscription(cfg.socket, self.inbox.put, self._resubscribed, fixed(), log)
 
         self.session = None
         self.ready = False        # logged in, presence sent and answered
@@ -148,26 +144,16 @@ class Listener:
     def resource(self):
         return self.session.resource if self.session else None
 
-    # -- threads and waking up
-
-    def _deliver(self, event):
-        """Called from the events thread."""
-        self.inbox.put(event)
-        self._wake()
+    # -- the loop
 
     def _resubscribed(self):
-        self._deliver({"event": "_subscribed"})
-
-    def _wake(self):
-        try:
-            os.write(self.wake_w, b"x")
-        except BlockingIOError:
-            pass  # the pipe is full: the loop is awake already
+        """Called from the events thread."""
+        self.inbox.put({"event": "_subscribed"})
 
     def stop(self):
         """Ask the loop to end (any thread, or a signal handler)."""
         self.stopping = True
-        self._wake()
+        self.inbox.wake()
 
     def run(self):
         for worker in (self.pulls, self.links, self.events):
@@ -181,23 +167,15 @@ class Listener:
             self.links.flush(2.0)
             for worker in (self.events, self.pulls, self.links):
                 worker.close()
-            os.close(self.wake_r)
-            os.close(self.wake_w)
+            self.inbox.close()
 
     def _step(self):
         if self.session is None and time.monotonic() >= self.next_login:
             self.login()
-        fds = [self.wake_r] + ([self.session.fileno()] if self.session else [])
-        readable = select.select(fds, [], [], self._timeout())[0]
-        if self.wake_r in readable:
-            while True:
-                try:
-                    if not os.read(self.wake_r, 4096):
-                        break
-                except BlockingIOError:
-                    break
-        while not self.inbox.empty():
-            self.on_event(self.inbox.get())
+        fds = [self.inbox] + ([self.session.fileno()] if self.session else [])
+        select.select(fds, [], [], self._timeout())
+        for event in self.inbox.take():
+            self.on_event(event)
         if self.session:
             self._process()
         self.tick(time.monotonic())

@@ -2,7 +2,6 @@
 server, no socket, no thread. What the Listener asks of the committer stays
 in its request queues, which are never started here."""
 import logging
-import os
 import time
 import types
 
@@ -34,7 +33,7 @@ def make(notify_to="", priority=3):
 
 @pytest.fixture
 def made():
-    """made() -> (listener, fake server); the listener's wake pipe is closed afterwards."""
+    """made() -> (listener, fake server); the listener's inbox is closed afterwards."""
     listeners = []
 
     def factory(**options):
@@ -43,8 +42,7 @@ def made():
 
     yield factory
     for listener, _ in listeners:
-        os.close(listener.wake_r)
-        os.close(listener.wake_w)
+        listener.inbox.close()
 
 
 def up(listener, server, peers=(PEER_B,)):
