@@ -78,10 +78,10 @@ class Inbox:
 class Subscription:
     """Reads the committer's events in a thread and hands each to `deliver(event)`.
 
-    Whenever the committer goes away it subscribes again, at once and then
-    with backoff; after each subscription it calls `on_subscribed()`, since a
-    restarted committer has forgotten what it was told. `conn` is the live
-    connection, None while there is none.
+    Whenever the committer goes away it subscribes again, with backoff (the
+    first delay short); after each subscription it calls `on_subscribed()`,
+    since a restarted committer has forgotten what it was told. `conn` is
+    the live connection, None while there is none.
     """
 
     def __init__(self, path, deliver, on_subscribed=None, backoff=None, logger=None,
@@ -112,12 +112,11 @@ class Subscription:
             streamed, reason = self._listen()
             if self.closed.is_set():
                 return
-            if streamed:  # it worked until now: the committer may be back at once
+            if streamed:  # it worked until now: the first, short delay comes next
                 self.log.info("the committer's events stopped (%s); subscribing again", reason)
-                continue
-            # Before the first subscription the committer may just not be up yet.
-            self.trouble.failed("no events from the committer (%s); retrying", reason,
-                                level=None if self.ever else logging.INFO)
+            else:  # before the first subscription the committer may just not be up yet
+                self.trouble.failed("no events from the committer (%s); retrying", reason,
+                                    level=None if self.ever else logging.INFO)
             self.closed.wait(self.backoff.next())
 
     def _listen(self):
