@@ -93,6 +93,7 @@ class Subscription:
         self.log = logger or log
         self.trouble = Trouble(self.log, logging.WARNING)
         self.conn = None
+        self.conn_lock = threading.Lock()  # close() must not hang up a reused fd
         self.ever = False  # subscribed at least once
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -103,9 +104,9 @@ class Subscription:
 
     def close(self):
         self.closed.set()
-        conn = self.conn
-        if conn is not None:
-            hang_up(conn)
+        with self.conn_lock:
+            if self.conn is not None:
+                hang_up(self.conn)
 
     def _run(self):
         while not self.closed.is_set():
@@ -123,8 +124,12 @@ class Subscription:
         """Subscribe and deliver until the stream ends: (subscribed?, why it ended)."""
         subscribed = False
         try:
-            self.conn = protocol.connect(self.path, timeout=CONNECT_TIMEOUT)
-            reply = self.conn.request({"cmd": "subscribe"}, timeout=CONNECT_TIMEOUT)
+            conn = protocol.connect(self.path, timeout=CONNECT_TIMEOUT)
+            with self.conn_lock:  # close() now hangs up on it, or we see it was called
+                self.conn = conn
+                if self.closed.is_set():
+                    return False, "closed"
+            reply = conn.request({"cmd": "subscribe"}, timeout=CONNECT_TIMEOUT)
             if not reply.get("ok"):
                 raise protocol.ProtocolError("subscribe refused: %s" % reply.get("error"))
             subscribed = True
@@ -136,15 +141,16 @@ class Subscription:
             self.ever = True
             if self.on_subscribed:
                 self.on_subscribed()
-            for event in self.conn.events():
+            for event in conn.events():
                 self.deliver(event)
             return subscribed, "the committer closed the connection"
         except FAILURES as e:
             return subscribed, one_line(e)
         finally:
-            conn, self.conn = self.conn, None
-            if conn is not None:
-                conn.close()
+            with self.conn_lock:
+                if self.conn is not None:
+                    self.conn.close()
+                    self.conn = None
 
 
 class RequestQueue:
@@ -165,6 +171,7 @@ class RequestQueue:
         self.busy = False   # a request is out
         self.closed = False
         self.conn = None
+        self.conn_lock = threading.Lock()  # close() must not hang up a reused fd
         self.cond = threading.Condition()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -192,9 +199,9 @@ class RequestQueue:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
-        conn = self.conn
-        if conn is not None:
-            hang_up(conn)
+        with self.conn_lock:
+            if self.conn is not None:
+                hang_up(self.conn)
 
     def _run(self):
         while True:
@@ -213,19 +220,26 @@ class RequestQueue:
                     self.pending.setdefault(kind, message)  # the committer is away: later
                     self.cond.wait(self.backoff.next())
                 self.cond.notify_all()
-        if self.conn:
-            self.conn.close()
+        self._hang_up()
+
+    def _hang_up(self):
+        with self.conn_lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
 
     def _send(self, message):
         """True once the committer has answered (even with an error)."""
         try:
             if self.conn is None:
-                self.conn = protocol.connect(self.path, timeout=CONNECT_TIMEOUT)
+                conn = protocol.connect(self.path, timeout=CONNECT_TIMEOUT)
+                with self.conn_lock:  # close() now hangs up on it, or we see it was called
+                    self.conn = conn
+                    if self.closed:
+                        raise ConnectionError("closed")
             reply = self.conn.request(message, timeout=self.timeout)
         except FAILURES as e:
-            if self.conn:
-                self.conn.close()
-                self.conn = None
+            self._hang_up()
             if not self.closed:
                 self.trouble.failed("cannot reach the committer (%s); retrying", one_line(e))
             return False
