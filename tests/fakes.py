@@ -7,7 +7,9 @@ FakeSessions, so the Listener's decisions are tested without a server.
 """
 import os
 import shutil
+import socket
 import tempfile
+import threading
 import time
 
 from autosync import protocol
@@ -34,7 +36,11 @@ class FakeCommitter:
 
     def start(self):
         self.server = protocol.Server(self.path, self._handle)
-        self.server.start()
+        # Our own accept thread, so that close() can wait for it to end: one
+        # still in accept() after the close could take the connections of
+        # the next server that gets the same descriptor number.
+        self.accepting = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.accepting.start()
         return self
 
     def _handle(self, message, client):
@@ -65,6 +71,11 @@ class FakeCommitter:
 
     def close(self):
         """Like a committer that exits: the listening socket and every connection go."""
+        try:
+            self.server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept() (Linux)
+        except OSError:
+            pass
+        self.accepting.join(5)
         self.server.close()
         for sock in list(self.server.subscribers):
             try:
