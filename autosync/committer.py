@@ -20,6 +20,8 @@ from autosync import cli
 from autosync.messages import ACTIONS, MESSAGE_LINES
 from autosync.protocol import Server
 from autosync.repository import Repository
+from autosync.retry import Backoff
+from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.committer")
 
@@ -28,9 +30,11 @@ BACKOFF_MAX = 60.0  # the longest wait between retries of a failed push, pull or
 STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
 
 
-def backoff(failures, base=0.0):
-    """Seconds to wait after the n-th failure in a row: doubling, capped."""
-    return min(BACKOFF_MAX, base + 2 ** min(failures, 10))
+def backoffs():
+    """One backoff per operation: 2 s doubling up to a minute; the remote's with jitter,
+    so that machines that lost it together do not come back together."""
+    return {"commit": Backoff(2.0, BACKOFF_MAX), "pull": Backoff(2.0, BACKOFF_MAX, jitter=0.2),
+            "push": Backoff(2.0, BACKOFF_MAX, jitter=0.2)}
 
 
 class Pending:
@@ -81,7 +85,7 @@ class Committer:
         self.results = {}
         self.push_at = None  # when the next push is due
         self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
-        self.failures = {"commit": 0, "pull": 0, "push": 0}  # in a row, for the backoff
+        self.backoff = backoffs()
         self.link_up = False  # the XMPP listener tells us when it is up
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
@@ -254,18 +258,16 @@ class Committer:
         with self.cond:
             self.status_fields["last_error"] = "%s: %s" % (op, error)
             if retry == "push":
-                self.failures["push"] += 1
-                self.push_at = time.monotonic() + backoff(self.failures["push"],
-                                                          self.cfg.pushdelay)
+                delay = min(BACKOFF_MAX, self.cfg.pushdelay + self.backoff["push"].next())
+                self.push_at = time.monotonic() + delay
             elif retry:
-                self.failures[retry] += 1
-                self.retry_at[retry] = time.monotonic() + backoff(self.failures[retry])
+                self.retry_at[retry] = time.monotonic() + self.backoff[retry].next()
         if not quiet:
             self.event("failed", op=op, error=str(error))
 
     def succeeded(self, op):
         with self.cond:
-            self.failures[op] = 0
+            self.backoff[op].reset()
 
     def look_again(self, seconds):
         with self.cond:
@@ -301,10 +303,11 @@ def main(argv=None):
     except OSError as e:
         cli.die("autosync-committer: %s" % (e.strerror or e))
     worker = threading.Thread(target=committer.run, name="worker", daemon=True)
+    # The handler only asks the worker to stop; it finishes the commit in flight
+    # (the supervisor's patience bounds that) and the join below returns.
+    StopFlag(wake=committer.stop).install()
     worker.start()
-    cli.wait_for_signal(lambda: not worker.is_alive())
-    committer.stop()
-    worker.join(4.0)  # finish the commit in flight, within the supervisor's patience
+    worker.join()
     committer.event("stopping")
     committer.server.close()
     return 0

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from autosync.committer import Committer, Pending, backoff, check_change
+from autosync.committer import Committer, Pending, check_change
 from fakes import FakeRepository, FakeServer, config
 
 
@@ -64,7 +64,7 @@ def test_a_failed_push_waits_a_backoff_then_tries_again(committer):
     committer.step()
     assert committer.status_fields["unpushed"] == 1
     assert committer.status_fields["last_error"] == "push: remote away"
-    assert committer.push_at - before >= backoff(1) - 0.1
+    assert committer.push_at - before >= 2.0 * 0.8 - 0.1  # the first backoff, jittered
     assert committer.server.events("failed")[0]["op"] == "push"
 
 
@@ -100,6 +100,6 @@ def test_a_failure_said_once_is_retried_quietly(committer):
     committer.failed("commit", "x held back", retry="commit")
     committer.failed("commit", "x held back", retry="commit", quiet=True)
     assert len(committer.server.events("failed")) == 1
-    assert committer.failures["commit"] == 2 and committer.retry_at["commit"] is not None
+    assert committer.backoff["commit"].failures == 2 and committer.retry_at["commit"] is not None
     with pytest.raises(AssertionError):
         committer.state("confused")  # only the states the status documents
