@@ -112,6 +112,8 @@ def commands(request):
 class Machine:
     """A clone of the remote with its own config file, and the suite running on it."""
 
+    user = None  # an OrdinaryUser runs the suite, when set (see OrdinaryUser.adopt)
+
     def __init__(self, base, name, remote, dvcs=None, **settings):
         self.name = name
         self.path = str(base / name)
@@ -125,7 +127,6 @@ class Machine:
         self.dvcs = dict(dvcs or {})
         self.xmpp = {}
         self.proc = None
-        self.user = None  # an OrdinaryUser runs the suite, when set (see OrdinaryUser.adopt)
         self.write_config()
 
     def write_config(self):
