@@ -26,6 +26,7 @@ from autosync.stopflag import StopFlag
 log = logging.getLogger("autosync.committer")
 
 BACKOFF_MAX = 60.0  # the longest wait between retries of a failed push, pull or commit
+NOTE_MAX = 300  # characters of a sync request's note
 # The states a status reports; the worker is in exactly one.
 STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
 
@@ -83,6 +84,7 @@ class Committer:
         self.wanted = {"pull": 0, "sync": 0}  # requests made, by kind
         self.done = {"pull": 0, "sync": 0}  # requests served
         self.results = {}
+        self.notes = []  # what the next sync's commit message says first (e.g. a restore)
         self.push_at = None  # when the next push is due
         self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
         self.backoff = backoffs()
@@ -116,6 +118,14 @@ class Committer:
                 self.cond.notify_all()
             return {"ok": True, "queued": len(changes)}
         if cmd in ("sync", "pull"):
+            note = message.get("note")
+            if note is not None and not (isinstance(note, str) and note.isprintable()
+                                         and 0 < len(note) <= NOTE_MAX):
+                return {"ok": False, "error": "note must be one printable line of at most %d "
+                                              "characters" % NOTE_MAX}
+            if note:
+                with self.cond:
+                    self.notes.append(note)
             return self.wait_for(cmd, message.get("timeout", 600))
         if cmd == "pushed":
             # Someone pushed: pass the word on (XMPP), and fetch it ourselves.
@@ -187,6 +197,7 @@ class Committer:
         with self.cond:
             changes, rescan = self.pending.take()
             pulls, syncs = self.wanted["pull"], self.wanted["sync"]
+            notes, self.notes = self.notes, []
             now = time.monotonic()
             push_due = self.push_at is not None and now >= self.push_at
             timer_pull = self._timer_pull_due(now)
@@ -199,7 +210,7 @@ class Committer:
         if pulls > self.done["pull"] or timer_pull or "pull" in retry:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
-            committed = self.repo.commit([], rescan=True)
+            committed = self.repo.commit([], rescan=True, note="; ".join(notes) or None)
             error = self.repo.commit_error
             pushed = self.push(force=True)
             if pushed is False:

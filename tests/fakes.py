@@ -210,12 +210,15 @@ class FakeRepository:
         self.commit_error = None
         self.push_ok = True
         self.pull_ok = True
+        self.notes = []
 
     def recover(self):
         self.calls.append("recover")
 
     def commit(self, changes, rescan=False, note=None):
         self.calls.append(("commit", sorted(c["path"] for c in changes), rescan))
+        if note:
+            self.notes.append(note)
         if changes:
             self.report.committed("autosync on testhost: %d added" % len(changes), changes)
         return bool(changes)

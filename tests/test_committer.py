@@ -103,3 +103,21 @@ def test_a_failure_said_once_is_retried_quietly(committer):
     assert committer.backoff["commit"].failures == 2 and committer.retry_at["commit"] is not None
     with pytest.raises(AssertionError):
         committer.state("confused")  # only the states the status documents
+
+
+def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(committer.handle(
+        {"cmd": "sync", "note": "restored photos as it was at 2026-12-01 10:00", "timeout": 10},
+        None)))
+    asker.start()
+    for _ in range(100):
+        if committer.wanted["sync"]:
+            break
+        time.sleep(0.01)
+    committer.step()
+    asker.join(5)
+    assert replies[0]["ok"]
+    assert committer.repo.notes == ["restored photos as it was at 2026-12-01 10:00"]
+    for bad in ("two\nlines", "", 7, "x" * 301):
+        assert not committer.handle({"cmd": "sync", "note": bad}, None)["ok"]
