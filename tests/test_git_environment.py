@@ -1,0 +1,136 @@
+"""git_environment: the settings syncing relies on win over any git configuration,
+and nothing else of the user's is touched (checked with git itself)."""
+import os
+import subprocess
+
+import pytest
+
+from autosync import commands, git_environment
+from conftest import ROOT, git
+
+OURS = len(git_environment.SETTINGS)
+
+
+@pytest.fixture(autouse=True)
+def no_excludes(monkeypatch):
+    """use_excludes is process-wide: each test starts without one."""
+    monkeypatch.setattr(git_environment, "_excludes", None)
+    for name in list(os.environ):
+        if name.startswith("GIT_CONFIG_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    folder = str(tmp_path / "repo")
+    git("init", "-q", folder)
+    return folder
+
+
+def config_get(folder, key, *options):
+    """What git itself says `key` is, run the way the suite runs every command."""
+    proc = subprocess.run(("git",) + options + ("config", "--get", key), cwd=folder,
+                          env=commands.environment(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def pairs(out):
+    count = int(out["GIT_CONFIG_COUNT"])
+    return [(out.get("GIT_CONFIG_KEY_%d" % i), out.get("GIT_CONFIG_VALUE_%d" % i))
+            for i in range(count)]
+
+
+def test_without_user_variables_ours_start_at_zero():
+    out = git_environment.variables({})
+    assert int(out["GIT_CONFIG_COUNT"]) == OURS
+    assert pairs(out) == [(k, v) for k, v, _ in git_environment.SETTINGS]
+    for name, value in git_environment.VARIABLES.items():
+        assert out[name] == value
+
+
+def test_ours_come_after_the_users_and_leave_them_alone():
+    env = {"GIT_CONFIG_COUNT": "2",
+           "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Someone",
+           "GIT_CONFIG_KEY_1": "pull.rebase", "GIT_CONFIG_VALUE_1": "true"}
+    out = git_environment.variables(env)
+    assert int(out["GIT_CONFIG_COUNT"]) == 2 + OURS
+    for i in (0, 1):
+        assert "GIT_CONFIG_KEY_%d" % i not in out and "GIT_CONFIG_VALUE_%d" % i not in out
+    assert out["GIT_CONFIG_KEY_2"] == git_environment.SETTINGS[0][0]
+
+
+@pytest.mark.parametrize("count", ["", "many"])
+def test_a_count_that_is_not_a_number_is_replaced(count):
+    out = git_environment.variables({"GIT_CONFIG_COUNT": count})
+    assert int(out["GIT_CONFIG_COUNT"]) == OURS
+    assert out["GIT_CONFIG_KEY_0"] == git_environment.SETTINGS[0][0]
+
+
+def test_a_hostile_gitconfig_is_overridden_and_the_identity_kept(repo, private_home):
+    with open(os.path.join(str(private_home), ".gitconfig"), "a") as f:
+        f.write("[pull]\n\trebase = true\n\tff = only\n[color]\n\tui = always\n"
+                "[merge]\n\tconflictStyle = zdiff3\n\tautoStash = true\n"
+                "[rerere]\n\tenabled = true\n[status]\n\tshort = true\n")
+    git("config", "pull.rebase", "merges", cwd=repo)  # the repository's own file too
+    assert config_get(repo, "pull.rebase") == "false"
+    assert config_get(repo, "pull.ff") == "true"
+    assert config_get(repo, "color.ui") == "never"
+    assert config_get(repo, "merge.conflictStyle") == "merge"
+    assert config_get(repo, "merge.autoStash") == "false"
+    assert config_get(repo, "rerere.enabled") == "false"
+    assert config_get(repo, "status.short") == "false"
+    assert config_get(repo, "user.name") == "Test"
+    assert config_get(repo, "user.email") == "test@example.org"
+
+
+def test_the_users_environment_settings_stay_unless_syncing_needs_them(repo, monkeypatch):
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "2")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "From The Environment")
+    monkeypatch.setenv("GIT_CONFIG_KEY_1", "pull.rebase")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_1", "true")
+    assert config_get(repo, "user.name") == "From The Environment"
+    assert config_get(repo, "pull.rebase") == "false"
+
+
+def test_a_command_line_setting_still_wins(repo):
+    assert config_get(repo, "pull.rebase", "-c", "pull.rebase=true") == "true"
+
+
+def test_use_excludes_adds_core_excludesfile(repo, tmp_path):
+    assert "core.excludesFile" not in dict(pairs(git_environment.variables({})))
+    excludes = str(tmp_path / "excludes")
+    with open(excludes, "w") as f:
+        f.write("*.secret\n")
+    with open(os.path.join(repo, "a.secret"), "w") as f:
+        f.write("x\n")
+    with open(os.path.join(repo, "a.txt"), "w") as f:
+        f.write("x\n")
+    git_environment.use_excludes(excludes)
+    assert dict(pairs(git_environment.variables({})))["core.excludesFile"] == excludes
+    assert int(git_environment.variables({})["GIT_CONFIG_COUNT"]) == OURS + 1
+    assert config_get(repo, "core.excludesFile") == excludes
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=repo, env=commands.environment(), stdout=subprocess.PIPE,
+                            check=True).stdout.decode()
+    assert "a.txt" in status and "a.secret" not in status
+
+
+def test_no_pager_editor_or_prompt_can_wait(repo, private_home):
+    with open(os.path.join(str(private_home), ".gitconfig"), "a") as f:
+        f.write("[core]\n\tpager = false\n\teditor = false\n")
+    env = commands.environment()
+    assert env["GIT_PAGER"] == "cat" and env["GIT_EDITOR"] == "true"
+    assert env["GIT_TERMINAL_PROMPT"] == "0"
+    proc = subprocess.run(["git", "var", "GIT_EDITOR"], cwd=repo, env=env,
+                          stdout=subprocess.PIPE, check=True)
+    assert proc.stdout.decode().strip() == "true"
+
+
+def test_the_readme_lists_every_setting():
+    with open(os.path.join(ROOT, "README")) as f:
+        readme = f.read()
+    missing = [k for k, _, _ in git_environment.SETTINGS if k not in readme]
+    missing += [k for k in git_environment.VARIABLES if k not in readme]
+    assert missing == []
