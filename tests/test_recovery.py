@@ -1,0 +1,147 @@
+"""recovery: is the synced folder still ours, a stale index.lock, commands a killed
+committer left running; with real folders and real processes."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autosync import recovery
+from conftest import git
+
+
+@pytest.fixture
+def repo(tmp_path):
+    folder = str(tmp_path / "Sync")
+    git("init", "-q", folder)
+    os.mkdir(os.path.join(folder, "sub"))
+    return folder
+
+
+@pytest.fixture
+def spawn():
+    """Start a process that reports "ready" on stdout once set up; all are ended after."""
+    started = []
+
+    def start(code, cwd=None, env=None, argv=None):
+        proc = subprocess.Popen(argv or [sys.executable, "-c", code], cwd=cwd, env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        started.append(proc)
+        if argv is None:
+            assert proc.stdout.readline() == b"ready\n"
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+HOLD = "import sys; f = open(%r); print('ready', flush=True); sys.stdin.read()"
+
+
+def test_an_untouched_folder_has_no_problem(repo):
+    assert recovery.Folder(repo).problem() is None
+    sub = recovery.Folder(os.path.join(repo, "sub"))
+    assert sub.marker == os.path.join(repo, ".git")  # found above the synced subfolder
+    assert sub.problem() is None
+
+
+def test_a_removed_folder_is_gone(repo):
+    folder = recovery.Folder(repo)
+    shutil.rmtree(repo)
+    assert "is gone" in folder.problem() and repo in folder.problem()
+
+
+def test_a_replaced_folder_is_noticed(repo):
+    folder = recovery.Folder(repo)
+    os.rename(repo, repo + ".old")  # the old one stays, so the new one gets another inode
+    os.mkdir(repo)
+    os.rename(repo + ".old/.git", repo + "/.git")  # even with the metadata moved along
+    assert "was replaced by another folder" in folder.problem()
+
+
+def test_a_lost_git_folder_is_noticed(repo):
+    folder = recovery.Folder(repo)
+    shutil.rmtree(os.path.join(repo, ".git"))
+    problem = folder.problem()
+    assert "repository metadata" in problem and os.path.join(repo, ".git") in problem
+    assert "\n" not in problem
+
+
+def test_a_folder_without_metadata_is_never_safe(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert "(none found)" in recovery.Folder(str(plain)).problem()
+
+
+def test_an_absent_lock_is_none(repo):
+    assert recovery.clear_stale_lock(os.path.join(repo, ".git", "index.lock"), repo) is None
+
+
+def test_an_orphan_lock_is_removed(repo):
+    lock = os.path.join(repo, ".git", "index.lock")
+    open(lock, "w").close()
+    assert recovery.clear_stale_lock(lock, repo) is True
+    assert not os.path.lexists(lock)
+
+
+def test_a_lock_a_live_process_holds_open_stays(repo, spawn, tmp_path):
+    lock = os.path.join(repo, ".git", "index.lock")
+    open(lock, "w").close()
+    holder = spawn(HOLD % lock, cwd=str(tmp_path))  # not inside the repository
+    assert recovery.lock_holders(lock, repo) == [holder.pid]
+    assert recovery.clear_stale_lock(lock, repo) is False
+    assert os.path.exists(lock)
+    holder.stdin.close()
+    holder.wait()
+    assert recovery.clear_stale_lock(lock, repo) is True
+
+
+def test_a_git_process_working_inside_keeps_the_lock(repo, spawn, tmp_path):
+    """A git between opening the lock and writing it may hold no descriptor on it yet."""
+    lock = os.path.join(repo, ".git", "index.lock")
+    open(lock, "w").close()
+    fake_git = str(tmp_path / "git-sleeper")  # the kernel names the process after the file
+    os.symlink(shutil.which("sleep"), fake_git)
+    proc = spawn(None, cwd=os.path.join(repo, "sub"), argv=[fake_git, "60"])
+    assert recovery.clear_stale_lock(lock, repo) is False
+    assert proc.pid in recovery.lock_holders(lock, repo)
+    other = spawn(None, cwd=str(tmp_path), argv=[fake_git, "60"])  # outside: not a holder
+    assert other.pid not in recovery.lock_holders(lock, repo)
+
+
+def daemon_env():
+    return dict(os.environ, AUTOSYNC_DAEMON="1")
+
+
+def test_leftover_commands_are_ours_inside_the_folder(repo, spawn, tmp_path):
+    code = "import sys; print('ready', flush=True); sys.stdin.read()"
+    ours = spawn(code, cwd=os.path.join(repo, "sub"), env=daemon_env())
+    users = spawn(code, cwd=repo, env={k: v for k, v in os.environ.items()
+                                        if k != "AUTOSYNC_DAEMON"})
+    elsewhere = spawn(code, cwd=str(tmp_path), env=daemon_env())
+    found = recovery.leftover_commands(repo)
+    assert ours.pid in found
+    assert users.pid not in found and elsewhere.pid not in found
+
+
+def test_wait_for_leftovers_is_none_when_nothing_is_left(repo):
+    assert recovery.wait_for_leftovers(repo, timeout=10) is None
+
+
+def test_wait_for_leftovers_waits_for_a_command_to_end(repo, spawn):
+    code = "import sys, time; print('ready', flush=True); time.sleep(0.5)"
+    proc = spawn(code, cwd=repo, env=daemon_env())
+    assert recovery.wait_for_leftovers(repo, timeout=30) is True
+    assert proc.poll() is not None  # it ended (or is a zombie: no longer working)
+    assert recovery.leftover_commands(repo) == []
+
+
+def test_wait_for_leftovers_gives_up_at_the_timeout(repo, spawn):
+    code = "import sys; print('ready', flush=True); sys.stdin.read()"
+    proc = spawn(code, cwd=repo, env=daemon_env())
+    assert recovery.wait_for_leftovers(repo, timeout=0.3) is False
+    assert proc.poll() is None
