@@ -1,0 +1,238 @@
+"""autosync-notify: what it prints and its exit status, against a real protocol.Server
+with a scripted handler (no daemon), a dead socket, or a server that misbehaves."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from autosync import cli, notify
+from autosync.protocol import Server
+
+STATUS = {
+    "path": "/home/u/Sync", "host": "laptop", "state": "idle",
+    "pending": ["a.txt", "b.txt"],
+    "last_commit": {"time": 1700000000, "message": "autosync on laptop: 1 added"},
+    "last_push": {"time": 1700000060, "url": "ssh://server/sync.git"},
+    "unpushed": 2, "last_error": "push: connection refused",
+    "conflicts": ["notes.txt"], "held_back": [], "nested_repositories": [],
+}
+
+
+@pytest.fixture(autouse=True)
+def nowhere(monkeypatch, tmp_path):
+    """No daemon of the user's can be found: sockets live below tmp_path."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))
+    monkeypatch.delenv("AUTOSYNC_SOCKET", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """A real Server answering as the handler set in `daemon.reply` says."""
+    requests = []
+
+    def handler(message, client):
+        requests.append(message)
+        return daemon.reply(message)
+
+    path = str(tmp_path / "run" / "d.sock")
+    server = Server(path, handler)
+    server.start()
+    server.requests = requests
+    daemon = server
+    daemon.reply = lambda m: {"ok": True, "status": STATUS}
+    yield server
+    server.close()
+
+
+def lines(text):
+    return dict(line.split(":", 1) for line in text.splitlines())
+
+
+# --- status_text -----------------------------------------------------------------------
+
+def test_status_text_shows_every_field():
+    text = notify.status_text(STATUS)
+    got = {k: v.strip() for k, v in lines(text.replace("last commit", "last_commit")
+                                          .replace("last push", "last_push")
+                                          .replace("last error", "last_error")).items()}
+    assert got["folder"] == "/home/u/Sync (on laptop)"
+    assert got["state"] == "idle"
+    assert got["pending"] == "2 paths"
+    assert got["last_commit"] == cli.show_time(1700000000) + "  autosync on laptop: 1 added"
+    assert got["last_push"] == cli.show_time(1700000060) + "  to ssh://server/sync.git"
+    assert got["unpushed"] == "2 commits"
+    assert got["last_error"] == "push: connection refused"
+    assert got["conflict"] == "notes.txt"
+
+
+def test_status_text_of_a_fresh_daemon():
+    text = notify.status_text({"path": "/s", "host": "h", "state": "starting"})
+    assert "last commit: none yet" in text and "last push:   none yet" in text
+    assert "pending:     0 paths" in text and "unpushed:    0 commits" in text
+    assert "last error:  none" in text and "conflict" not in text
+
+
+def test_status_text_lists_each_conflict():
+    text = notify.status_text(dict(STATUS, conflicts=["a", "b/c"]))
+    assert [l for l in text.splitlines() if l.startswith("conflict:")] == [
+        "conflict:    a", "conflict:    b/c"]
+
+
+@pytest.mark.xfail(strict=True, reason="README: a file the daemon cannot read is named in "
+                   "`status` (`held back`); notify.status_text ignores the held_back field")
+def test_status_text_names_held_back_files():
+    text = notify.status_text(dict(STATUS, held_back=["secret.txt"]))
+    assert "held back" in text and "secret.txt" in text
+
+
+@pytest.mark.xfail(strict=True, reason="README: a nested repository is named in `status` "
+                   "(`nested repository`); notify.status_text ignores nested_repositories")
+def test_status_text_names_nested_repositories():
+    text = notify.status_text(dict(STATUS, nested_repositories=["project"]))
+    assert "nested repositor" in text and "project" in text
+
+
+# --- main(): requests, output and exit status -----------------------------------------
+
+def test_status_prints_the_text_and_exits_0(daemon, capsys):
+    assert notify.main(["--socket", daemon.path, "status"]) == 0
+    out, err = capsys.readouterr()
+    assert out == notify.status_text(STATUS) + "\n" and err == ""
+    assert daemon.requests == [{"cmd": "status"}]
+
+
+def test_json_prints_the_status_for_scripts(daemon, capsys):
+    assert notify.main(["--socket", daemon.path, "--json", "status"]) == 0
+    assert json.loads(capsys.readouterr().out) == STATUS
+
+
+def test_sync_and_pull_send_their_timeout_and_pushed_its_url(daemon, capsys):
+    daemon.reply = lambda m: {"ok": True}
+    assert notify.main(["--socket", daemon.path, "--timeout", "7", "sync"]) == 0
+    assert notify.main(["--socket", daemon.path, "pull"]) == 0
+    assert notify.main(["--socket", daemon.path, "pushed", "ssh://x/y.git"]) == 0
+    assert notify.main(["--socket", daemon.path, "pushed"]) == 0
+    assert daemon.requests == [{"cmd": "sync", "timeout": 7.0}, {"cmd": "pull", "timeout": 600.0},
+                               {"cmd": "pushed", "url": "ssh://x/y.git"}, {"cmd": "pushed"}]
+    assert capsys.readouterr().out == ""
+
+
+def test_a_refusal_is_one_line_and_exit_1(daemon, capsys):
+    daemon.reply = lambda m: {"ok": False, "error": "commit failed: disk full"}
+    assert notify.main(["--socket", daemon.path, "sync"]) == notify.EXIT_ERROR == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "autosync-notify: commit failed: disk full\n"
+
+
+def test_the_daemon_is_found_from_a_subfolder_and_through_autosync_socket(
+        daemon, tmp_path, monkeypatch, capsys):
+    from autosync.paths import socket_for
+    folder = tmp_path / "Sync"
+    (folder / "deep").mkdir(parents=True)
+    found = Server(socket_for(str(folder)), lambda m, c: {"ok": True, "status": STATUS})
+    found.start()
+    try:
+        monkeypatch.chdir(folder / "deep")
+        assert notify.main(["status"]) == 0
+    finally:
+        found.close()
+    monkeypatch.setenv("AUTOSYNC_SOCKET", daemon.path)
+    assert notify.main(["status"]) == 0
+    assert daemon.requests == [{"cmd": "status"}]
+
+
+def test_config_names_the_daemon(daemon, tmp_path, capsys):
+    folder = tmp_path / "Sync"
+    folder.mkdir()
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
+                    % (folder, daemon.path))
+    conf.chmod(0o600)
+    assert notify.main(["--config", str(conf), "status"]) == 0
+    assert daemon.requests == [{"cmd": "status"}]
+
+
+def test_a_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("this is no ini file\n")
+    with pytest.raises(SystemExit) as exited:
+        notify.main(["--config", str(conf), "status"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(conf) in err
+
+
+@pytest.mark.parametrize("where", ["nothing.sock", "run/missing/d.sock", "a-file"])
+def test_no_daemon_on_the_socket_is_exit_3(tmp_path, capsys, where):
+    (tmp_path / "a-file").write_text("not a socket\n")
+    path = str(tmp_path / where)
+    assert notify.main(["--socket", path, "status"]) == notify.EXIT_NO_DAEMON == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no autosync daemon" in err and path in err
+
+
+def test_no_daemon_anywhere_above_is_exit_3(tmp_path, capsys):
+    assert notify.main(["status"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no dvcs-autosync daemon runs for %s" % tmp_path in err
+
+
+def misbehaving(tmp_path, reply):
+    """A listening socket whose peer reads one request, then sends `reply` and hangs up."""
+    path = str(tmp_path / "bad.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def serve():
+        conn, _ = listener.accept()
+        conn.recv(1 << 16)
+        conn.sendall(reply)
+        conn.close()
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return path, thread
+
+
+def test_a_daemon_that_hangs_up_is_one_line_and_exit_1(tmp_path, capsys):
+    path, thread = misbehaving(tmp_path, b"")
+    assert notify.main(["--socket", path, "status"]) == 1
+    thread.join(10)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "talking to %s failed" % path in err
+
+
+@pytest.mark.xfail(strict=True, reason="notify.main catches OSError and ValueError only: a reply "
+                   "that is not JSON raises protocol.ProtocolError out of main() as a traceback")
+def test_a_reply_that_is_not_json_is_one_line_and_exit_1(tmp_path, capsys):
+    path, thread = misbehaving(tmp_path, b"garbage\n")
+    try:
+        code = notify.main(["--socket", path, "status"])
+    finally:
+        thread.join(10)
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "talking to %s failed" % path in err
+
+
+def test_usage_errors_are_exit_2(capsys):
+    for argv in (["frobnicate"], ["--config", "a", "--socket", "b", "status"], []):
+        with pytest.raises(SystemExit) as exited:
+            notify.main(argv)
+        assert exited.value.code == notify.EXIT_USAGE == 2
+
+
+def test_as_a_program_without_a_daemon(tmp_path):
+    """The installed entry point: exit status 3 reaches the shell."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(notify.__file__)))
+    proc = subprocess.run([sys.executable, "-m", "autosync.notify", "--socket",
+                           str(tmp_path / "none.sock"), "sync"], env=env, cwd=str(tmp_path),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 3 and proc.stdout == b""
+    assert proc.stderr.count(b"\n") == 1
