@@ -1,0 +1,152 @@
+"""cli: the arguments, log format, time format, error exit and config loading every
+program of the suite shares."""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autosync import __version__, cli
+from autosync.config import Config
+from conftest import ROOT
+
+DOC = """autosync-example: does one thing.
+
+More text that --help does not show as the description.
+"""
+
+
+@pytest.fixture
+def synced(tmp_path):
+    """A config file for a folder in a working tree."""
+    folder = tmp_path / "Sync"
+    (folder / ".git").mkdir(parents=True)
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\n" % folder)
+    conf.chmod(0o600)
+    return str(conf), str(folder)
+
+
+def test_parser_takes_an_optional_config_and_verbose():
+    p = cli.parser("autosync-example", DOC)
+    args = p.parse_args([])
+    assert args.config is None and args.verbose is False
+    args = p.parse_args(["-v", "my.ini"])
+    assert args.config == "my.ini" and args.verbose is True
+    assert p.parse_args(["--verbose"]).verbose is True
+    assert p.description == "autosync-example: does one thing."
+    assert cli.parser("x", None).description == ""
+
+
+def test_version_and_unknown_options(capsys):
+    p = cli.parser("autosync-example", DOC)
+    with pytest.raises(SystemExit) as exited:
+        p.parse_args(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == "autosync-example %s\n" % __version__
+    with pytest.raises(SystemExit) as exited:
+        p.parse_args(["--no-such-option"])
+    assert exited.value.code == 2
+
+
+def test_show_time_is_local_date_and_time(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        assert cli.show_time(0) == "1970-01-01 00:00:00"
+        assert cli.show_time(1700000000.9) == "2023-11-14 22:13:20"
+        monkeypatch.setenv("TZ", "Europe/Berlin")
+        time.tzset()
+        assert cli.show_time(0) == "1970-01-01 01:00:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+@pytest.mark.parametrize("kwargs, code", [({}, 2), ({"status": 1}, 1), ({"status": 3}, 3)])
+def test_die_prints_one_line_and_exits(capsys, kwargs, code):
+    with pytest.raises(SystemExit) as exited:
+        cli.die("autosync-example: it broke", **kwargs)
+    assert exited.value.code == code
+    out, err = capsys.readouterr()
+    assert out == "" and err == "autosync-example: it broke\n"
+
+
+def test_load_returns_the_checked_config(synced):
+    conf, folder = synced
+    cfg = cli.load(conf)
+    assert isinstance(cfg, Config) and cfg.path == folder and cfg.syncmethod == "none"
+
+
+def test_load_turns_a_config_error_into_one_line_and_exit_2(tmp_path, capsys):
+    conf = tmp_path / "broken.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = carrier-pigeon\n" % tmp_path)
+    conf.chmod(0o600)
+    with pytest.raises(SystemExit) as exited:
+        cli.load(str(conf))
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "syncmethod" in err
+
+
+def test_load_without_a_path_reads_the_default_file(private_home, capsys, synced):
+    with pytest.raises(SystemExit) as exited:
+        cli.load(None)  # ~/.autosync does not exist in the private HOME
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and os.path.join(str(private_home), ".autosync") in err
+    conf, folder = synced
+    with open(conf) as f, open(os.path.join(str(private_home), ".autosync"), "w") as out:
+        out.write(f.read())
+    os.chmod(os.path.join(str(private_home), ".autosync"), 0o600)
+    assert cli.load(None).path == folder
+
+
+def test_load_can_skip_the_working_tree_check(tmp_path, capsys):
+    """autosync-notify --config only needs the socket: no repository is required."""
+    folder = tmp_path / "NotInGit"
+    folder.mkdir()
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\n" % folder)
+    conf.chmod(0o600)
+    assert cli.load(str(conf), check_path=False).path == str(folder)
+    with pytest.raises(SystemExit) as exited:
+        cli.load(str(conf))
+    assert exited.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_start_parses_and_loads(synced):
+    conf, folder = synced
+    assert cli.start("autosync-example", DOC, [conf]).path == folder
+
+
+def log_line(verbose, journal):
+    code = ("from autosync import cli; import logging; cli.setup_logging(%r); "
+            "logging.getLogger('autosync.x').debug('dbg'); "
+            "logging.getLogger('autosync.x').info('hello')" % verbose)
+    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+    env["PYTHONPATH"] = ROOT
+    if journal:
+        env["JOURNAL_STREAM"] = "8:12345"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, check=True, timeout=60)
+    assert proc.stdout == b""
+    return proc.stderr.decode().splitlines()
+
+
+STAMPED = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} autosync\.x\[\d+\] (\w+) (\w+)$")
+
+
+def test_logging_goes_to_stderr_with_time_and_pid():
+    lines = log_line(False, False)
+    assert [STAMPED.match(l).groups() for l in lines] == [("INFO", "hello")]  # no debug
+
+
+def test_verbose_logs_debug_and_the_journal_gets_no_timestamp():
+    assert [STAMPED.match(l).groups() for l in log_line(True, False)] == [
+        ("DEBUG", "dbg"), ("INFO", "hello")]
+    assert log_line(False, True) == ["autosync.x: INFO hello"]
+    assert log_line(True, True) == ["autosync.x: DEBUG dbg", "autosync.x: INFO hello"]
