@@ -1,0 +1,104 @@
+"""stopflag: a real SIGINT or SIGTERM only records itself and wakes the loop."""
+import os
+import select
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from autosync.stopflag import StopFlag
+from conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def restore_handlers():
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    yield r, w
+    os.close(r)
+    os.close(w)
+
+
+def woken(r, timeout=10.0):
+    """Wait for the wake byte(s) the handler writes; the bytes read."""
+    ready, _, _ = select.select([r], [], [], timeout)
+    return os.read(r, 100) if ready else b""
+
+
+def test_a_new_flag_is_false():
+    flag = StopFlag()
+    assert not flag and flag.signum is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_real_signal_sets_the_flag_and_wakes_without_raising(pipe, sig):
+    r, w = pipe
+    flag = StopFlag(wake=lambda: os.write(w, b"x"))
+    assert flag.install() is flag
+    os.kill(os.getpid(), sig)  # SIGINT would raise KeyboardInterrupt with Python's handler
+    assert woken(r) == b"x"
+    assert flag and flag.signum == sig
+
+
+def test_each_signal_wakes_again_and_the_last_one_is_kept(pipe):
+    r, w = pipe
+    flag = StopFlag(wake=lambda: os.write(w, b"x")).install()
+    os.kill(os.getpid(), signal.SIGINT)
+    assert woken(r) == b"x"
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert woken(r) == b"x"
+    assert flag.signum == signal.SIGTERM
+
+
+def test_without_wake_the_flag_is_still_set(pipe):
+    r, w = pipe
+    flag = StopFlag().install()
+    waker = StopFlag(wake=lambda: os.write(w, b"x")).install((signal.SIGUSR1,))
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGUSR1)  # both are pending before Python runs either handler
+    assert woken(r) == b"x"
+    assert flag.signum == signal.SIGTERM and waker.signum == signal.SIGUSR1
+
+
+def test_only_the_signals_asked_for_are_taken():
+    flag = StopFlag().install((signal.SIGUSR1,))
+    assert signal.getsignal(signal.SIGUSR1) == flag._record
+    assert signal.getsignal(signal.SIGTERM) != flag._record
+
+
+PROGRAM = """
+import os, select, signal, sys
+from autosync.stopflag import StopFlag
+r, w = os.pipe()
+os.set_blocking(w, False)
+flag = StopFlag(wake=lambda: os.write(w, b"x")).install()
+print("ready", flush=True)
+while not flag:
+    select.select([r], [], [], 30)
+print("stopped by", flag.signum, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_program_loop_stops_cleanly_on_a_signal(sig):
+    proc = subprocess.Popen([sys.executable, "-c", PROGRAM], env=dict(os.environ, PYTHONPATH=ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and err == b""
+    assert out == b"stopped by %d\n" % sig
