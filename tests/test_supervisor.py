@@ -1,0 +1,284 @@
+"""supervisor: the pidfile, restarting a program that exits (with backoff), which
+programs a config starts, and stopping them in order; with real processes."""
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autosync import supervisor
+from autosync.protocol import Server
+from fakes import config
+
+
+@pytest.fixture
+def spawn():
+    started = []
+
+    def start(argv):
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def programs():
+    made = []
+
+    def make(code, name="committer"):
+        program = supervisor.Program(name, [])
+        program.argv = [sys.executable, "-c", code]
+        made.append(program)
+        return program
+
+    yield make
+    for program in made:
+        if program.proc is not None and program.proc.poll() is None:
+            program.proc.kill()
+        if program.proc is not None:
+            program.proc.wait()
+
+
+def dead_pid():
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid  # reaped: nobody has it (until reused, which a test cannot wait for)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+# --- the pidfile --------------------------------------------------------------------
+
+def test_take_pidfile_writes_our_pid(tmp_path):
+    path = str(tmp_path / "autosync.pid")
+    supervisor.take_pidfile(path)
+    assert read(path) == "%d\n" % os.getpid()
+    supervisor.take_pidfile(path)  # our own PID in it: no refusal
+    assert read(path) == "%d\n" % os.getpid()
+    assert sorted(os.listdir(str(tmp_path))) == ["autosync.pid", "home"]  # no temporary file
+
+
+@pytest.mark.parametrize("content", ["", "garbage\n", "-\n", None])
+def test_an_unreadable_or_dead_pidfile_is_replaced(tmp_path, content, caplog):
+    path = str(tmp_path / "autosync.pid")
+    with open(path, "w") as f:
+        f.write("%d\n" % dead_pid() if content is None else content)
+    with caplog.at_level(logging.INFO, logger="autosync"):
+        supervisor.take_pidfile(path)
+    assert read(path) == "%d\n" % os.getpid()
+    if content is None:
+        assert "replacing stale pidfile" in caplog.text
+
+
+def test_a_live_process_that_is_not_autosync_does_not_block(tmp_path, spawn):
+    other = spawn([sys.executable, "-c", "import sys; print('ready', flush=True); "
+                   "sys.stdin.read()"])  # a PID reused by another program after a reboot
+    assert other.stdout.readline() == b"ready\n"
+    path = str(tmp_path / "autosync.pid")
+    with open(path, "w") as f:
+        f.write("%d\n" % other.pid)
+    supervisor.take_pidfile(path)
+    assert read(path) == "%d\n" % os.getpid()
+
+
+def test_a_live_autosync_is_refused_with_exit_1_and_its_pid(tmp_path, spawn, capsys):
+    running = spawn([sys.executable, "-c", "import sys; print('ready', flush=True); "
+                     "sys.stdin.read()", "dvcs-autosync"])
+    assert running.stdout.readline() == b"ready\n"  # its command line is in place
+    path = str(tmp_path / "autosync.pid")
+    with open(path, "w") as f:
+        f.write("%d\n" % running.pid)
+    with pytest.raises(SystemExit) as exited:
+        supervisor.take_pidfile(path)
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already running" in err and str(running.pid) in err
+    assert read(path) == "%d\n" % running.pid  # left alone
+
+
+def test_process_alive():
+    assert supervisor.process_alive(os.getpid())
+    assert not supervisor.process_alive(dead_pid())
+
+
+# --- Program: restarts with backoff ---------------------------------------------------
+
+def test_program_runs_the_module_with_the_arguments():
+    program = supervisor.Program("watcher", ["/x/autosync.ini", "-v"])
+    assert program.name == "autosync-watcher"
+    assert program.argv == [sys.executable, "-m", "autosync.watcher", "/x/autosync.ini", "-v"]
+
+
+def test_an_exit_is_restarted_after_a_growing_backoff(programs, caplog):
+    program = programs("raise SystemExit(3)")
+    now = time.monotonic()
+    program.check(now)  # due at once: started
+    first = program.proc
+    assert first is not None
+    first.wait(30)
+    with caplog.at_level(logging.WARNING, logger="autosync"):
+        program.check(now)
+    assert program.proc is None
+    assert "autosync-committer exited with status 3; restarting in 0.5 s" in caplog.text
+    program.check(now + supervisor.BACKOFF_MIN - 0.01)
+    assert program.proc is None  # not yet
+    program.check(now + supervisor.BACKOFF_MIN)
+    assert program.proc is not None and program.proc is not first
+    program.proc.wait(30)
+    program.check(now + 1)
+    assert program.next_start == pytest.approx(now + 1 + 2 * supervisor.BACKOFF_MIN)
+
+
+def test_the_backoff_is_capped(programs):
+    program = programs("raise SystemExit(1)")
+    delays, now = [], 0.0
+    program.started = 0.0
+    for _ in range(12):
+        program.start()
+        program.proc.wait(30)
+        program.started = now  # every run short: no reset
+        program.check(now)
+        delays.append(program.next_start - now)
+    assert delays[:3] == [0.5, 1.0, 2.0]
+    assert max(delays) == supervisor.BACKOFF_MAX and delays[-1] == supervisor.BACKOFF_MAX
+
+
+def test_a_program_that_ran_long_starts_its_backoff_afresh(programs):
+    program = programs("raise SystemExit(1)")
+    for _ in range(4):
+        program.start()
+        program.proc.wait(30)
+        program.check(program.started)
+    assert program.next_start - program.started > supervisor.BACKOFF_MIN
+    program.start()
+    program.proc.wait(30)
+    now = program.started + supervisor.STABLE_AFTER + 1
+    program.check(now)
+    assert program.next_start == pytest.approx(now + supervisor.BACKOFF_MIN)
+
+
+def test_a_kill_is_named_as_a_signal(programs, caplog):
+    program = programs("import time; time.sleep(60)")
+    program.start()
+    program.proc.kill()
+    program.proc.wait(30)
+    with caplog.at_level(logging.WARNING, logger="autosync"):
+        program.check(time.monotonic() - 100)  # no restart due yet at that time
+    assert "autosync-committer was killed by signal %d" % signal.SIGKILL in caplog.text
+
+
+def test_signal_to_a_program_that_is_gone_is_harmless(programs):
+    program = programs("pass")
+    program.signal(signal.SIGTERM)  # never started
+    program.start()
+    program.proc.wait(30)
+    program.signal(signal.SIGTERM)
+
+
+# --- which programs, and stopping them ------------------------------------------------
+
+@pytest.mark.parametrize("syncmethod, notifymethod, wanted", [
+    ("none", "none", ["committer", "watcher"]),
+    ("xmpp", "none", ["committer", "watcher", "xmpp"]),
+    ("none", "xmpp", ["committer", "watcher", "xmpp"]),
+    ("none", "desktop", ["committer", "watcher", "desktop"]),
+    ("xmpp", "desktop", ["committer", "watcher", "xmpp", "desktop"]),
+    ("none", "all", ["committer", "watcher", "xmpp", "desktop"]),
+])
+def test_programs_follow_syncmethod_and_notifymethod(syncmethod, notifymethod, wanted):
+    cfg = config(syncmethod=syncmethod, notifymethod=notifymethod)
+    got = supervisor.programs(cfg, ["/x.ini"])
+    assert [p.name for p in got] == ["autosync-" + w for w in wanted]
+    assert all(p.argv[-1] == "/x.ini" for p in got)
+
+
+# On SIGTERM each program writes its name to a file in `log`; the committer also says
+# whether the watcher had already stopped.
+STOPPING = """
+import os, signal, sys, time
+name, log = sys.argv[1], sys.argv[2]
+def stop(signum, frame):
+    before = sorted(os.listdir(log))
+    open(os.path.join(log, name), "w").write(" ".join(before))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_stop_ends_the_others_first_and_the_committer_last(programs, tmp_path):
+    log = tmp_path / "log"
+    log.mkdir()
+    running = [programs(STOPPING, name) for name in ("committer", "watcher", "xmpp")]
+    for program in running:
+        program.argv += [program.name, str(log)]
+        program.proc = subprocess.Popen(program.argv, stdout=subprocess.PIPE)
+        assert program.proc.stdout.readline() == b"ready\n"
+    supervisor.stop(running)
+    assert all(p.proc.returncode == 0 for p in running)
+    assert read(str(log / "autosync-committer")) == "autosync-watcher autosync-xmpp"
+
+
+def test_stop_kills_a_program_that_ignores_sigterm(programs, monkeypatch, caplog):
+    monkeypatch.setattr(supervisor, "STOP_GRACE", 1.0)
+    stubborn = programs("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                        "print('ready', flush=True); time.sleep(60)", "watcher")
+    committer = programs("import time; print('ready', flush=True); time.sleep(60)")
+    for program in (committer, stubborn):
+        program.proc = subprocess.Popen(program.argv, stdout=subprocess.PIPE)
+        assert program.proc.stdout.readline() == b"ready\n"
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="autosync"):
+        supervisor.stop([committer, stubborn])
+    assert time.monotonic() - started < 10
+    assert committer.proc.returncode == -signal.SIGTERM
+    assert stubborn.proc.returncode == -signal.SIGKILL
+    assert "autosync-watcher did not stop in time" in caplog.text
+
+
+def test_wait_for_socket(programs, tmp_path):
+    path = str(tmp_path / "run" / "c.sock")
+    quitter = programs("pass")
+    quitter.start()
+    assert supervisor.wait_for_socket(path, quitter, timeout=30) is False  # it exited
+    server = Server(path, lambda m, c: {"ok": True})
+    server.start()
+    try:
+        sleeper = programs("import time; time.sleep(60)")
+        sleeper.start()
+        assert supervisor.wait_for_socket(path, sleeper, timeout=30) is True
+    finally:
+        server.close()
+
+
+def test_remove_ignores_a_missing_file(tmp_path):
+    path = tmp_path / "x"
+    path.write_text("x")
+    supervisor.remove(str(path))
+    assert not path.exists()
+    supervisor.remove(str(path))
+
+
+def test_main_with_a_bad_config_exits_2_and_takes_no_pidfile(tmp_path, capsys):
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = pigeon\n" % tmp_path)
+    conf.chmod(0o600)
+    with pytest.raises(SystemExit) as exited:
+        supervisor.main([str(conf)])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert sorted(os.listdir(str(tmp_path))) == ["autosync.ini", "home"]
