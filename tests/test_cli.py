@@ -18,6 +18,12 @@ More text that --help does not show as the description.
 """
 
 
+@pytest.fixture(autouse=True)
+def runtime(tmp_path, monkeypatch):
+    """Default sockets below tmp_path, never in the real /tmp/autosync-UID."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))
+
+
 @pytest.fixture
 def synced(tmp_path):
     """A config file for a folder in a working tree."""
@@ -150,3 +156,43 @@ def test_verbose_logs_debug_and_the_journal_gets_no_timestamp():
         ("DEBUG", "dbg"), ("INFO", "hello")]
     assert log_line(False, True) == ["autosync.x: INFO hello"]
     assert log_line(True, True) == ["autosync.x: DEBUG dbg", "autosync.x: INFO hello"]
+
+
+def test_trust_passes_no_socket_yet_and_our_own_daemon(tmp_path):
+    from autosync.protocol import Server
+    path = str(tmp_path / "run" / "d.sock")
+    cli.trust("autosync-example", path)  # no folder, no socket: nobody's yet
+    server = Server(path, lambda m, c: {"ok": True})
+    server.start()
+    try:
+        cli.trust("autosync-example", path)
+    finally:
+        server.close()
+
+
+def test_trust_stops_with_one_line_on_a_folder_others_can_enter(tmp_path, capsys):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    with pytest.raises(SystemExit) as exited:
+        cli.trust("autosync-example", str(shared / "d.sock"))
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("autosync-example: refusing the socket folder %s" % shared)
+
+
+def test_start_refuses_an_untrusted_socket_unless_it_is_the_committer(tmp_path, capsys):
+    folder = tmp_path / "Sync"
+    (folder / ".git").mkdir(parents=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
+                    % (folder, shared / "d.sock"))
+    conf.chmod(0o600)
+    with pytest.raises(SystemExit) as exited:
+        cli.start("autosync-example", DOC, [str(conf)])
+    assert exited.value.code == 2 and "refusing the socket folder" in capsys.readouterr().err
+    assert cli.start("autosync-committer", DOC, [str(conf)], client=False).path == str(folder)

@@ -83,18 +83,26 @@ def test_status_text_lists_each_conflict():
         "conflict:    a", "conflict:    b/c"]
 
 
-@pytest.mark.xfail(strict=True, reason="README: a file the daemon cannot read is named in "
-                   "`status` (`held back`); notify.status_text ignores the held_back field")
-def test_status_text_names_held_back_files():
-    text = notify.status_text(dict(STATUS, held_back=["secret.txt"]))
-    assert "held back" in text and "secret.txt" in text
+def test_status_text_names_held_back_files_and_nested_repositories():
+    """README: both are named in `status` (`held back`, `nested repository`)."""
+    text = notify.status_text(dict(STATUS, held_back=["secret.txt", "b/x"],
+                                   nested_repositories=["project"]))
+    held = [l for l in text.splitlines() if l.startswith("held back:")]
+    assert len(held) == 2 and "secret.txt" in held[0] and "b/x" in held[1]
+    nested = [l for l in text.splitlines() if l.startswith("nested repository:")]
+    assert len(nested) == 1 and "project" in nested[0]
+    assert "held back" not in notify.status_text(STATUS)
+    assert "nested repository" not in notify.status_text(STATUS)
 
 
-@pytest.mark.xfail(strict=True, reason="README: a nested repository is named in `status` "
-                   "(`nested repository`); notify.status_text ignores nested_repositories")
-def test_status_text_names_nested_repositories():
-    text = notify.status_text(dict(STATUS, nested_repositories=["project"]))
-    assert "nested repositor" in text and "project" in text
+def test_status_text_says_how_to_undo_a_mass_delete():
+    mass = {"count": 40, "total": 100, "time": 1700000000,
+            "restore": "dvcs-autosync restore . --at 2023-11-14"}
+    text = notify.status_text(dict(STATUS, mass_delete=mass))
+    line = [l for l in text.splitlines() if l.startswith("mass delete:")]
+    assert line == ["mass delete: 40 of 100 files removed at %s; undo: "
+                    "dvcs-autosync restore . --at 2023-11-14" % cli.show_time(1700000000)]
+    assert "mass delete" not in notify.status_text(dict(STATUS, mass_delete=None))
 
 
 # --- main(): requests, output and exit status -----------------------------------------
@@ -180,6 +188,22 @@ def test_no_daemon_anywhere_above_is_exit_3(tmp_path, capsys):
     assert notify.main(["status"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no dvcs-autosync daemon runs for %s" % tmp_path in err
+
+
+def test_a_socket_folder_others_can_enter_is_refused_with_exit_1(tmp_path, capsys):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o755)
+    path = str(folder / "d.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    try:
+        assert notify.main(["--socket", path, "sync"]) == notify.EXIT_ERROR
+    finally:
+        listener.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refusing the socket folder %s" % folder in err
 
 
 def misbehaving(tmp_path, reply):

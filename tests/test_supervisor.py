@@ -54,6 +54,9 @@ def dead_pid():
     return proc.pid  # reaped: nobody has it (until reused, which a test cannot wait for)
 
 
+OURS = "%d" % os.getpid()  # no newline: the original dvcs-autosync reads the whole text
+
+
 def read(path):
     with open(path) as f:
         return f.read()
@@ -64,9 +67,9 @@ def read(path):
 def test_take_pidfile_writes_our_pid(tmp_path):
     path = str(tmp_path / "autosync.pid")
     supervisor.take_pidfile(path)
-    assert read(path) == "%d\n" % os.getpid()
+    assert read(path) == OURS
     supervisor.take_pidfile(path)  # our own PID in it: no refusal
-    assert read(path) == "%d\n" % os.getpid()
+    assert read(path) == OURS
     assert sorted(os.listdir(str(tmp_path))) == ["autosync.pid", "home"]  # no temporary file
 
 
@@ -77,7 +80,7 @@ def test_an_unreadable_or_dead_pidfile_is_replaced(tmp_path, content, caplog):
         f.write("%d\n" % dead_pid() if content is None else content)
     with caplog.at_level(logging.INFO, logger="autosync"):
         supervisor.take_pidfile(path)
-    assert read(path) == "%d\n" % os.getpid()
+    assert read(path) == OURS
     if content is None:
         assert "replacing stale pidfile" in caplog.text
 
@@ -90,7 +93,7 @@ def test_a_live_process_that_is_not_autosync_does_not_block(tmp_path, spawn):
     with open(path, "w") as f:
         f.write("%d\n" % other.pid)
     supervisor.take_pidfile(path)
-    assert read(path) == "%d\n" % os.getpid()
+    assert read(path) == OURS
 
 
 def test_a_live_autosync_is_refused_with_exit_1_and_its_pid(tmp_path, spawn, capsys):
@@ -106,6 +109,29 @@ def test_a_live_autosync_is_refused_with_exit_1_and_its_pid(tmp_path, spawn, cap
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "already running" in err and str(running.pid) in err
     assert read(path) == "%d\n" % running.pid  # left alone
+
+
+def test_release_pidfile_removes_only_our_own(tmp_path, spawn):
+    path = str(tmp_path / "autosync.pid")
+    supervisor.release_pidfile(path)  # none: nothing to do
+    supervisor.take_pidfile(path)
+    supervisor.release_pidfile(path)
+    assert not os.path.exists(path)
+    with open(path, "w") as f:
+        f.write("%d\n" % dead_pid())  # another daemon's, taken after ours
+    supervisor.release_pidfile(path)
+    assert os.path.exists(path)
+
+
+def test_answers_only_for_a_listening_socket(tmp_path):
+    path = str(tmp_path / "run" / "c.sock")
+    assert supervisor.answers(path) is False
+    server = Server(path, lambda m, c: {"ok": True})
+    server.start()
+    try:
+        assert supervisor.answers(path) is True
+    finally:
+        server.close()
 
 
 def test_process_alive():
@@ -282,3 +308,21 @@ def test_main_with_a_bad_config_exits_2_and_takes_no_pidfile(tmp_path, capsys):
     assert exited.value.code == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert sorted(os.listdir(str(tmp_path))) == ["autosync.ini", "home"]
+
+
+def test_main_starts_nothing_on_a_socket_folder_others_can_enter(tmp_path, capsys):
+    folder = tmp_path / "Sync"
+    (folder / ".git").mkdir(parents=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
+                    % (folder, shared / "d.sock"))
+    conf.chmod(0o600)
+    with pytest.raises(SystemExit) as exited:
+        supervisor.main([str(conf)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refusing the socket folder %s" % shared in err
+    assert not os.path.exists(str(conf) + ".pid")
