@@ -1,21 +1,40 @@
 """cli: the arguments, log format, time format, error exit and config loading every
 program of the suite shares."""
+import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from autosync import __version__, cli
 from autosync.config import Config
+from autosync.protocol import Server
 from conftest import ROOT
 
 DOC = """autosync-example: does one thing.
 
 More text that --help does not show as the description.
 """
+
+
+@contextlib.contextmanager
+def serving(path, handler):
+    """A protocol.Server on `path`, stopped for good on exit: Server.close() alone can leave
+    its accept thread behind, which may then accept on the next test's reused descriptor."""
+    server = Server(path, handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept(), or makes the next one fail
+        thread.join(10)
+        server.close()
 
 
 @pytest.fixture(autouse=True)
@@ -159,15 +178,10 @@ def test_verbose_logs_debug_and_the_journal_gets_no_timestamp():
 
 
 def test_trust_passes_no_socket_yet_and_our_own_daemon(tmp_path):
-    from autosync.protocol import Server
     path = str(tmp_path / "run" / "d.sock")
     cli.trust("autosync-example", path)  # no folder, no socket: nobody's yet
-    server = Server(path, lambda m, c: {"ok": True})
-    server.start()
-    try:
+    with serving(path, lambda m, c: {"ok": True}):
         cli.trust("autosync-example", path)
-    finally:
-        server.close()
 
 
 def test_trust_stops_with_one_line_on_a_folder_others_can_enter(tmp_path, capsys):

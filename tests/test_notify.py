@@ -1,5 +1,6 @@
 """autosync-notify: what it prints and its exit status, against a real protocol.Server
 with a scripted handler (no daemon), a dead socket, or a server that misbehaves."""
+import contextlib
 import json
 import os
 import socket
@@ -39,14 +40,26 @@ def daemon(tmp_path):
         requests.append(message)
         return daemon.reply(message)
 
-    path = str(tmp_path / "run" / "d.sock")
+    with serving(str(tmp_path / "run" / "d.sock"), handler) as server:
+        server.requests = requests
+        daemon = server
+        daemon.reply = lambda m: {"ok": True, "status": STATUS}
+        yield server
+
+
+@contextlib.contextmanager
+def serving(path, handler):
+    """A protocol.Server on `path`, stopped for good on exit: Server.close() alone can leave
+    its accept thread behind, which may then accept on the next test's reused descriptor."""
     server = Server(path, handler)
-    server.start()
-    server.requests = requests
-    daemon = server
-    daemon.reply = lambda m: {"ok": True, "status": STATUS}
-    yield server
-    server.close()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept(), or makes the next one fail
+        thread.join(10)
+        server.close()
 
 
 def lines(text):
@@ -142,13 +155,9 @@ def test_the_daemon_is_found_from_a_subfolder_and_through_autosync_socket(
     from autosync.paths import socket_for
     folder = tmp_path / "Sync"
     (folder / "deep").mkdir(parents=True)
-    found = Server(socket_for(str(folder)), lambda m, c: {"ok": True, "status": STATUS})
-    found.start()
-    try:
+    with serving(socket_for(str(folder)), lambda m, c: {"ok": True, "status": STATUS}):
         monkeypatch.chdir(folder / "deep")
         assert notify.main(["status"]) == 0
-    finally:
-        found.close()
     monkeypatch.setenv("AUTOSYNC_SOCKET", daemon.path)
     assert notify.main(["status"]) == 0
     assert daemon.requests == [{"cmd": "status"}]

@@ -1,10 +1,13 @@
 """supervisor: the pidfile, restarting a program that exits (with backoff), which
 programs a config starts, and stopping them in order; with real processes."""
+import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -12,6 +15,21 @@ import pytest
 from autosync import supervisor
 from autosync.protocol import Server
 from fakes import config
+
+
+@contextlib.contextmanager
+def serving(path, handler):
+    """A protocol.Server on `path`, stopped for good on exit: Server.close() alone can leave
+    its accept thread behind, which may then accept on the next test's reused descriptor."""
+    server = Server(path, handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept(), or makes the next one fail
+        thread.join(10)
+        server.close()
 
 
 @pytest.fixture
@@ -126,12 +144,8 @@ def test_release_pidfile_removes_only_our_own(tmp_path, spawn):
 def test_answers_only_for_a_listening_socket(tmp_path):
     path = str(tmp_path / "run" / "c.sock")
     assert supervisor.answers(path) is False
-    server = Server(path, lambda m, c: {"ok": True})
-    server.start()
-    try:
+    with serving(path, lambda m, c: {"ok": True}):
         assert supervisor.answers(path) is True
-    finally:
-        server.close()
 
 
 def test_process_alive():
@@ -281,14 +295,10 @@ def test_wait_for_socket(programs, tmp_path):
     quitter = programs("pass")
     quitter.start()
     assert supervisor.wait_for_socket(path, quitter, timeout=30) is False  # it exited
-    server = Server(path, lambda m, c: {"ok": True})
-    server.start()
-    try:
+    with serving(path, lambda m, c: {"ok": True}):
         sleeper = programs("import time; time.sleep(60)")
         sleeper.start()
         assert supervisor.wait_for_socket(path, sleeper, timeout=30) is True
-    finally:
-        server.close()
 
 
 def test_remove_ignores_a_missing_file(tmp_path):
