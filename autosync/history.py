@@ -207,6 +207,9 @@ class Rewind:
         self.history, self.rev, self.rel = history, rev, rel
         self.root = history.cfg.path
         self.ignore = Ignore(self.root, history.cfg.ignorepath)
+        if rel != "." and self.ignore(rel):
+            raise HistoryError("%s is not synced (DVCS metadata, editor junk, ignorepath or "
+                               ".gitignore): restore leaves it alone" % printable(rel))
         self.wanted = {p: m for p, m in wanted.items() if not self.ignore(p)}
         self.temps = {}  # path -> temporary file holding its old content
         self.failed = []  # (path, why) of what could not be written or removed
@@ -414,8 +417,8 @@ def rewind(cfg, history, rel, at, dry_run):
         print("no dvcs-autosync runs for %s: the restore is committed and synced when it "
               "starts" % cfg.path)
     elif reply.get("committed"):
-        print("committed as one change%s" % (" and pushed" if reply.get("pushed") else
-                                            ", not pushed yet: %s" % reply.get("error")))
+        print("committed%s" % (" and pushed" if reply.get("pushed") else
+                               ", not pushed yet: %s" % reply.get("error")))
     elif reply.get("ok"):
         print("the daemon had committed the restored files already, in an ordinary change")
     else:

@@ -164,7 +164,8 @@ def plain_repo(tmp_path):
     git("init", "-q", "-b", "main", folder)
     config = str(tmp_path / "plain.autosync")
     with open(config, "w") as f:
-        f.write("[autosync]\npath = %s\nsyncmethod = none\nnotifymethod = none\n" % folder)
+        f.write("[autosync]\npath = %s\nsyncmethod = none\nnotifymethod = none\n"
+                "ignorepath = .git scratch\n" % folder)
     return folder, config
 
 
@@ -216,11 +217,20 @@ def test_without_a_daemon_a_file_not_in_history_is_kept(tmp_path):
     commit_all(folder, "later")
     with open(os.path.join(folder, "draft.txt"), "w") as f:
         f.write("never committed\n")
+    # What is never synced is left alone: ignorepath, editor junk.
+    os.makedirs(os.path.join(folder, "scratch"))
+    for junk in ("scratch/x.txt", "old.txt~", ".later.txt.swp"):
+        with open(os.path.join(folder, junk), "w") as f:
+            f.write("junk\n")
     result = run("restore", folder, "--at", then, "--config", config)
     assert result.returncode == 0, result.stderr
     assert "removed later.txt (still in history)" in result.stdout
     assert "kept draft.txt: it did not exist then, but it is not in history yet" in result.stdout
-    assert sorted(n for n in os.listdir(folder) if n != ".git") == ["draft.txt", "old.txt"]
+    assert sorted(n for n in os.listdir(folder) if n != ".git") == [
+        ".later.txt.swp", "draft.txt", "old.txt", "old.txt~", "scratch"]
+    assert os.listdir(os.path.join(folder, "scratch")) == ["x.txt"]
+    result = run("restore", os.path.join(folder, "scratch"), "--config", config)
+    assert result.returncode == 1 and "has no history" in result.stderr
 
 
 def restore(machine, *args):
@@ -277,7 +287,7 @@ def test_restore_a_removed_folder(machines, remote):
     assert lines[:4] == ["brought back photos/%s" % n for n in
                          ("2026/beach.jpg", "index.txt", "latest", "show.sh")]
     assert lines[4].startswith("photos is as it was at ") and lines[4].endswith("4 brought back")
-    assert lines[5] == "committed as one change and pushed"
+    assert lines[5] == "committed and pushed"
     assert os.path.isdir(os.path.join(a.path, "photos"))  # never git's tree object as a file
     message = one_restore_commit(a, remote, before, "photos")
     assert "added: photos/2026/beach.jpg" in message
