@@ -135,7 +135,7 @@ class History:
     def restore(self, rel, at=None, dry_run=False):
         """Make `rel` (a file, a folder, or "." for everything) what it was at `at`.
 
-        -> (Version, [Change]). Nothing is written with dry_run."""
+        -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run."""
         version = self.pick(self.versions(rel), rel, at)
         wanted = self.listing(version.rev, rel)
         if not wanted:
@@ -285,10 +285,8 @@ class Rewind:
             return tmp
         with open(tmp, "wb") as out:
             out.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
         perms = st.st_mode & 0o7777 if st is not None and stat.S_ISREG(st.st_mode) \
-            else 0o666 & ~umask
+            else 0o666 & ~UMASK
         if mode == EXECUTABLE:
             perms |= (perms & 0o444) >> 2  # x wherever r
         else:
@@ -324,6 +322,8 @@ class Rewind:
                 self.failed.append((path, e.strerror or str(e)))
 
 
+UMASK = os.umask(0o022)
+os.umask(UMASK)
 MODES = ("100644", "100755", "120000")
 EXECUTABLE, LINK = "100755", "120000"
 

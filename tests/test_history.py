@@ -1,6 +1,7 @@
 """dvcs-autosync log and restore: message parsing, times, and the real thing on
 real git history with the daemon running."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import time
 import pytest
 
 from autosync import history
-from conftest import git, wait_until
+from conftest import git, tree, wait_until
+from test_conflicts import share
 
 
 def run(*args, cwd=None):
@@ -256,9 +258,6 @@ def on_b(b, remote):
 
 @pytest.mark.e2e
 def test_restore_a_removed_folder(machines, remote):
-    import shutil
-    from test_conflicts import share
-    from conftest import tree
     a, b = machines("a", "b")
     photo = os.urandom(20000)
     os.makedirs(os.path.join(a.path, "photos", "2026"))
@@ -303,8 +302,6 @@ def test_restore_a_removed_folder(machines, remote):
 
 @pytest.mark.e2e
 def test_restore_a_folder_with_files_changed_added_and_removed_since(machines, remote):
-    from test_conflicts import share
-    from conftest import tree
     a, b = machines("a", "b")
     os.makedirs(os.path.join(a.path, "docs"))
     for name in ("plan.txt", "same.txt", "gone.txt"):
@@ -344,8 +341,6 @@ def test_restore_a_folder_with_files_changed_added_and_removed_since(machines, r
 
 @pytest.mark.e2e
 def test_restore_the_whole_tree_after_a_mass_delete(machines, remote):
-    from test_conflicts import share
-    from conftest import tree
     a, b = machines("a", "b")
     for i in range(25):
         write(a, "f%02d.txt" % i if i < 10 else "dir%d/f%02d.txt" % (i % 3, i), b"file %d\n" % i)
