@@ -10,7 +10,7 @@ import sys
 
 from autosync import __version__, cli
 from autosync.paths import find_socket
-from autosync.protocol import NoDaemon, connect
+from autosync.protocol import NoDaemon, Untrusted, connect
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
 
@@ -53,6 +53,15 @@ def status_text(status):
     ]
     for conflict in status.get("conflicts") or []:
         lines.append("conflict:    %s" % conflict)
+    for path in status.get("held_back") or []:
+        lines.append("held back:   %s (cannot be committed; see last error)" % path)
+    for folder in status.get("nested_repositories") or []:
+        lines.append("nested repository: %s (not synced; see the README)" % folder)
+    mass = status.get("mass_delete")
+    if mass:
+        lines.append("mass delete: %d of %d files removed at %s; undo: %s"
+                     % (mass["count"], mass["total"], cli.show_time(mass["time"]),
+                        mass["restore"]))
     return "\n".join(lines)
 
 
@@ -74,6 +83,9 @@ def main(argv=None):
     except NoDaemon as e:
         print("autosync-notify: %s" % e, file=sys.stderr)
         return EXIT_NO_DAEMON
+    except Untrusted as e:
+        print("autosync-notify: %s" % e, file=sys.stderr)
+        return EXIT_ERROR
     except (OSError, ValueError) as e:
         print("autosync-notify: talking to %s failed: %s" % (path, e), file=sys.stderr)
         return EXIT_ERROR

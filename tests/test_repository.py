@@ -88,3 +88,34 @@ def test_a_replaced_folder_is_never_committed_and_looked_at_again(repo, tmp_path
     assert not r.commit([], rescan=True)
     assert len(reports.named("failed")) == 1 and "replaced" in reports.named("failed")[0][0][1]
     assert len(reports.named("look_again")) == 2
+
+
+def test_a_mass_delete_is_said_with_the_command_that_undoes_it(repo):
+    r, reports = repo()
+    photos = repo.path / "photos"
+    photos.mkdir()
+    for i in range(30):
+        (photos / ("p%02d.jpg" % i)).write_text("x")
+    for i in range(10):
+        (repo.path / ("keep%d.txt" % i)).write_text("x")
+    assert r.commit([], rescan=True)
+    assert not reports.named("event")
+    for i in range(24):
+        (photos / ("p%02d.jpg" % i)).unlink()
+    assert r.commit([], rescan=True)
+    (_, fields), = [(a, k) for a, k in reports.named("event") if a[0] == "mass-delete"]
+    assert fields["count"] == 24 and fields["total"] == 41  # README, 30 photos, 10 kept
+    assert fields["restore"].startswith("dvcs-autosync --config ")
+    assert fields["restore"].split()[3:6] == ["restore", "photos", "--at"]
+    assert reports.fields["mass_delete"]["count"] == 24
+
+
+def test_a_few_removals_are_not_a_mass_delete(repo):
+    r, reports = repo()
+    for i in range(19):
+        (repo.path / ("f%d" % i)).write_text("x")
+    assert r.commit([], rescan=True)
+    for i in range(19):
+        (repo.path / ("f%d" % i)).unlink()
+    assert r.commit([], rescan=True)  # 19 of 20: many, but under the 20 that counts
+    assert not [a for a, _ in reports.named("event") if a[0] == "mass-delete"]
