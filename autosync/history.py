@@ -18,7 +18,7 @@ import time
 from autosync import cli, commands
 from autosync.messages import describe, printable
 from autosync.paths import METADATA
-from autosync.protocol import NoDaemon, connect
+from autosync.protocol import NoDaemon, Untrusted, connect
 
 Version = collections.namedtuple("Version", "rev time author host action")
 
@@ -93,12 +93,24 @@ class History:
             self.cmd[name] = template
 
     def relative(self, path):
-        """PATH as given on the command line -> the path relative to the folder ("." for it)."""
+        """PATH as given on the command line -> the path relative to the folder ("." for it).
+
+        A relative PATH is taken from the current folder inside the synced folder, and
+        from the synced folder elsewhere (as the mass-delete warning's command names it)."""
+        if not os.path.isabs(path) and self._outside(os.getcwd()):
+            rel = os.path.normpath(path)
+            if rel != ".." and not rel.startswith("../"):
+                return rel
         for norm in (os.path.abspath, os.path.realpath):
             rel = os.path.relpath(norm(path), norm(self.cfg.path))
             if rel != ".." and not rel.startswith("../"):
                 return rel
         raise HistoryError("%s is not inside the synced folder %s" % (path, self.cfg.path))
+
+    def _outside(self, folder):
+        rels = [os.path.relpath(norm(folder), norm(self.cfg.path))
+                for norm in (os.path.abspath, os.path.realpath)]
+        return all(rel == ".." or rel.startswith("../") for rel in rels)
 
     def versions(self, rel):
         full = os.path.join(self.cfg.path, rel)
@@ -375,6 +387,8 @@ def ask_daemon(cfg, request, timeout=600.0):
         conn = connect(cfg.socket)
     except NoDaemon:
         return None
+    except Untrusted as e:
+        raise HistoryError(str(e)) from None
     try:
         return conn.request(dict(request, timeout=timeout), timeout=timeout + 5)
     except (OSError, ValueError) as e:

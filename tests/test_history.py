@@ -366,3 +366,20 @@ def test_restore_the_whole_tree_after_a_mass_delete(machines, remote):
     assert restore(a, ".", "--at", git("rev-parse", "HEAD", cwd=a.path).decode().strip())[-1] \
         .endswith("nothing to do")
     assert remote.commit_count() == before + 1
+
+
+def test_a_relative_path_outside_the_folder_is_taken_from_the_folder(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    os.makedirs(os.path.join(folder, "photos"))
+    with open(os.path.join(folder, "photos", "a.jpg"), "w") as f:
+        f.write("a\n")
+    commit_all(folder, "photos")
+    shutil.rmtree(os.path.join(folder, "photos"))
+    commit_all(folder, "removed")
+    elsewhere = str(tmp_path / "home")
+    # As the mass-delete warning words it, run from anywhere.
+    result = run("restore", "photos", "--config", config, cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("brought back photos/a.jpg\n")
+    result = run("restore", "../x", "--config", config, cwd=elsewhere)
+    assert result.returncode == 1 and "not inside the synced folder" in result.stderr
