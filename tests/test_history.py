@@ -383,3 +383,23 @@ def test_a_relative_path_outside_the_folder_is_taken_from_the_folder(tmp_path):
     assert result.stdout.startswith("brought back photos/a.jpg\n")
     result = run("restore", "../x", "--config", config, cwd=elsewhere)
     assert result.returncode == 1 and "not inside the synced folder" in result.stderr
+
+
+def test_hostile_names_come_back_as_they_were(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    names = ["-rf", "a b", "new\nline", "$(touch pwned)", "*", "caf\xe9", "x\udcff"]
+    os.makedirs(os.path.join(folder, "d"))
+    for name in names:
+        with open(os.path.join(os.fsencode(folder), b"d", os.fsencode(name)), "wb") as f:
+            f.write(os.fsencode(name))
+    commit_all(folder, "names")
+    shutil.rmtree(os.path.join(folder, "d"))
+    commit_all(folder, "removed")
+    result = run("restore", os.path.join(folder, "d"), "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(os.path.join(folder, "d"))) == sorted(names)
+    for name in names:
+        with open(os.path.join(os.fsencode(folder), b"d", os.fsencode(name)), "rb") as f:
+            assert f.read() == os.fsencode(name)
+    assert "brought back 'd/new\\nline'" in result.stdout
+    assert not os.path.exists(os.path.join(folder, "pwned"))
