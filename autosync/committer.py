@@ -223,19 +223,24 @@ class Committer:
         self.state("idle")
 
     def push(self, force=False):
-        """Push if there is anything (or force); True pushed, None nothing to push, False failed."""
+        """Push if there is anything (or force); True pushed, None nothing to push, False failed.
+
+        Only a push that took a new revision to the remote is announced: the other
+        machines (the original among them) would pull for nothing."""
         with self.cond:
             self.push_at = None
-            if not self.status_fields["unpushed"] and not force:
+            unpushed = self.status_fields["unpushed"]
+            if not unpushed and not force:
                 return None
-        if not self.repo.push():
+        if not self.repo.push(expect_new=unpushed > 0):
             return False
         url = self.repo.remote_url()
         with self.cond:
             self.push_at = None
             self.status_fields.update(unpushed=0, last_push={"time": time.time(), "url": url},
                                       last_error=self.repo.commit_error)  # still said if so
-        self.event("pushed", url=url, source="committer")
+        if self.repo.pushed_new:
+            self.event("pushed", url=url, source="committer")
         return True
 
     def finish(self, kind, ticket, result):

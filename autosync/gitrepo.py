@@ -96,8 +96,10 @@ def submodules(folder):
     return paths
 
 
-def head(folder):
-    out = git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False)
+def head(folder, ref="HEAD"):
+    """The commit `ref` names (HEAD, or "@{upstream}": what the remote had when we last
+    pushed or fetched), or None."""
+    out = git(folder, "rev-parse", "-q", "--verify", ref, check=False)
     return out.strip() if out else None
 
 

@@ -33,6 +33,24 @@ def why_not_staged(folder, path, error):
     return "%s (%s)" % (printable(path), lines[0] if lines else error)
 
 
+def expand_moves(folder, changes):
+    """A moved directory stands for every file in it: list them, for the message."""
+    out = []
+    for change in changes:
+        dst = os.path.join(folder, change["path"])
+        if change["action"] == "moved" and os.path.isdir(dst) and not os.path.islink(dst):
+            for root, dirs, files in os.walk(dst):
+                dirs.sort()
+                for name in sorted(files):
+                    rel = os.path.relpath(os.path.join(root, name), dst)
+                    out.append({"action": "moved",
+                                "path": os.path.join(change["path"], rel),
+                                "src": os.path.join(change["src"], rel)})
+        else:
+            out.append(change)
+    return out
+
+
 class Staging:
     def __init__(self, folder, cmd, gitdir, excludes, report):
         self.folder, self.cmd, self.gitdir = folder, cmd, gitdir
@@ -70,16 +88,33 @@ class Staging:
         failed = []
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in (c for c in changes if c["action"] == "moved"):
-            try:
-                self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
-            except CommandFailed as e:
-                failed.append((move["path"], e))
+            failed += self.move(move)
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
                 failed += self.cmd[name].run_many([arg(p) for p in paths], cwd=self.folder)
         for path, error in failed:
             log.warning("%s", error)
+        return failed
+
+    def move(self, move):
+        """movecmd for one move; a folder that movecmd cannot take whole (the original's
+        `git rm %s` / `git add %s` refuses one without -r) is moved file by file."""
+        try:
+            self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
+            return []
+        except CommandFailed as e:
+            files = expand_moves(self.folder, [move])
+            if files == [move]:
+                return [(move["path"], e)]
+            log.debug("movecmd did not take the folder %s whole; moving its %d files one by "
+                      "one", printable(move["path"]), len(files))
+        failed = []
+        for one in files:
+            try:
+                self.cmd["movecmd"].run(arg(one["src"]), arg(one["path"]), cwd=self.folder)
+            except CommandFailed as e:
+                failed.append((one["path"], e))
         return failed
 
     def rescan(self):

@@ -121,3 +121,10 @@ def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
     assert committer.repo.notes == ["restored photos as it was at 2026-12-01 10:00"]
     for bad in ("two\nlines", "", 7, "x" * 301):
         assert not committer.handle({"cmd": "sync", "note": bad}, None)["ok"]
+
+
+def test_only_a_push_of_something_new_is_announced(committer):
+    committer.repo.pushed_new = False
+    assert committer.push(force=True) is True  # it worked, but took nothing new
+    assert not committer.server.events("pushed")
+    assert committer.status_fields["last_push"]["url"] == "/srv/sync.git"

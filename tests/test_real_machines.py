@@ -68,8 +68,14 @@ class Events:
         raise AssertionError("no such event; seen: %s" % self.seen)
 
     def close(self):
-        self.proc.kill()
-        self.proc.wait()
+        """After the daemon stopped: every event it published is in `seen`."""
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        for line in self.proc.stdout.read().splitlines():
+            if line.strip():
+                self.seen.append(json.loads(line))
 
 
 def machine_socket(machine):

@@ -5,18 +5,9 @@ import pytest
 
 from autosync import git_environment
 from autosync.config import GIT_COMMANDS
-from autosync.repository import Repository, expand_moves
+from autosync.repository import Repository
 from conftest import Remote, git
 from fakes import Reports, config
-
-
-def test_a_moved_folder_is_listed_file_by_file(tmp_path):
-    for rel in ("new/a.txt", "new/sub/b.txt"):
-        os.makedirs(os.path.dirname(tmp_path / rel), exist_ok=True)
-        (tmp_path / rel).write_text("x")
-    listed = expand_moves(str(tmp_path), [{"action": "moved", "path": "new", "src": "old"}])
-    assert listed == [{"action": "moved", "path": "new/a.txt", "src": "old/a.txt"},
-                      {"action": "moved", "path": "new/sub/b.txt", "src": "old/sub/b.txt"}]
 
 
 @pytest.fixture
