@@ -155,10 +155,10 @@ class Repository:
         where = os.path.commonpath(removed) if len(removed) > 1 else os.path.dirname(removed[0])
         if os.path.isfile(os.path.join(self.folder, where)):
             where = os.path.dirname(where)
-        command = "dvcs-autosync%s restore %s --at @%d" % (
-            "" if self.cfg.file == default_path() else " --config " + shlex.quote(self.cfg.file),
+        command = "dvcs-autosync restore %s --at @%d%s" % (
             # The second before this commit's: commit times have one-second steps.
-            shlex.quote(where or "."), int(before) - 1)
+            shlex.quote(where or "."), int(before) - 1,
+            "" if self.cfg.file == default_path() else " --config " + shlex.quote(self.cfg.file))
         log.warning("%d of %d files were removed in one commit; if that was a mistake, "
                     "undo it with: %s", len(removed), total, command)
         fields = {"count": len(removed), "total": total, "restore": command, "time": time.time()}
