@@ -18,7 +18,7 @@ import time
 
 from autosync import cli
 from autosync.messages import ACTIONS, MESSAGE_LINES
-from autosync.protocol import Server
+from autosync.protocol import EVENTS, REQUESTS, STATES, Server
 from autosync.repository import Repository
 from autosync.retry import Backoff
 from autosync.stopflag import StopFlag
@@ -27,8 +27,6 @@ log = logging.getLogger("autosync.committer")
 
 BACKOFF_MAX = 60.0  # the longest wait between retries of a failed push, pull or commit
 NOTE_MAX = 300  # characters of a sync request's note
-# The states a status reports; the worker is in exactly one.
-STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
 
 
 def backoffs():
@@ -308,6 +306,7 @@ class Committer:
                 self.push_at = time.monotonic()  # a merge may wait to go out too
 
     def event(self, name, **fields):
+        assert name in EVENTS, name
         fields.update(event=name, time=time.time())
         self.server.publish(fields)
 
