@@ -191,3 +191,22 @@ def test_git_raises_one_line_on_failure(repo):
         gitrepo.git(repo, "rev-parse", "--verify", "no-such-ref")
     assert "\n" not in str(caught.value)
     assert gitrepo.git(repo, "rev-parse", "--verify", "no-such-ref", check=False) is None
+
+
+def test_tracked_files_are_relative_to_the_folder(repo):
+    write(os.path.join(repo, "untracked.txt"), "not tracked\n")
+    assert sorted(gitrepo.tracked_files(repo)) == [
+        "edit.txt", "gone.txt", "keep.txt", "old.txt", "sub/inner.txt"]
+    assert gitrepo.tracked_files(os.path.join(repo, "sub")) == ["inner.txt"]
+
+
+def test_head_of_the_upstream_is_what_the_remote_had(repo, tmp_path):
+    assert gitrepo.head(repo, "@{upstream}") is None  # no remote at all
+    bare = str(tmp_path / "remote.git")
+    git("clone", "-q", "--bare", repo, bare)
+    clone = str(tmp_path / "clone")
+    git("clone", "-q", bare, clone)
+    assert gitrepo.head(clone, "@{upstream}") == gitrepo.head(clone) == gitrepo.head(repo)
+    write(os.path.join(clone, "local.txt"), "not pushed yet\n")
+    commit_all(clone)
+    assert gitrepo.head(clone, "@{upstream}") == gitrepo.head(repo) != gitrepo.head(clone)
