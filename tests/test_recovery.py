@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from autosync import recovery
-from conftest import git
+from conftest import git, wait_until
 
 
 @pytest.fixture
@@ -107,10 +107,17 @@ def test_a_git_process_working_inside_keeps_the_lock(repo, spawn, tmp_path):
     fake_git = str(tmp_path / "git-sleeper")  # the kernel names the process after the file
     os.symlink(shutil.which("sleep"), fake_git)
     proc = spawn(None, cwd=os.path.join(repo, "sub"), argv=[fake_git, "60"])
+    other = spawn(None, cwd=str(tmp_path), argv=[fake_git, "60"])  # outside: not a holder
+    for started in (proc, other):  # Popen can return before exec() has renamed the process
+        wait_until(lambda: comm(started.pid) == "git-sleeper", 10, what="exec")
     assert recovery.clear_stale_lock(lock, repo) is False
     assert proc.pid in recovery.lock_holders(lock, repo)
-    other = spawn(None, cwd=str(tmp_path), argv=[fake_git, "60"])  # outside: not a holder
     assert other.pid not in recovery.lock_holders(lock, repo)
+
+
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().strip()
 
 
 def daemon_env():
