@@ -161,3 +161,19 @@ def test_notify_without_a_daemon_says_so(tmp_path):
     result = subprocess.run([sys.executable, "-m", "autosync.notify", "status"],
                             capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 3 and "no dvcs-autosync daemon runs for" in result.stderr
+
+
+def test_a_client_quiet_between_requests_is_kept_a_half_sent_line_is_not(server, monkeypatch):
+    """Only a line that was begun has a deadline (shortened here: a unit test may fake it)."""
+    monkeypatch.setattr(protocol, "PARTIAL_LINE_TIMEOUT", 0.3)
+    quiet = connect(server.path)
+    assert quiet.request({"cmd": "first"})["ok"]
+    half = raw(server.path, b'{"cmd": "ha', read=False)
+    # The half-sent line is dropped after its bound: the server hangs up on it.
+    half.settimeout(10)
+    assert half.recv(100) == b""
+    half.close()
+    # Quiet for many times that bound, the other client is still served.
+    time.sleep(1.0)
+    assert quiet.request({"cmd": "after a quiet while"}, timeout=5)["ok"]
+    quiet.close()
