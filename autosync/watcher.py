@@ -102,9 +102,12 @@ class Tree:
         return name in self.dirs.get(folder, ())
 
     def scan(self, root, sub, ignore):
-        """Every file (and symlink) below `sub`, relative to root, not ignored."""
+        """Every file (and symlink) below `sub`, relative to root, not ignored.
+
+        A symlink is an entry, never a folder to enter: a link to /usr or to
+        `..` costs one entry."""
         found = []
-        stack = [sub]
+        stack = [sub] if not sub or not os.path.islink(os.path.join(root, sub)) else []
         while stack:
             folder = stack.pop()
             try:
@@ -195,6 +198,8 @@ class Batch:
                 self.dirs.discard(dst)
         files = set(self.files)
         for folder in self.dirs:  # created, moved in, deleted or moved out
+            if os.path.islink(os.path.join(root, folder)):
+                files.add(folder)  # a link to a folder is recorded as a link
             files.update(tree.files_under(folder))
             files.update(tree.scan(root, folder, ignore))
         before = {rel: tree.has(rel) for rel in files}
@@ -278,8 +283,14 @@ class Watcher:
         return "" if rel == "." else rel
 
     def excluded(self, path):
+        """pyinotify's filter: no watch below ignored folders, and never through a symlink.
+
+        pyinotify lists each new folder and makes up IN_CREATE|IN_ISDIR events for
+        what it holds, taking a link to a folder for a folder: without this, a
+        link to /usr would have it watch all of /usr."""
         rel = self.rel(path)
-        return rel != "" and (rel.startswith("..") or self.ignore(rel, True))
+        return rel != "" and (rel.startswith("..") or os.path.islink(path)
+                              or self.ignore(rel, True))
 
     def on_event(self, event):
         if event.mask & pyinotify.IN_Q_OVERFLOW:
@@ -295,7 +306,8 @@ class Watcher:
         rel = self.rel(path)
         if rel == "" or rel.startswith("..") or event.mask & pyinotify.IN_IGNORED:
             return
-        isdir = bool(event.mask & pyinotify.IN_ISDIR)
+        # A symlink is a file to us, even when pyinotify's made-up event says folder.
+        isdir = bool(event.mask & pyinotify.IN_ISDIR) and not os.path.islink(path)
         if rel.rpartition("/")[2] == ".gitignore":
             self.ignore.forget(rel.rpartition("/")[0])
         batch = self.pull_batch or self.batch
@@ -355,7 +367,10 @@ class Watcher:
         self.notifier = Notifier(self.wm, self.on_event)
         os.set_blocking(self.wm.get_fd(), False)  # drain() must never wait
         started = time.monotonic()
-        self.wm.add_watch(self.root, MASK, rec=True, auto_add=True,
+        # IN_DONT_FOLLOW: a watch never goes through a link (unless the synced
+        # folder itself is one: then its target is what the user syncs).
+        mask = MASK | (0 if os.path.islink(self.root) else pyinotify.IN_DONT_FOLLOW)
+        self.wm.add_watch(self.root, mask, rec=True, auto_add=True,
                           exclude_filter=self.excluded, quiet=True)
         for rel in self.tree.scan(self.root, "", self.ignore):
             self.tree.add(rel)
