@@ -316,7 +316,7 @@ class Committer:
             except RuntimeError as e:
                 log.error("%s", e)
         if self.cfg.syncmethod != "none":
-            self.pull(commit_after=False)
+            self.pull()
         self.commit([], rescan=True, note="changes found at start-up")
         self.push(force=True)
         self.set_state("idle")
@@ -519,7 +519,7 @@ class Committer:
             log.warning("%s", e)
             return ""
 
-    def pull(self, commit_after=True):
+    def pull(self):
         """Pull now; -> the reply to a pull request."""
         if not self.safe("pull"):
             return {"ok": False, "pulled": False, "error": self.blocked}
@@ -540,9 +540,10 @@ class Committer:
             with self.cond:
                 if self.status["unpushed"]:
                     self.push_at = time.monotonic()  # a merge may wait to go out too
-        if commit_after and self.cfg.pulllock == "conservative":
-            # Events were ignored during the pull: let the DVCS find local changes.
-            self.commit([], rescan=True, note="changes made during a pull")
+        # conservative: the watcher ignored events during the pull; it asks for the
+        # rescan once it has read every event up to pull-finished (a rescan here
+        # could run before an edit made the instant the pull ended). With no
+        # watcher connected, the rescan at its start does the same.
         result = {"ok": ok, "pulled": ok}
         if not ok:
             result["error"] = self.status["last_error"]

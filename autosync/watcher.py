@@ -355,7 +355,11 @@ class Watcher:
                 # Replay: what the pull wrote is already committed, so adding
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(changes)
-            # conservative: the committer rescans after the pull itself.
+            else:
+                # conservative: what we threw away may hold a local edit made the
+                # instant a pulled file appeared. A rescan asked for now runs after
+                # every event thrown away, so it finds that edit.
+                self.send([], rescan=True)
 
     def drain(self):
         self.notifier.read_events()
