@@ -139,7 +139,8 @@ class Committer:
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
         self.status = {"state": "starting", "path": self.folder, "host": self.host,
                        "last_commit": None, "last_push": None, "last_pull": None,
-                       "unpushed": 0, "last_error": None, "conflicts": []}
+                       "unpushed": 0, "last_error": None, "conflicts": [],
+                       "watch": None}  # the watcher's report while folders have no watch
         self.server = Server(cfg.socket, self.handle)
         # Every command we run (startupcmd above all) leaves ignorepath alone.
         os.environ.update(ignorepath.git_environment(cfg, self.gitdir, cfg.socket + ".exclude"))
@@ -173,12 +174,29 @@ class Committer:
                 self.wanted["pull"] += 1
                 self.cond.notify_all()
             return {"ok": True}
+        if cmd == "watch":
+            return self.watch_reported(message)
         if cmd == "link":
             with self.cond:
                 self.link_up = bool(message.get("up"))
                 self.cond.notify_all()
             return {"ok": True}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
+
+    def watch_reported(self, message):
+        """The watcher says how many folders have no inotify watch, and what to do about it."""
+        unwatched, problem = message.get("unwatched"), message.get("problem")
+        if not isinstance(unwatched, int) or isinstance(unwatched, bool) or unwatched < 0 \
+                or (unwatched and not isinstance(problem, str)):
+            return {"ok": False, "error": "watch needs unwatched (a count) and, unless it is 0, "
+                                          "problem (text)"}
+        with self.cond:
+            told = self.status["watch"]
+            self.status["watch"] = {"unwatched": unwatched, "problem": problem} \
+                if unwatched else None
+        if unwatched and not told:  # a notification, once (the watcher has logged it)
+            self.publish("failed", op="watch", error=problem)
+        return {"ok": True}
 
     def wait_for(self, kind, timeout):
         """Ask the worker for a pull or a sync and wait until one that began after now ends."""
