@@ -102,3 +102,19 @@ def test_watches_running_out_is_told_once_and_nothing_waits(machines, remote, ca
     assert "every folder has an inotify watch again" in log
     assert "cannot watch" not in log and "Traceback" not in log
     assert json.loads(a.notify("--json", "status").stdout)["watch"] is None
+
+
+@pytest.mark.e2e
+def test_a_tree_too_big_for_the_limit_at_start_is_still_synced(machines, remote, can_limit):
+    a = machines("a", start=False)
+    for i in range(8):
+        write(a, "d%d/sub/file" % i, b"%d\n" % i)
+    start_limited(a, 4)
+    assert "more have no watch" in a.logtext()
+    wait_until(lambda: (a.status().get("watch") or {}).get("unwatched", 0) >= 13, 20, 0.1,
+               "the status to count the folders without a watch")
+    for i in range(8):
+        write(a, "d%d/sub/file" % i, b"changed %d\n" % i)
+    settle(a, remote)
+    assert all(remote.files()[b"d%d/sub/file" % i] == b"changed %d\n" % i for i in range(8))
+    assert a.logtext().count("inotify watches ran out") == 1
