@@ -17,6 +17,8 @@ import signal
 import subprocess
 from collections import namedtuple
 
+from autosync import git_environment
+
 log = logging.getLogger("autosync.commands")
 
 # Any of these anywhere in a line (outside the %s) sends the line to /bin/sh.
@@ -42,11 +44,11 @@ Result = namedtuple("Result", "returncode output")   # output: stdout+stderr of 
 
 
 def environment(extra=None):
-    """os.environ plus the suite's settings, then `extra`."""
+    """os.environ plus the suite's settings (git's among them), then `extra`."""
     env = dict(os.environ)
     env.pop("LANGUAGE", None)   # it would override LC_ALL for gettext (German `git status`)
-    env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1", GIT_TERMINAL_PROMPT="0",
-               GIT_MERGE_AUTOEDIT="no", AUTOSYNC_DAEMON="1")
+    env.update(git_environment.variables(env))
+    env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1", AUTOSYNC_DAEMON="1")
     env.update(extra or {})
     return env
 

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, conflicts, gitrepo, ignorepath, recovery
+from autosync import cli, conflicts, excludes, git_environment, gitrepo, recovery
 from autosync.commands import CommandFailed, Template
 from autosync.protocol import Server
 
@@ -37,6 +37,16 @@ def shown(path):
     if path.isprintable():
         return path
     return ascii(path)
+
+
+def why_not_staged(folder, path, error):
+    """One line: the path and git's reason (a file we may not read, said plainly)."""
+    full = os.path.join(folder, path)
+    if os.path.lexists(full) and not os.path.islink(full) and not os.access(full, os.R_OK):
+        return "%s (cannot be read: permission denied; give yourself read access)" % shown(path)
+    lines = [l.strip() for l in (error.output or "").splitlines()
+             if l.startswith(("error:", "fatal:"))]
+    return "%s (%s)" % (shown(path), lines[0] if lines else error)
 
 
 def arg(path):
@@ -140,10 +150,15 @@ class Committer:
         self.status = {"state": "starting", "path": self.folder, "host": self.host,
                        "last_commit": None, "last_push": None, "last_pull": None,
                        "unpushed": 0, "last_error": None, "conflicts": [],
+                       "held_back": [], "nested_repositories": [],
                        "watch": None}  # the watcher's report while folders have no watch
+        self.commit_error = None  # why the last commit left something out, or None
         self.server = Server(cfg.socket, self.handle)
-        # Every command we run (startupcmd above all) leaves ignorepath alone.
-        os.environ.update(ignorepath.git_environment(cfg, self.gitdir, cfg.socket + ".exclude"))
+        # Every git command we run (startupcmd above all) leaves out what the watcher does.
+        self.excludes = None
+        if self.gitdir:
+            self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
+            git_environment.use_excludes(self.excludes.where)
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -264,11 +279,13 @@ class Committer:
             self.finish("pull", pulls, result)
         if syncs > self.done["sync"]:
             committed = self.commit([], rescan=True)
+            error = self.commit_error
             pushed = self.push(force=True)
-            self.finish("sync", syncs, {"ok": pushed is not False, "committed": committed,
+            if pushed is False:
+                error = self.status["last_error"]
+            self.finish("sync", syncs, {"ok": error is None, "committed": committed,
                                         "pushed": bool(pushed),
-                                        **({} if pushed is not False else
-                                           {"error": self.status["last_error"]})})
+                                        **({"error": error} if error else {})})
         elif push_due:
             self.push()
         self.set_state("idle")
@@ -356,24 +373,101 @@ class Committer:
         return out
 
     def stage(self, changes):
-        """Run the add, remove and move commands for a batch; True if all went well."""
-        ok = True
+        """Run the add, remove and move commands for a batch; -> [(path, CommandFailed)]."""
+        failed = []
         moves = [c for c in changes if c["action"] == "moved"]
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in moves:
             try:
                 self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
             except CommandFailed as e:
-                log.warning("%s", e)
-                ok = False
+                failed.append((move["path"], e))
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
-                failures = self.cmd[name].run_many([arg(p) for p in paths], cwd=self.folder)
-                for path, error in failures:
-                    log.warning("%s", error)
-                ok = ok and not failures
-        return ok
+                failed += self.cmd[name].run_many([arg(p) for p in paths], cwd=self.folder)
+        for path, error in failed:
+            log.warning("%s", error)
+        return failed
+
+    def rescan(self):
+        """Let the DVCS find every change itself; -> [(path, CommandFailed)] left out.
+
+        git: folders holding their own repository are left out first; and when
+        startupcmd fails over one bad path (git add -A stages nothing then), the
+        changes git lists are staged path by path, so the rest still goes in."""
+        if self.gitdir:
+            self.note_nested(gitrepo.untracked_repositories(self.folder))
+        try:
+            self.cmd["startupcmd"].run(cwd=self.folder)
+            return []
+        except CommandFailed as e:
+            if not self.gitdir:
+                raise
+            log.info("%s; staging path by path instead", e)
+        removed, other = gitrepo.changed_paths(self.folder)
+        return self.stage([{"action": "removed", "path": p} for p in removed]
+                          + [{"action": "added", "path": p} for p in other])
+
+    def in_nested_repository(self, changes):
+        """Split off changes inside a folder that holds its own repository (git only):
+        git would drop them silently, or fail the whole scan. -> (kept, those folders)."""
+        if not self.gitdir:
+            return changes, []
+        known = {}  # folder -> holds a repository
+
+        def repository_at(rel):
+            parts = rel.split("/")
+            for depth in range(1, len(parts) + 1):
+                folder = "/".join(parts[:depth])
+                if folder not in known:
+                    known[folder] = os.path.lexists(os.path.join(self.folder, folder, ".git"))
+                if known[folder]:
+                    return folder
+            return None
+
+        kept, found = [], set()
+        for change in changes:
+            repos = {repository_at(change[k]) for k in ("path", "src") if k in change} - {None}
+            if repos:
+                found |= repos
+            else:
+                kept.append(change)
+        return kept, sorted(found)
+
+    def note_nested(self, folders):
+        """Keep these repositories inside the folder out of every commit; say so once each."""
+        wanted = gitrepo.submodules(self.folder) if folders else set()
+        new = self.excludes.leave_out([f for f in folders if f not in wanted])
+        with self.cond:
+            self.status["nested_repositories"] = sorted(self.excludes.nested)
+        for folder in new:
+            self.fail("nested-repository",
+                      "%s holds a git repository of its own, so its files are not synced "
+                      "(git cannot commit files inside another repository). To sync them: "
+                      "make it a submodule (git submodule add URL %s), or remove %s/.git to "
+                      "sync them as plain files, or sync it with a dvcs-autosync of its own"
+                      % (shown(folder), shown(folder), shown(folder)))
+
+    def drop_stale_nested(self):
+        """Folders whose own .git went away are ordinary folders again."""
+        gone = [f for f in self.excludes.nested
+                if not os.path.lexists(os.path.join(self.folder, f, ".git"))]
+        if gone:
+            self.excludes.take_back(gone)
+            log.info("now synced as plain folders: %s", ", ".join(map(shown, gone)))
+            with self.cond:
+                self.status["nested_repositories"] = sorted(self.excludes.nested)
+
+    def unstage_gitlinks(self):
+        """The last line of defence: a repository staged as a gitlink that .gitmodules does
+        not declare (it appeared between our scan and git's) is taken out again."""
+        staged = gitrepo.staged_changes(self.folder) or []
+        links = [c["path"] for c in staged if c.get("gitlink") and c["action"] != "removed"]
+        unwanted = sorted(set(links) - gitrepo.submodules(self.folder)) if links else []
+        if unwanted:
+            gitrepo.git(self.folder, "reset", "-q", "--", *unwanted)
+            self.note_nested(unwanted)
 
     def commit(self, changes, rescan=False, note=None):
         """Stage and commit one batch; True if a commit was made."""
@@ -384,27 +478,62 @@ class Committer:
         if self.gitdir and not self.merge_cleared():
             return False
         self.clear_lock()
-        changes = self.settle(changes)
+        self.commit_error = None
+        if self.excludes:
+            self.drop_stale_nested()
+        changes, nested = self.in_nested_repository(self.settle(changes))
+        if nested:
+            self.note_nested(nested)
         try:
-            if not self.stage(changes) or rescan:
+            held = self.stage(changes)
+            if held or rescan:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.
-                self.cmd["startupcmd"].run(cwd=self.folder)
-            self.hold_back_markers()
+                held = self.rescan()
+            if self.gitdir:
+                self.unstage_gitlinks()
             if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
+                self.hold_back(held)
                 return False  # nothing to commit
             listed = self.listed(changes)
             message = commit_message(self.host, listed, note or (rescan and "rescan"),
                                      self.context())
             self.cmd["commitcmd"].run(message, cwd=self.folder)
-        except CommandFailed as e:
+        except (CommandFailed, RuntimeError) as e:
             # A lock in the way passes; other failures are not retried blindly (the
             # original's statuscmd makes "nothing to commit" fail) but found by the next rescan.
-            lock = self.locked() or "index.lock" in (e.output or "")
+            lock = self.locked() or "index.lock" in (getattr(e, "output", "") or "")
             self.fail("commit", e, retry="commit" if lock else None)
+            self.commit_error = self.status["last_error"]
             return False
-        self.succeeded("commit")
+        if not self.hold_back(held):
+            self.succeeded("commit")
         self.committed(message, listed)
+        return True
+
+    def hold_back(self, held):
+        """Paths that could not be staged stay out of the commit; the rest goes on.
+
+        Said once per set of paths (status, log, a notification), then looked at
+        again after a backoff: a file that becomes readable is committed then
+        (sooner, when the watcher sees its mode change). -> True if any."""
+        paths = sorted({path for path, _ in held})
+        with self.cond:
+            told, self.status["held_back"] = self.status["held_back"], paths[:CONFLICTS_KEPT]
+        if not paths:
+            if told:
+                log.warning("committed what was left out before: %s", ", ".join(map(shown, told)))
+            return False
+        error = "left out of the commit, the rest is committed: %s" % "; ".join(
+            why_not_staged(self.folder, path, e) for path, e in held[:10])
+        if paths[:CONFLICTS_KEPT] != told:
+            self.fail("commit", error, retry="commit")
+        else:
+            with self.cond:  # already said: only look again later
+                self.failures["commit"] += 1
+                self.retry_at["commit"] = time.monotonic() + backoff(self.failures["commit"])
+                self.status["last_error"] = "commit: " + error
+        self.commit_error = "commit: " + error
         return True
 
     def listed(self, changes):
@@ -421,18 +550,6 @@ class Committer:
         log.info("%s", message.split("\n")[0])
         self.publish("committed", message=message, changes=listed[:MESSAGE_LINES],
                      count=len(listed), host=self.host)
-
-    def hold_back_markers(self):
-        """Files with a merge's conflict markers are never committed (git): say which."""
-        if not self.gitdir:
-            return
-        try:
-            held = conflicts.unstage_markers(self.folder)
-        except RuntimeError as e:
-            raise CommandFailed("commit", "git diff --cached", 1, str(e)) from None
-        if held:
-            self.fail("commit", "not committed, they hold conflict markers of an unfinished "
-                      "merge: %s" % ", ".join(map(shown, held[:10])))
 
     def merge_cleared(self):
         """No merge is left half-done (git): finish a stopped one, undo an interrupted one."""
@@ -506,7 +623,7 @@ class Committer:
             self.push_at = None
             self.status["unpushed"] = 0
             self.status["last_push"] = {"time": time.time(), "url": url}
-            self.status["last_error"] = None
+            self.status["last_error"] = self.commit_error  # a file still left out stays said
         self.publish("pushed", url=url, source="committer")
         return True
 

@@ -1,11 +1,12 @@
-"""The configuration file: the original's INI syntax plus new keys; read, check, fill defaults.
+"""One job: ~/.autosync -> Config (read once, checked, defaults filled in); never writes.
 
 Users keep the file the original dvcs-autosync read with Python's
-RawConfigParser (indented continuation lines, `#` inside values, `key: value`).
-configobj cannot parse that syntax, so `_parse_ini` first reads it by
-RawConfigParser's rules; the values then go to configobj, triple-quoted so
-that they survive unchanged, and configobj's validator converts them and fills
-in the defaults. `load` never writes anything.
+RawConfigParser (indented continuation lines, `#` inside values, `key: value`),
+which configobj cannot parse. `_parse_ini` reads it by RawConfigParser's rules
+(tests compare the two), keeping each key's line for warnings; configobj gets
+the values as a dict, over the defaults, and its validator converts them.
+Every key's check and default is in one table, KEYS: the dataclasses take
+their defaults from it, and a test holds the README's tables to it.
 """
 import dataclasses
 import logging
@@ -14,87 +15,90 @@ import hashlib
 import os
 import re
 import socket
+import typing
 
 from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
-from autosync.protocol import socket_for
+from autosync.paths import find_marker, socket_for
 
 log = logging.getLogger("autosync.config")
-
-# The [dvcs] defaults, for git. None of them reads git's (translatable) output.
-GIT_COMMANDS = {
-    "statuscmd": "git diff --cached --quiet",
-    "addcmd": "git add -A -- %s",
-    "rmcmd": "git rm -r -q --cached --ignore-unmatch -- %s",
-    "modifycmd": "git add -A -- %s",
-    "movecmd": "git rm -r -q --cached --ignore-unmatch -- %s\ngit add -A -- %s",
-    "startupcmd": "git add -A",
-    "commitcmd": "git commit -q -m %s",
-    "pushcmd": "git push -q",
-    "pullcmd": "git pull -q --no-rebase --no-edit",
-    "remoteurlcmd": "git config --get remote.origin.url",
-    # New keys. logcmd prints one NUL-ended record per version of %s (the path,
-    # or "." for the folder): "REVISION UNIXTIME AUTHOR", newline, the message.
-    # restorecmd writes the content of %s (the path) at revision %s to stdout;
-    # --filters gives what a checkout would (git-annex content, line ends).
-    "logcmd": "git log -z '--format=%H %at %an%n%B' -- %s",
-    "restorecmd": "git cat-file --filters %s:./%s",
-    "contextcmd": "",  # "" means "do not run"
-}
-
-# How many `%s` each command must hold (over all its lines); missing: not checked.
-PLACEHOLDERS = {
-    "addcmd": (1, "the path"), "rmcmd": (1, "the path"), "modifycmd": (1, "the path"),
-    "movecmd": (2, "source, then destination"), "commitcmd": (1, "the message"),
-    "statuscmd": (0, ""), "startupcmd": (0, ""), "pushcmd": (0, ""),
-    "pullcmd": (0, ""), "remoteurlcmd": (0, ""),
-}
 
 SECONDS = "a number of seconds >= 0"
 ADDRESS = "an XMPP address like user@example.org"
 
-# Every known key: section -> key -> (configobj check with its default,
-# what a wrong value is told it should have been).
+
+class Key(typing.NamedTuple):
+    """A known key: its configobj check, its default, what a wrong value is told."""
+    check: str
+    default: object  # taken when the key is not set; None: the key must be set
+    expected: str
+    derived: str = ""  # how an empty default is worked out (as the README says it)
+    placeholders: tuple = None  # a command: how many %s it holds (over all its lines), for what
+
+
+def _command(default, count=None, what=""):
+    return Key("string", default, "a command", "", None if count is None else (count, what))
+
+
+# Every known key, and the one place its default is written: the dataclasses below
+# take theirs from here, and tests check the README's tables against it.
 KEYS = {
     "autosync": {
-        "path": ("string(min=1)", "the folder to keep in sync"),
-        "pidfile": ("string(default='')", "a file name"),
-        "syncmethod": ("option('xmpp', 'none', default='xmpp')", "xmpp or none"),
-        "notifymethod": ("option('desktop', 'xmpp', 'all', 'none', default='desktop')",
-                         "desktop, xmpp, all or none"),
-        "pulllock": ("option('conservative', 'optimized', default='conservative')",
-                     "conservative or optimized"),
-        "readfrequency": ("seconds(default=5)", SECONDS),
-        "ignorepath": ("string(default='.git .svn .hg')", "paths below path"),
-        "maxwait": ("seconds(default=None)", SECONDS),
-        "pushdelay": ("seconds(default=1)", SECONDS),
-        "pullinterval": ("seconds(default=300)", SECONDS + " (0: never)"),
-        "socket": ("string(default='')", "a socket path"),
-        "notifylevel": ("option('quiet', 'normal', 'verbose', default='normal')",
-                        "quiet, normal or verbose"),
-        "hostname": ("string(default='')", "a name for this machine"),
+        "path": Key("string(min=1)", None, "the folder to keep in sync"),
+        "pidfile": Key("string", "", "a file name", "the config file's path + `.pid`"),
+        "syncmethod": Key("option('xmpp', 'none')", "xmpp", "xmpp or none"),
+        "notifymethod": Key("option('desktop', 'xmpp', 'all', 'none')", "desktop",
+                            "desktop, xmpp, all or none"),
+        "pulllock": Key("option('conservative', 'optimized')", "conservative",
+                        "conservative or optimized"),
+        "readfrequency": Key("seconds", 5.0, SECONDS),
+        "ignorepath": Key("string", ".git .svn .hg", "paths below path"),
+        "maxwait": Key("seconds", 10.0, SECONDS),  # not set: readfrequency if that is longer
+        "pushdelay": Key("seconds", 1.0, SECONDS),
+        "pullinterval": Key("seconds", 300.0, SECONDS + " (0: never)"),
+        "socket": Key("string", "", "a socket path", "`$XDG_RUNTIME_DIR/autosync/<id>.sock`"),
+        "notifylevel": Key("option('quiet', 'normal', 'verbose')", "normal",
+                           "quiet, normal or verbose"),
+        "hostname": Key("string", "", "a name for this machine", "the host name"),
     },
-    # None marks "not set", which takes the git default; "" means "do not run".
-    "dvcs": {name: ("string(default=None)", "a command") for name in GIT_COMMANDS},
+    # The git defaults; none reads git's (translatable) output. "" means "do not run".
+    "dvcs": {
+        "statuscmd": _command("git diff --cached --quiet", 0),
+        "addcmd": _command("git add -A -- %s", 1, "the path"),
+        "rmcmd": _command("git rm -r -q --cached --ignore-unmatch -- %s", 1, "the path"),
+        "modifycmd": _command("git add -A -- %s", 1, "the path"),
+        "movecmd": _command("git rm -r -q --cached --ignore-unmatch -- %s\ngit add -A -- %s",
+                            2, "source, then destination"),
+        "startupcmd": _command("git add -A", 0),
+        "commitcmd": _command("git commit -q -m %s", 1, "the message"),
+        "pushcmd": _command("git push -q", 0),
+        "pullcmd": _command("git pull -q --no-rebase --no-edit", 0),
+        "remoteurlcmd": _command("git config --get remote.origin.url", 0),
+        # logcmd: one NUL-ended "REVISION UNIXTIME AUTHOR\nMESSAGE" per version of %s (a
+        # path, or "."); restorecmd: %s (a path) at revision %s on stdout, as checked out.
+        # (docs/beyond-git.md; history.py checks their %s.)
+        "logcmd": _command("git log -z '--format=%H %at %an%n%B' -- %s"),
+        "restorecmd": _command("git cat-file --filters %s:./%s"),
+        "contextcmd": _command(""),
+    },
     "xmpp": {
-        "username": ("string(default='')", ADDRESS),
-        "password": ("string(default='')", "a password"),
-        "alsonotify": ("string(default='')", ADDRESS),
-        "host": ("string(default='')", "a host name"),
-        "port": ("integer(min=1, max=65535, default=5222)", "a port number from 1 to 65535"),
-        "tls": ("option('required', 'off', default='required')", "required or off"),
-        "cafile": ("string(default='')", "a file of CA certificates"),
-        "priority": ("integer(min=-128, max=127, default=0)", "a whole number from -128 to 127"),
-        "resource": ("string(default='')", "a resource name"),
+        "username": Key("string", "", ADDRESS, "(required for XMPP)"),
+        "password": Key("string", "", "a password", "(required for XMPP)"),
+        "alsonotify": Key("string", "", ADDRESS),
+        "host": Key("string", "", "a host name", "the domain of `username`"),
+        "port": Key("integer(min=1, max=65535)", 5222, "a port number from 1 to 65535"),
+        "tls": Key("option('required', 'off')", "required", "required or off"),
+        "cafile": Key("string", "", "a file of CA certificates"),
+        "priority": Key("integer(min=-128, max=127)", 0, "a whole number from -128 to 127"),
+        "resource": Key("string", "", "a resource name", "`autosync-HOST-XXXXXX`"),
     },
 }
+GIT_COMMANDS = {name: key.default for name, key in KEYS["dvcs"].items()}
+_A, _X = ({k: key.default for k, key in KEYS[name].items()} for name in ("autosync", "xmpp"))
 
 # Accepted and not used: the original's planned but never written sync server.
 IGNORED_SECTIONS = ("autosync-server",)
-
-# A folder inside a working tree has one of these in it or above it.
-REPOSITORY_MARKERS = (".git", ".hg", ".bzr", "_darcs", ".svn", ".fossil", ".fslckout", "_FOSSIL_")
 
 # RawConfigParser's own patterns: a header is [anything]; the key ends at the first = or :.
 SECTION_LINE = re.compile(r"\[(?P<name>.+)\]")
@@ -108,15 +112,15 @@ class ConfigError(Exception):
 
 @dataclasses.dataclass(repr=False)
 class Xmpp:
-    username: str = ""
-    password: str = ""
-    alsonotify: str = ""
-    host: str = ""
-    port: int = 5222
-    tls: str = "required"
-    cafile: str = ""
-    priority: int = 0
-    resource: str = ""
+    username: str = _X["username"]
+    password: str = _X["password"]
+    alsonotify: str = _X["alsonotify"]
+    host: str = _X["host"]
+    port: int = _X["port"]
+    tls: str = _X["tls"]
+    cafile: str = _X["cafile"]
+    priority: int = _X["priority"]
+    resource: str = _X["resource"]
 
     def __repr__(self):
         # The password must never reach a log, even through a debug repr.
@@ -129,25 +133,21 @@ class Xmpp:
 class Config:
     file: str = ""
     warnings: list = dataclasses.field(default_factory=list)
-    path: str = ""
-    pidfile: str = ""
-    syncmethod: str = "xmpp"
-    notifymethod: str = "desktop"
-    pulllock: str = "conservative"
-    readfrequency: float = 5.0
-    ignorepath: list = dataclasses.field(default_factory=lambda: [".git", ".svn", ".hg"])
-    maxwait: float = 10.0
-    pushdelay: float = 1.0
-    pullinterval: float = 300.0
-    socket: str = ""
-    notifylevel: str = "normal"
-    hostname: str = dataclasses.field(default_factory=lambda: this_host())
+    path: str = ""  # required in a file
+    pidfile: str = _A["pidfile"]
+    syncmethod: str = _A["syncmethod"]
+    notifymethod: str = _A["notifymethod"]
+    pulllock: str = _A["pulllock"]
+    readfrequency: float = _A["readfrequency"]
+    ignorepath: list = dataclasses.field(default_factory=_A["ignorepath"].split)
+    maxwait: float = _A["maxwait"]
+    pushdelay: float = _A["pushdelay"]
+    pullinterval: float = _A["pullinterval"]
+    socket: str = _A["socket"]
+    notifylevel: str = _A["notifylevel"]
+    hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
     xmpp: Xmpp = dataclasses.field(default_factory=Xmpp)
-
-
-def this_host():
-    return socket.gethostname()
 
 
 def default_path() -> str:
@@ -164,7 +164,7 @@ def load(path: str, check_path: bool = True) -> Config:
                           "got no such section" % file)
     known = _known_keys(file, sections, warnings)
     values = _validate(file, known)
-    config = _build(file, values, warnings)
+    config = _build(file, values, known, warnings)
     if check_path:
         _check_working_tree(file, config.path)
     _check_permissions(file, config, warnings)
@@ -198,26 +198,25 @@ def _parse_ini(file, text, warnings):
     between continuation lines; blank lines inside a value are kept and those
     at its end dropped; `#` inside a value is kept; keys are lowercased.
     """
-    sections = {}
-    lines = {}  # (section, key) -> the value's lines so far
-    section = key = None
+    sections = {}  # section -> key -> (its line number, its value's lines)
+    section = value = None  # value: the lines of the key being read
     indent = 0
     for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
         if stripped.startswith(("#", ";")):
             continue
         if not stripped:
-            if key is not None:
-                lines[section, key].append("")
+            if value is not None:
+                value.append("")
             continue
         this_indent = len(line) - len(line.lstrip())
-        if key is not None and this_indent > indent:
-            lines[section, key].append(stripped)
+        if value is not None and this_indent > indent:
+            value.append(stripped)
             continue
         indent = this_indent
         header = SECTION_LINE.match(stripped)
         if header:
-            section, key = header.group("name"), None
+            section, value = header.group("name"), None
             if section in sections:
                 warnings.append("%s: line %d: section [%s] appears again; its keys are merged"
                                 % (file, number, section))
@@ -225,27 +224,21 @@ def _parse_ini(file, text, warnings):
             continue
         option = KEY_LINE.match(stripped)
         if section is None or not option or not option.group("key"):
-            raise ConfigError("%s: line %d: %s" % (file, number, _syntax(section, stripped)))
+            expected = ("a [section] header before any key" if section is None
+                        else "'key = value' or a [section] header")
+            # A malformed line where passwords live might be one: do not echo it.
+            secret = section == "xmpp" or section in IGNORED_SECTIONS
+            got = "a line that is neither" if secret else repr(stripped[:60])
+            raise ConfigError("%s: line %d: expected %s, got %s" % (file, number, expected, got))
         key = option.group("key").rstrip().lower()
         if key in sections[section]:
             # The original (Python 2) let the last one win; Python 3 would refuse.
             warnings.append("%s: line %d: [%s] %s is set again; the last value counts"
                             % (file, number, section, key))
-        sections[section][key] = number
-        lines[section, key] = [option.group("value")]
-    return {name: {k: ("\n".join(lines[name, k]).rstrip(), n) for k, n in keys.items()}
+        value = [option.group("value")]
+        sections[section][key] = (number, value)
+    return {name: {k: ("\n".join(v).rstrip(), n) for k, (n, v) in keys.items()}
             for name, keys in sections.items()}
-
-
-def _syntax(section, line):
-    if section is None:
-        expected = "expected a [section] header before any key"
-    else:
-        expected = "expected 'key = value' or a [section] header"
-    # A malformed line where passwords live might be one: do not echo it.
-    secret = section == "xmpp" or section in IGNORED_SECTIONS
-    got = "a line that is neither" if secret else repr(line[:60])
-    return "%s, got %s" % (expected, got)
 
 
 def _known_keys(file, sections, warnings):
@@ -272,33 +265,23 @@ def _validate(file, known):
     if known["autosync"].get("syncmethod") == "autosync-server":
         raise _bad(file, "autosync", "syncmethod", "xmpp or none (autosync-server was never "
                    "implemented)", "autosync-server")
-    text = []
-    for name, keys in known.items():
-        text.append("[%s]" % name)
-        for key, value in keys.items():
-            text.extend(("%s = %s" % (key, _quote(file, name, key, value))).split("\n"))
+    # configobj gets a dict: the values as read, over the defaults of the keys not set.
+    # (Defaults cannot go into its configspec: movecmd's holds a newline.)
+    given = {name: {**{k: key.default for k, key in keys.items() if key.default is not None},
+                    **known.get(name, {})} for name, keys in KEYS.items()}
     spec = []
     for name, keys in KEYS.items():
         spec.append("[%s]" % name)
-        spec.extend("%s = %s" % (key, check) for key, (check, _) in keys.items())
-    values = ConfigObj(text, configspec=spec, list_values=False, interpolation=False)
+        spec.extend("%s = %s" % (k, key.check) for k, key in keys.items())
+    values = ConfigObj(given, configspec=spec, interpolation=False)
     results = values.validate(Validator({"seconds": _seconds}), preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
     for name, keys in KEYS.items():
-        for key, (_, expected) in keys.items():
-            if (name, key) in errors:
-                raise _bad(file, name, key, expected, known.get(name, {}).get(key))
+        for k, key in keys.items():
+            if (name, k) in errors:
+                raise _bad(file, name, k, key.expected, known.get(name, {}).get(k))
     return values
-
-
-def _quote(file, section, key, value):
-    """Triple-quote `value` so configobj keeps it as it is: `#`, quotes, commas, newlines."""
-    for quote in ('"""', "'''"):
-        if quote not in value:
-            return quote + value + quote
-    raise _bad(file, section, key, "a value without both ''' and \"\"\" in it", "one with both",
-               quote=False)
 
 
 def _seconds(value):
@@ -312,29 +295,30 @@ def _seconds(value):
     return number
 
 
-def _build(file, values, warnings):
+def _build(file, values, known, warnings):
     """The Config, with the defaults that depend on other keys and the checks across keys."""
     a, x = values["autosync"], values["xmpp"]
     base = os.path.dirname(file)
     path = _expand(a["path"], base)
+    host = a["hostname"].strip() or socket.gethostname()
     config = Config(
         file=file, path=path,
         pidfile=_expand(a["pidfile"], base) if a["pidfile"] else file + ".pid",
         syncmethod=a["syncmethod"], notifymethod=a["notifymethod"], pulllock=a["pulllock"],
         readfrequency=a["readfrequency"],
         ignorepath=_ignorepath(file, a["ignorepath"], path, warnings),
-        # Unset, it is never below readfrequency: an original file with a long one still loads.
-        maxwait=max(10.0, a["readfrequency"]) if a["maxwait"] is None else a["maxwait"],
+        # Not set, it is never below readfrequency: an original file with a long one still loads.
+        maxwait=a["maxwait"] if "maxwait" in known["autosync"] else max(a["maxwait"],
+                                                                        a["readfrequency"]),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
-        notifylevel=a["notifylevel"], hostname=a["hostname"].strip() or socket.gethostname(),
+        notifylevel=a["notifylevel"], hostname=host,
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
-        xmpp=_xmpp(file, x, base, warnings, path, a["hostname"].strip() or socket.gethostname()))
+        xmpp=_xmpp(file, x, base, warnings, path, host))
     if config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
-    uses_xmpp = config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all")
-    if uses_xmpp:
+    if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         _check_account(file, config)
     return config
 
@@ -359,9 +343,8 @@ def _ignorepath(file, value, path, warnings):
 
 def _commands(file, dvcs):
     commands = {}
-    for name, default in GIT_COMMANDS.items():
-        command = default if dvcs[name] is None else dvcs[name]
-        wanted = PLACEHOLDERS.get(name)
+    for name, key in KEYS["dvcs"].items():
+        command, wanted = dvcs[name], key.placeholders
         found = command.count("%s")  # only a literal %s counts; %% is not an escape
         if command and wanted and found != wanted[0]:
             expected = "exactly %d %%s (%s)" % wanted if wanted[0] else "no %s"
@@ -371,12 +354,9 @@ def _commands(file, dvcs):
 
 
 def _xmpp(file, x, base, warnings, path, host):
-    if x["cafile"]:
-        cafile = _expand(x["cafile"], base)
-        if not os.path.isfile(cafile):
-            raise _bad(file, "xmpp", "cafile", "an existing file of CA certificates", cafile)
-    else:
-        cafile = ""
+    cafile = _expand(x["cafile"], base) if x["cafile"] else ""
+    if cafile and not os.path.isfile(cafile):
+        raise _bad(file, "xmpp", "cafile", "an existing file of CA certificates", cafile)
     if x["tls"] == "off":
         warnings.append("%s: [xmpp] tls = off: the password and all messages travel unencrypted"
                         % file)
@@ -416,13 +396,9 @@ def _check_working_tree(file, path):
     if not os.path.isdir(path):
         raise _bad(file, "autosync", "path", "a folder", "%r, which is not a folder" % path,
                    quote=False)
-    folder = path
-    while not any(os.path.lexists(os.path.join(folder, m)) for m in REPOSITORY_MARKERS):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            raise _bad(file, "autosync", "path", "a folder in a working tree (.git, .hg, .bzr, "
-                       "_darcs, .svn or .fossil in it or above)", repr(path), quote=False)
-        folder = parent
+    if find_marker(path) is None:
+        raise _bad(file, "autosync", "path", "a folder in a working tree (.git, .hg, .bzr, "
+                   "_darcs, .svn or .fossil in it or above)", repr(path), quote=False)
 
 
 def _check_permissions(file, config, warnings):

@@ -17,12 +17,12 @@ The caller commits the result (docs/conflicts.md).
 """
 import logging
 import os
+import re
 import time
 
 from autosync.gitrepo import HOST_IN_MESSAGE, git
 
 log = logging.getLogger("autosync.conflicts")
-
 
 
 def merging(gitdir):
@@ -63,33 +63,40 @@ def undo_interrupted_merge(folder):
 MERGE_LABEL = "^>>>>>>> [0-9a-f]{40}$"
 
 
-def unstage_markers(folder):
-    """Take files holding a merge's conflict markers out of the commit being made.
-
-    The last line of defence: such a file is never committed. -> their paths."""
-    out = git(folder, "diff", "--cached", "--name-only", "-z", "-G", MERGE_LABEL)
-    paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
-    if paths:
-        git(folder, "reset", "-q", "--", *paths)
-    return paths
-
-
 def undo_killed_pull(folder):
     """Put back files that a pull killed mid-merge left with conflict markers.
 
     A merge that loses its output pipe (the committer that ran it was killed)
     dies of SIGPIPE after writing the markers into the files but before it
-    records anything in the index or MERGE_HEAD. Such a file's content is our
-    last commit plus the other side's (a `>>>>>>> <commit id>` label), both
-    committed: it goes back to our commit and the next pull merges again.
+    records anything in the index or MERGE_HEAD. Such a file differs from our
+    last commit and carries a `>>>>>>> <commit id>` label naming a commit we
+    have fetched but not merged; both sides are committed, so it goes back to
+    our commit and the next pull merges again. A user's file that merely holds
+    such lines (notes about git) names no such commit and is left alone.
     Only called when such a killed command was seen. -> the paths put back."""
     out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL)
     paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
+    paths = [p for p in paths if _labels_unmerged_commit(folder, p)]
     if paths:
         log.warning("a killed pull left conflict markers in %d file(s): put back to the last "
                     "commit, the next pull merges again: %s", len(paths), ", ".join(paths[:10]))
         git(folder, "checkout", "-q", "HEAD", "--", *paths)
     return paths
+
+
+def _labels_unmerged_commit(folder, path):
+    """Does the file's `>>>>>>> <id>` line name a commit we have and have not merged?"""
+    try:
+        with open(os.path.join(folder, path), "rb") as f:
+            labels = set(re.findall(rb"^>>>>>>> ([0-9a-f]{40})$", f.read(), re.M))
+    except OSError:
+        return False
+    for label in labels:
+        known = git(folder, "cat-file", "-e", label + b"^{commit}", check=False) is not None
+        if known and git(folder, "merge-base", "--is-ancestor", label, "HEAD",
+                         check=False) is None:
+            return True
+    return False
 
 
 def last_change(folder, rev, path):

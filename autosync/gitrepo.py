@@ -13,6 +13,7 @@ from autosync.commands import environment
 
 HOST_IN_MESSAGE = re.compile(r"autosync on (\S+?):")
 ACTIONS = {"A": "added", "M": "modified", "T": "modified", "D": "removed"}
+GITLINK = "160000"  # the mode of a repository inside the tree (a submodule)
 
 
 def git(folder, *args, check=True):
@@ -35,24 +36,65 @@ def git_dir(folder):
 
 
 def staged_changes(folder):
-    """What the next commit records, as batch changes with paths relative to `folder`.
+    """What the next commit records, as batch changes with paths relative to `folder`;
+    a folder staged as a gitlink (a repository inside) has "gitlink": True.
 
     None when git cannot tell (no commit yet, or an error)."""
-    out = git(folder, "diff", "--cached", "--name-status", "-z", "-M", "--relative", check=False)
+    out = git(folder, "diff", "--cached", "--raw", "-z", "-M", "--relative", check=False)
     if out is None:
         return None
     fields = [os.fsdecode(f) for f in out.split(b"\0")]
     changes, i = [], 0
     while i + 1 < len(fields) and fields[i]:
-        status = fields[i][:1]
-        if status in ("R", "C"):
-            changes.append({"action": "moved" if status == "R" else "added",
-                            "path": fields[i + 2], "src": fields[i + 1]})
+        _, mode, _, _, status = fields[i][1:].split(" ")
+        kind = status[:1]
+        if kind in ("R", "C"):
+            change = {"action": "moved" if kind == "R" else "added",
+                      "path": fields[i + 2], "src": fields[i + 1]}
             i += 3
         else:
-            changes.append({"action": ACTIONS.get(status, "modified"), "path": fields[i + 1]})
+            change = {"action": ACTIONS.get(kind, "modified"), "path": fields[i + 1]}
             i += 2
+        if mode == GITLINK:
+            change["gitlink"] = True
+        changes.append(change)
     return changes
+
+
+def changed_paths(folder):
+    """What git sees changed below `folder`, relative to it: -> (removed, other)."""
+    prefix = os.fsdecode((git(folder, "rev-parse", "--show-prefix") or b"").strip())
+    out = git(folder, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
+              "--", ".")
+    removed, other = [], []
+    for entry in out.split(b"\0"):
+        if len(entry) > 3:
+            path = os.path.relpath(os.fsdecode(entry[3:]), prefix or ".")
+            (removed if b"D" in entry[:2] else other).append(path)
+    return removed, other
+
+
+def untracked_repositories(folder):
+    """Folders below `folder` that hold a repository of their own and are not tracked
+    (git lists them as one entry ending in "/"); ignored ones are left out."""
+    out = git(folder, "ls-files", "--others", "--exclude-standard", "-z", check=False) or b""
+    return [os.fsdecode(p)[:-1] for p in out.split(b"\0") if p.endswith(b"/")]
+
+
+def submodules(folder):
+    """The paths .gitmodules declares, relative to `folder`: the gitlinks the user wanted."""
+    top = git(folder, "rev-parse", "--show-toplevel", check=False)
+    if not top:
+        return set()
+    top = os.fsdecode(top.strip())
+    out = git(top, "config", "--file", ".gitmodules", "-z", "--get-regexp",
+              r"^submodule\..*\.path$", check=False) or b""
+    paths = set()
+    for entry in out.split(b"\0"):
+        if b"\n" in entry:
+            path = os.path.join(top, os.fsdecode(entry.split(b"\n", 1)[1]))
+            paths.add(os.path.relpath(path, folder))
+    return paths
 
 
 def head(folder):

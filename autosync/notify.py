@@ -9,7 +9,8 @@ import os
 import sys
 
 from autosync import __version__, cli
-from autosync.protocol import NoDaemon, connect, find_socket
+from autosync.paths import find_socket
+from autosync.protocol import NoDaemon, connect
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
 

@@ -1,10 +1,10 @@
-"""The control socket: where it lives, how a message is framed, server and client.
+"""The control socket: how a message is framed, server and client.
 
 One JSON object per line, one reply per request (docs/protocol.md). The
-committer runs the Server; every other program uses connect().
+committer runs the Server; every other program uses connect(). Where the
+socket lives: autosync.paths.
 """
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -27,33 +27,6 @@ class ProtocolError(Exception):
 
 class NoDaemon(Exception):
     """Nobody listens on the socket."""
-
-
-def runtime_dir():
-    """The private directory that holds the sockets of this user's daemons."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base:
-        return os.path.join(base, "autosync")
-    return "/tmp/autosync-%d" % os.getuid()
-
-
-def socket_for(folder):
-    """The default socket of the daemon that syncs `folder`."""
-    digest = hashlib.sha256(os.fsencode(os.path.realpath(folder))).hexdigest()
-    return os.path.join(runtime_dir(), digest[:16] + ".sock")
-
-
-def find_socket(start):
-    """The socket of a running daemon for `start` or the folder it lies in, or None."""
-    folder = os.path.realpath(start)
-    while True:
-        path = socket_for(folder)
-        if os.path.exists(path):
-            return path
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
 
 
 def encode(message):

@@ -12,22 +12,9 @@ import logging
 import os
 import time
 
-from autosync.config import REPOSITORY_MARKERS
+from autosync.paths import find_marker
 
 log = logging.getLogger("autosync.recovery")
-
-
-def find_marker(folder):
-    """The DVCS metadata (.git, .hg, ...) in folder or the nearest folder above, or None."""
-    current = folder
-    while True:
-        for marker in REPOSITORY_MARKERS:
-            if os.path.lexists(os.path.join(current, marker)):
-                return os.path.join(current, marker)
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
 
 
 def _identity(path):

@@ -91,7 +91,7 @@ def private_environment(base):
     os.environ["PATH"] = os.path.join(ROOT, "bin") + os.pathsep + os.environ["PATH"]
     os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     for key, value in (("user.name", "Bench"), ("user.email", "bench@example.org"),
-                       ("init.defaultBranch", "main"), ("pull.rebase", "false")):
+                       ("init.defaultBranch", "main")):
         git("config", "--global", key, value)
 
 

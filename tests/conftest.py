@@ -1,9 +1,12 @@
 """Shared fixtures: a private HOME, a bare git remote on disk, and machines
 (clones with a config file) on which the real suite runs."""
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -50,8 +53,9 @@ def private_home(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
-    for key, value in (("user.name", "Test"), ("user.email", "test@example.org"),
-                       ("init.defaultBranch", "main"), ("pull.rebase", "false")):
+    # An identity and nothing else: every other setting is the user's, and git's defaults
+    # (no pull.rebase, no pull.ff) are what a new user has.
+    for key, value in (("user.name", "Test"), ("user.email", "test@example.org")):
         git("config", "--global", key, value)
     return home
 
@@ -61,7 +65,7 @@ class Remote:
 
     def __init__(self, path):
         self.path = str(path)
-        git("init", "-q", "--bare", self.path)
+        git("init", "-q", "--bare", "-b", "main", self.path)
         seed = str(path) + ".seed"
         git("clone", "-q", self.path, seed)
         with open(os.path.join(seed, "README"), "w") as f:
@@ -83,10 +87,34 @@ class Remote:
         return git("--git-dir", self.path, "log", *args).decode("utf-8", "replace")
 
 
+# The original dvcs-autosync's [dvcs] section, word for word (tests/data/original-autosync-example):
+# users who drop the new suite in keep these.
+ORIGINAL_COMMANDS = {
+    "statuscmd": 'git status | grep -iq "nothing to commit"',
+    "addcmd": "git add %s",
+    "rmcmd": "git rm %s",
+    "modifycmd": "git add %s",
+    "movecmd": "git rm %s\n    git add %s",
+    "startupcmd": "git add -A",
+    "commitcmd": "git commit -m %s",
+    "pushcmd": "git push",
+    "pullcmd": "git pull",
+    "remoteurlcmd": "git config --get remote.origin.url",
+}
+
+
+@pytest.fixture(params=["new", "original"])
+def commands(request):
+    """Run a test with the suite's own command strings and once with the original's."""
+    return {} if request.param == "new" else dict(ORIGINAL_COMMANDS)
+
+
 class Machine:
     """A clone of the remote with its own config file, and the suite running on it."""
 
-    def __init__(self, base, name, remote, **settings):
+    user = None  # an OrdinaryUser runs the suite, when set (see OrdinaryUser.adopt)
+
+    def __init__(self, base, name, remote, dvcs=None, **settings):
         self.name = name
         self.path = str(base / name)
         self.config = str(base / (name + ".autosync"))
@@ -96,7 +124,7 @@ class Machine:
                              readfrequency="0.2", maxwait="3", pushdelay="0",
                              pullinterval="0")
         self.settings.update(settings)
-        self.dvcs = {}
+        self.dvcs = dict(dvcs or {})
         self.xmpp = {}
         self.proc = None
         self.write_config()
@@ -113,8 +141,10 @@ class Machine:
 
     def start(self, wait=True):
         self.logfile = open(self.log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "autosync.supervisor", "-v",
-                                      self.config], stdout=self.logfile, stderr=self.logfile,
+        argv = [sys.executable, "-m", "autosync.supervisor", "-v", self.config]
+        if self.user is not None:
+            argv = self.user.command(argv[1:])
+        self.proc = subprocess.Popen(argv, stdout=self.logfile, stderr=self.logfile,
                                      stdin=subprocess.DEVNULL)
         if wait:
             wait_until(lambda: self.status().get("state") == "idle", 30,
@@ -159,7 +189,8 @@ class Machine:
         from autosync.config import load
         from autosync.watcher import Ignore
         ignore = Ignore(self.path, load(self.config).ignorepath)
-        out = git("status", "--porcelain", "-z", "--no-renames", cwd=self.path)
+        out = git("status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
+                  cwd=self.path)
         return [os.fsdecode(e[3:]) for e in out.split(b"\0")
                 if e and not ignore(os.fsdecode(e[3:]).rstrip("/"))]
 
@@ -188,6 +219,70 @@ class Machine:
         return open(self.log, "rb").read().decode("utf-8", "replace")
 
 
+class OrdinaryUser:
+    """Runs the suite as `nobody`, as users do: root reads everything, a user does not.
+
+    Everything it needs lies in a folder it owns below /tmp: a copy of the code
+    under test, its HOME (a git identity and nothing else), the remote and the
+    clones. Its Python is a venv of the system's python3 (tests/install.sh),
+    since root's own interpreter may sit where `nobody` cannot reach."""
+
+    PYTHON = "/opt/autosync-test/venv/bin/python3"
+
+    def __init__(self):
+        entry = pwd.getpwnam("nobody")
+        self.uid, self.gid = entry.pw_uid, entry.pw_gid
+        self.base = tempfile.mkdtemp(prefix="autosync-as-nobody-", dir="/tmp")
+        os.chmod(self.base, 0o755)
+        self.code = os.path.join(self.base, "code")
+        shutil.copytree(os.path.join(ROOT, "autosync"), os.path.join(self.code, "autosync"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        self.home = os.path.join(self.base, "home")
+        os.mkdir(self.home)
+        for key, value in (("user.name", "Nobody"), ("user.email", "nobody@example.org")):
+            git("config", "--file", os.path.join(self.home, ".gitconfig"), key, value)
+        # The tests, as root, look into the user's repositories.
+        git("config", "--global", "--add", "safe.directory", "*")
+        self.chown(self.base)
+
+    def chown(self, path):
+        for root, dirs, files in os.walk(path):
+            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                os.lchown(name, self.uid, self.gid)
+
+    def adopt(self, machine):
+        """Hand a machine (clone, config, socket folder) to this user."""
+        run = os.path.join(self.base, "run-" + machine.name)
+        os.mkdir(run, 0o700)
+        machine.settings["socket"] = os.path.join(run, "autosync.sock")
+        machine.user = self
+        machine.write_config()
+        self.chown(machine.path)
+        self.chown(run)
+        os.lchown(machine.config, self.uid, self.gid)
+        return machine
+
+    def as_user(self, argv):
+        """argv run as this user, with its HOME and the code under test."""
+        return ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid, "--clear-groups",
+                "env", "HOME=" + self.home, "PYTHONPATH=" + self.code] + list(argv)
+
+    def command(self, args):
+        """The suite's Python with these arguments, as this user."""
+        return self.as_user([self.PYTHON] + list(args))
+
+    def remove(self):
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def nobody(tmp_path):
+    """An OrdinaryUser; its folder is removed afterwards."""
+    user = OrdinaryUser()
+    yield user
+    user.remove()
+
+
 @pytest.fixture
 def remote(tmp_path):
     return Remote(tmp_path / "remote.git")
@@ -195,11 +290,12 @@ def remote(tmp_path):
 
 @pytest.fixture
 def machines(tmp_path, remote):
-    """machines("a", "b", readfrequency="0.5") -> started Machine objects; stopped afterwards."""
+    """machines("a", "b", readfrequency="0.5", dvcs={...}) -> started Machine objects;
+    stopped afterwards."""
     made = []
 
-    def make(*names, start=True, **settings):
-        new = [Machine(tmp_path, name, remote, **settings) for name in names]
+    def make(*names, start=True, dvcs=None, **settings):
+        new = [Machine(tmp_path, name, remote, dvcs, **settings) for name in names]
         made.extend(new)
         for m in new:
             if start:

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(git prosody mercurial git-annex git-remote-gcrypt gnupg dbus systemd
-          desktop-file-utils openssl procps tar)
+          desktop-file-utils openssl procps tar python3-venv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -19,3 +19,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# The system's own python3 with the suite's dependencies, in a venv that an
+# ordinary user can run: the tests start the daemon as `nobody` with it.
+if [ ! -x /opt/autosync-test/venv/bin/python3 ]; then
+    /usr/bin/python3 -m venv /opt/autosync-test/venv
+fi
+/opt/autosync-test/venv/bin/python3 -m pip install -q --disable-pip-version-check .
+chmod -R a+rX /opt/autosync-test

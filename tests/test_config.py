@@ -1,13 +1,16 @@
 """autosync.config: the original's INI syntax read as RawConfigParser read it, checks, defaults."""
 import configparser
+import dataclasses
 import logging
 import os
+import random
+import socket
 
 import pytest
 
 from autosync import config
 from autosync.config import ConfigError
-from autosync.protocol import socket_for
+from autosync.paths import socket_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")
@@ -109,6 +112,12 @@ def test_new_example_file_loads_with_every_key(tmp_path, folder):
     parsed = config._parse_ini("f", text, [])
     for section, keys in config.KEYS.items():
         assert set(parsed[section]) == set(keys), section  # the example shows every key
+        for name, key in keys.items():  # with its default, or empty where that is worked out
+            shown = "" if key.derived or key.default is None else key.default
+            if not isinstance(shown, str):
+                shown = "%g" % shown
+            if name not in ("path", "username", "password"):  # those are examples
+                assert parsed[section][name][0] == shown, (section, name)
 
 
 # --- Syntax the original accepted ----------------------------------------------------------
@@ -121,6 +130,7 @@ TRICKY = {
     "trailing quote": 'logcmd = say "hi"\n',
     "triple double": 'logcmd = a """ b\n',
     "triple single": "logcmd = a ''' b'\n",
+    "both triple quotes": "logcmd = a ''' b \"\"\" c\n",
     "commas": "logcmd = a, b, c\n",
     "interpolation": "logcmd = %(name)s and %s and %%s\n",
     "colon": "logcmd: git log\n",
@@ -141,6 +151,45 @@ def test_value_is_what_rawconfigparser_gives(tmp_path, folder, line):
     cfg = config.load(write(tmp_path, text))
     assert cfg.commands["logcmd"] == raw(text)["dvcs"]["logcmd"]
     assert cfg.commands["pushcmd"] == "git push"
+
+
+# Lines to build files from, each a case RawConfigParser has a rule for.
+PIECES = ["[a]", "[b]", "[a b]", "[]", "[[x]]", "  [c]", "x = 1", "X: 2", "y=", "a:b=c",
+          "key =   spaced   ", "k = v # h", "z = '''" + '"""', "x = 1 \\", "é = é",
+          " cont", "\tcont2", "", "  ", "# c", "  ; c", "junk", "= v", "  = w"]
+
+
+def test_reader_agrees_with_rawconfigparser_on_generated_files():
+    """Values, and the line of the first syntax error, as RawConfigParser(strict=False) has them.
+
+    (Not compared: [DEFAULT], which is an ordinary section here, see below.)"""
+    rnd = random.Random(9)
+    for _ in range(3000):
+        text = "\n".join(rnd.choice(PIECES) for _ in range(rnd.randint(0, 10)))
+        text += rnd.choice(["", "\n"])
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read_string(text)
+            want = {s: dict(parser.items(s)) for s in parser.sections()}
+        except configparser.MissingSectionHeaderError as e:
+            want = "line %d" % e.lineno
+        except configparser.ParsingError as e:
+            want = "line %d" % e.errors[0][0]
+        try:
+            got = {s: {k: v for k, (v, _) in keys.items()}
+                   for s, keys in config._parse_ini("f", text, []).items()}
+        except ConfigError as e:
+            got = str(e).split(":")[1].strip()
+        assert got == want, text
+
+
+def test_default_section_is_an_ordinary_unknown_one(tmp_path, folder):
+    # RawConfigParser would lend [DEFAULT]'s keys to every section; the original's
+    # example has none, and a command that turned up in every section would be a surprise.
+    file = write(tmp_path, minimal(folder, "[DEFAULT]\npushcmd = x\n"))
+    cfg = config.load(file)
+    assert cfg.commands["pushcmd"] == "git push -q"
+    assert cfg.warnings == ["%s: unknown section [DEFAULT], ignored" % file]
 
 
 @pytest.mark.parametrize("newline", ["\r\n", "\r"])
@@ -237,6 +286,72 @@ def test_new_keys(tmp_path, folder):
 def test_long_readfrequency_raises_the_default_maxwait(tmp_path, folder):
     cfg = config.load(write(tmp_path, minimal(folder, autosync="readfrequency = 30\n")))
     assert cfg.maxwait == 30.0
+
+
+# --- One table of defaults: the dataclasses and the README follow KEYS ---------------------
+
+def test_dataclass_defaults_are_those_of_keys():
+    cfg, xmpp = config.Config(), config.Xmpp()
+    own = {"file", "warnings", "commands", "xmpp"}
+    assert {f.name for f in dataclasses.fields(cfg)} - own == set(config.KEYS["autosync"])
+    assert {f.name for f in dataclasses.fields(xmpp)} == set(config.KEYS["xmpp"])
+    for section, made in (("autosync", cfg), ("xmpp", xmpp)):
+        for name, key in config.KEYS[section].items():
+            if key.default is not None and not key.derived:
+                want = key.default.split() if name == "ignorepath" else key.default
+                assert getattr(made, name) == want, (section, name)
+    assert cfg.hostname == socket.gethostname()
+    assert cfg.commands == config.GIT_COMMANDS == {
+        name: key.default for name, key in config.KEYS["dvcs"].items()}
+
+
+def readme_text():
+    with open(os.path.join(HERE, "..", "README"), encoding="utf-8") as f:
+        return f.read()
+
+
+def readme_differences(text):
+    """Each key whose default the README's key tables show otherwise than KEYS, in one line."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0] in config.KEYS and cells[1].startswith("`"):
+            rows[cells[0], cells[1].strip("`")] = cells[2]
+    found = []
+    for section, keys in config.KEYS.items():
+        for name, key in keys.items():
+            if key.default is None:
+                want = "(required)"
+            elif key.derived:
+                want = key.derived
+            elif key.default == "":
+                want = "empty"
+            elif isinstance(key.default, str):  # a command's lines: `first` then `second`
+                want = " then ".join("`%s`" % line for line in key.default.split("\n"))
+            else:
+                want = "`%g`" % key.default
+            cell = rows.pop((section, name), None)
+            if cell is None:
+                found.append("[%s] %s: not in the README" % (section, name))
+            elif cell != want and not cell.startswith(want + " "):
+                found.append("[%s] %s: the README says %s, KEYS %s" % (section, name, cell, want))
+    return found + ["[%s] %s: in the README, not in KEYS" % row for row in rows]
+
+
+def test_readme_shows_every_key_with_the_default_of_keys():
+    assert readme_differences(readme_text()) == []
+
+
+def test_a_readme_difference_names_the_key():
+    text = readme_text()
+    text = text.replace("| autosync | `pushdelay` | `1` |", "| autosync | `pushdelay` | `2` |")
+    text = text.replace("| dvcs | `pushcmd` | `git push -q` |", "| dvcs | `pushcmd` | `git push` |")
+    text = text.replace("| xmpp | `port` |", "| xmpp | `portt` |")
+    assert readme_differences(text) == [
+        "[autosync] pushdelay: the README says `2`, KEYS `1`",
+        "[dvcs] pushcmd: the README says `git push`, KEYS `git push -q`",
+        "[xmpp] port: not in the README",
+        "[xmpp] portt: in the README, not in KEYS"]
 
 
 # --- Errors: one line naming file, section, key and what was expected -------------------

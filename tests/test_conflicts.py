@@ -60,8 +60,8 @@ def never_mid_merge_nor_markers(remote, *machines):
     assert "<<<<<<<" not in history and ">>>>>>>" not in history
 
 
-def test_every_kind_of_conflict_keeps_both_versions(machines, remote):
-    a, b = machines("a", "b")
+def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
+    a, b = machines("a", "b", dvcs=commands)
     for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):
         write(a, name, b"base of %s\n" % name.encode())
     write(a, "pic.bin", b"\x89PNG\0base\xff")
@@ -107,8 +107,8 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote):
     assert a.status()["conflicts"] == []  # a only fast-forwarded: nothing to tell there
 
 
-def test_merging_side_keeps_its_newer_version(machines, remote):
-    a, b = machines("a", "b")
+def test_merging_side_keeps_its_newer_version(machines, remote, commands):
+    a, b = machines("a", "b", dvcs=commands)
     write(a, "doc/plan.md", b"v1\n")
     share(a, b, remote)
     url = cut_off(b)

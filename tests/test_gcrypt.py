@@ -39,7 +39,7 @@ class GcryptMachine(Machine):
         self.path = str(base / name)
         self.config = str(base / (name + ".autosync"))
         self.log = str(base / (name + ".log"))
-        git("init", "-q", self.path)
+        git("init", "-q", "-b", "main", self.path)
         git("remote", "add", "origin", "gcrypt::" + bare, cwd=self.path)
         git("config", "remote.origin.gcrypt-participants", key, cwd=self.path)
         git("config", "remote.origin.gcrypt-signingkey", key, cwd=self.path)
@@ -71,7 +71,7 @@ def every_byte(repo):
 
 def test_two_machines_sync_through_an_encrypted_remote(tmp_path, gpg_key):
     bare = str(tmp_path / "remote.git")
-    git("init", "-q", "--bare", bare)
+    git("init", "-q", "--bare", "-b", "main", bare)
     shutil.copy(os.path.join(ROOT, "hooks", "post-receive"),
                 os.path.join(bare, "hooks", "post-receive"))
     a = GcryptMachine(tmp_path, "a", bare, gpg_key)

@@ -133,10 +133,10 @@ def history_blobs(remote):
     return out.decode("utf-8", "replace")
 
 
-def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote):
+def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands):
     print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d" % (SEED, OPS))
     shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
-    ms = machines("a", "b", "c", pullinterval="2")
+    ms = machines("a", "b", "c", pullinterval="2", dvcs=commands)
     for m in ms:
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
     world = World(random.Random(SEED), ms, remote)

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from autosync import protocol
-from autosync.protocol import Server, connect, decode, encode, find_socket, socket_for
+from autosync.paths import find_socket, socket_for
+from autosync.protocol import Server, connect, decode, encode
 
 
 def raw(path, data, read=True):

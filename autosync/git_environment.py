@@ -1,0 +1,72 @@
+"""The git settings syncing relies on, whatever the user's git configuration says.
+
+Every command the suite runs (the configured command strings included) gets
+these through git's GIT_CONFIG_COUNT/KEY/VALUE environment variables, which
+git reads after the system, global and repository files: they override all
+three, and `-c` on a command line still overrides them. Anything not listed
+stays the user's: identity, signing, hooks, credential helpers, filters
+(lfs, annex, gcrypt), remotes. The README lists these with the same reasons.
+"""
+# (key, value, why syncing needs it). Order matters only for readers.
+SETTINGS = (
+    ("pull.rebase", "false", "a pull merges: a rebase stops mid-way on a conflict"),
+    ("pull.ff", "true", "a pull fast-forwards when it can and merges when it must "
+                        "(pull.ff=only refuses divergent branches)"),
+    ("merge.ff", "true", "merges are allowed (merge.ff=only refuses them)"),
+    ("merge.autoStash", "false", "a stash popped after a merge can leave conflict markers "
+                                 "where no merge records them"),
+    ("merge.conflictStyle", "merge", "the conflict markers a killed merge may leave are "
+                                     "the plain ones the suite recognises"),
+    ("merge.renames", "true", "a file renamed on one machine and edited on another merges"),
+    ("rerere.enabled", "false", "a remembered resolution must not replace keeping both "
+                                "versions"),
+    ("diff.renames", "true", "commit messages record moves as moves"),
+    ("status.renames", "true", "the same, for the original's statuscmd"),
+    ("status.showUntrackedFiles", "normal", "new files count as changes"),
+    ("status.short", "false", "the original's statuscmd greps git's long status text"),
+    ("status.branch", "false", "the same"),
+    ("commit.verbose", "false", "commits are made with -m and no editor"),
+    ("log.showSignature", "false", "history (logcmd) is parsed; signature checks would "
+                                   "interleave their text"),
+    ("color.ui", "never", "output is parsed, never shown on a terminal"),
+) + tuple(("color.%s" % what, "never", "the same, where a command has its own colour key")
+          for what in ("diff", "status", "branch", "grep", "decorate", "showBranch",
+                       "interactive", "remote", "push", "transport", "advice"))
+
+# Plain environment variables: they beat the config files (core.pager, core.editor,
+# pager.<command>) too. Nothing may wait for a pager, an editor or a password prompt.
+VARIABLES = {
+    "GIT_PAGER": "cat",
+    "GIT_EDITOR": "true",
+    "GIT_SEQUENCE_EDITOR": "true",
+    "GIT_MERGE_AUTOEDIT": "no",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+# The excludes file the committer writes (ignorepath, editors' files, nested
+# repositories, unreadable files); None until it is set. One per process.
+_excludes = None
+
+
+def use_excludes(path):
+    """From now on every git command this process runs reads `path` as core.excludesFile."""
+    global _excludes
+    _excludes = path
+
+
+def variables(env):
+    """The variables to add to `env` (a copy of os.environ): ours come after any
+    GIT_CONFIG_* the user set, so they win over those too."""
+    settings = [(key, value) for key, value, _ in SETTINGS]
+    if _excludes:
+        settings.append(("core.excludesFile", _excludes))
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    except ValueError:
+        count = 0  # not a number: git would refuse it; ours replace it
+    out = dict(VARIABLES)
+    for i, (key, value) in enumerate(settings, start=count):
+        out["GIT_CONFIG_KEY_%d" % i] = key
+        out["GIT_CONFIG_VALUE_%d" % i] = value
+    out["GIT_CONFIG_COUNT"] = str(count + len(settings))
+    return out
