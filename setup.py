@@ -1,26 +1,21 @@
-"""dvcs-autosync: keep a folder in sync through a version-control repository you own."""
-import glob
+"""dvcs-autosync: everything about the package is in pyproject.toml.
+
+This file only keeps a `build/` folder left from an earlier build out of the
+next one: setuptools copies a module into build/lib only when the source is
+newer, and ships whatever else it finds there (a module since removed, say).
+"""
+import os
+import shutil
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
-from autosync import __version__
 
-setup(
-    name="dvcs-autosync",
-    version=__version__,
-    description="Keep a folder in sync between machines through git (or any DVCS)",
-    license="GPL-2.0-or-later",
-    python_requires=">=3.9",
-    packages=["autosync"],
-    scripts=sorted(glob.glob("bin/*")),
-    install_requires=[
-        "configobj>=5.0",
-        "pyinotify>=0.9.6",
-        "pathspec>=0.11",
-        "xmpppy>=0.7.4",
-        "jeepney>=0.8",
-        # pyinotify imports asyncore, which left the standard library in 3.12.
-        "pyasyncore; python_version >= '3.12'",
-    ],
-    extras_require={"test": ["pytest>=7"]},
-)
+class fresh_build_py(build_py):
+    def run(self):
+        if not getattr(self, "editable_mode", False):
+            shutil.rmtree(os.path.join(self.build_lib, "autosync"), ignore_errors=True)
+        super().run()
+
+
+setup(cmdclass={"build_py": fresh_build_py})

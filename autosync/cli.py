@@ -2,9 +2,7 @@
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 
 from autosync import __version__, config
@@ -51,12 +49,3 @@ def start(prog, doc, argv=None):
     args = parser(prog, doc).parse_args(argv)
     setup_logging(args.verbose)
     return load(args.config)
-
-
-def wait_for_signal(done=lambda: False):
-    """Block until SIGINT or SIGTERM arrives, or done() turns true."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5) and not done():
-        pass

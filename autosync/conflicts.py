@@ -20,7 +20,8 @@ import os
 import re
 import time
 
-from autosync.gitrepo import HOST_IN_MESSAGE, git
+from autosync.gitrepo import git
+from autosync.messages import host_of
 
 log = logging.getLogger("autosync.conflicts")
 
@@ -106,8 +107,7 @@ def last_change(folder, rev, path):
     if not out.strip():
         out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev)
     stamp, commit, author, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 3)
-    found = HOST_IN_MESSAGE.match(subject)
-    return int(stamp), commit, found.group(1) if found else author
+    return int(stamp), commit, host_of(subject) or author
 
 
 def copy_name(path, host, stamp, free):

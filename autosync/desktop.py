@@ -5,23 +5,23 @@ worth telling, and sends those to org.freedesktop.Notifications on the D-Bus
 session bus (through jeepney: pure Python, no GTK). Without a session bus or
 a notification service it logs the messages instead, after one warning.
 
-When the committer goes away it reconnects with backoff, so it can be started
-before the committer and outlives a committer restart.
+The subscription (client.Subscription) reconnects with backoff when the
+committer goes away, so it can be started before the committer and outlives
+a committer restart. SIGTERM and SIGINT only queue a stop for the loop.
 """
 import logging
 import os
 import queue
-import signal
-import socket
 import sys
-import threading
 import time
 
 from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 
-from autosync import cli, protocol
+from autosync import cli, client
 from autosync.notifications import CRITICAL, Summariser
+from autosync.retry import Backoff, Trouble
+from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.desktop")
 
@@ -32,7 +32,6 @@ NOTIFICATIONS = DBusAddress("/org/freedesktop/Notifications",
 CALL_TIMEOUT = 5.0  # a notification service that hangs must not stall the events
 BACKOFF_MIN, BACKOFF_MAX = 0.2, 10.0  # seconds between tries to reach the committer
 
-_GONE = object()  # the committer closed the connection
 _STOP = object()  # stop() was called
 
 
@@ -40,12 +39,13 @@ class NotifyFailed(Exception):
     """The message could not be shown on the desktop (one-line reason)."""
 
 
-class Notifier:
-    """Shows messages as desktop notifications, or logs them while that cannot be done."""
+class DBusNotifications:
+    """A client of org.freedesktop.Notifications: shows messages as desktop
+    notifications, or logs them while that cannot be done."""
 
     def __init__(self):
         self.conn = None
-        self.failing = False  # the warning was given; quiet until it works again
+        self.trouble = Trouble(log, logging.WARNING)  # warn once, until it works again
 
     def start(self):
         """Connect now, so that a missing bus is reported at start-up, not at the first event."""
@@ -62,9 +62,7 @@ class Notifier:
             self._warn(e)
             log.info("notification: %s", message.text().replace("\n", " -- "))
             return False
-        if self.failing:
-            log.info("desktop notifications work again")
-            self.failing = False
+        self.trouble.recovered("desktop notifications work again")
         log.debug("notified: %s", message.title)
         return True
 
@@ -74,9 +72,7 @@ class Notifier:
             self.conn = None
 
     def _warn(self, reason):
-        if not self.failing:
-            log.warning("no desktop notifications, logging them instead: %s", reason)
-        self.failing = True
+        self.trouble.failed("no desktop notifications, logging them instead: %s", reason)
 
     def _connect(self):
         if self.conn is not None:
@@ -110,103 +106,51 @@ class Notifier:
 class Desktop:
     """The event loop: committer events in, summarised notifications out."""
 
-    def __init__(self, socket_path, summariser, notifier):
-        self.socket_path = socket_path
+    def __init__(self, socket_path, summariser, notifications):
         self.summariser = summariser
-        self.notifier = notifier
-        self.inbox = queue.Queue()  # events from the reader thread, and _GONE / _STOP
-        self.conn = None
-        self.waiting = False  # told the log we wait for the committer
+        self.notifications = notifications
+        # SimpleQueue: its put() is safe from a signal handler (stop()).
+        self.inbox = queue.SimpleQueue()
+        self.events = client.Subscription(socket_path, self.inbox.put, logger=log,
+                                          backoff=Backoff(BACKOFF_MIN, BACKOFF_MAX))
+
+    @property
+    def conn(self):
+        """The connection the committer's events come on; None while there is none."""
+        return self.events.conn
 
     def run(self):
-        """Until stop() (or SIGTERM in main()): connect, forward events, reconnect."""
-        self.notifier.start()
-        retry_at, delay = 0.0, BACKOFF_MIN
+        """Until stop(): forward events (the subscription reconnects by itself)."""
+        self.notifications.start()
+        self.events.start()
         try:
             while True:
-                if self.conn is None and time.monotonic() >= retry_at:
-                    if self._subscribe():
-                        delay = BACKOFF_MIN
-                    else:
-                        retry_at = time.monotonic() + delay
-                        delay = min(2 * delay, BACKOFF_MAX)
-                item = self._next(None if self.conn else retry_at)
+                item = self._next()
                 if item is _STOP:
                     return
-                if item is _GONE:
-                    log.info("the committer went away; reconnecting")
-                    self._hang_up()
-                    retry_at = time.monotonic()
-                elif item is not None:
+                if item is not None:
                     self._show(self.summariser.feed(item, time.monotonic()))
                 self._show(self.summariser.due(time.monotonic()))
         finally:
             self._show(self.summariser.flush(time.monotonic()))
-            self._hang_up()
-            self.notifier.close()
+            self.events.close()
+            self.notifications.close()
 
     def stop(self):
-        """Make run() return; safe from another thread (not from a signal handler)."""
+        """Make run() return; safe from another thread and from a signal handler."""
         self.inbox.put(_STOP)
 
-    def _next(self, retry_at):
-        """The next event, or None when a summary or a reconnect is due first."""
-        wake = [t for t in (self.summariser.next_due(), retry_at) if t is not None]
-        timeout = max(0.0, min(wake) - time.monotonic()) if wake else None
+    def _next(self):
+        """The next event, or None when a summary is due first."""
+        due = self.summariser.next_due()
         try:
-            return self.inbox.get(timeout=timeout)
+            return self.inbox.get(timeout=None if due is None else max(0.0, due - time.monotonic()))
         except queue.Empty:
             return None
 
-    def _subscribe(self):
-        try:
-            conn = protocol.connect(self.socket_path, timeout=2.0)
-        except protocol.NoDaemon as e:
-            if not self.waiting:
-                log.info("waiting for the committer: %s", e)
-                self.waiting = True
-            return False
-        try:
-            reply = conn.request({"cmd": "subscribe"}, timeout=5.0)
-        except (OSError, protocol.ProtocolError) as e:
-            reply = {"ok": False, "error": str(e)}
-        if not reply.get("ok"):
-            log.warning("the committer refused to send events: %s", reply.get("error"))
-            conn.close()
-            return False
-        log.info("receiving events from %s", self.socket_path)
-        self.waiting = False
-        self.conn = conn
-        threading.Thread(target=self._read, args=(conn,), name="events", daemon=True).start()
-        return True
-
-    def _read(self, conn):
-        """Reader thread: the socket blocks, so it feeds the main loop through the inbox."""
-        try:
-            for event in conn.events():
-                self.inbox.put(event)
-        except (OSError, protocol.ProtocolError) as e:
-            log.debug("event stream ended: %s", e)
-        self.inbox.put(_GONE)
-
-    def _hang_up(self):
-        if self.conn is None:
-            return
-        try:
-            # shutdown(), unlike close(), wakes the reader thread blocked in recv().
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
-        except (AttributeError, OSError):
-            pass
-        self.conn.close()
-        self.conn = None
-
     def _show(self, messages):
         for message in messages:
-            self.notifier.send(message)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM stops us like Ctrl-C: run() cleans up on the way out
+            self.notifications.send(message)
 
 
 def main(argv=None):
@@ -219,11 +163,9 @@ def main(argv=None):
         summariser = Summariser(level, folder=os.path.basename(cfg.path))
     except ValueError as e:
         cli.die("%s: [autosync] notifylevel: %s" % (cfg.file, e))
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        Desktop(cfg.socket, summariser, Notifier()).run()
-    except KeyboardInterrupt:
-        pass
+    desktop = Desktop(cfg.socket, summariser, DBusNotifications())
+    StopFlag(wake=desktop.stop).install()
+    desktop.run()
     return 0
 
 

@@ -6,12 +6,11 @@ next commit will record (for a commit message that names every file, also
 when `startupcmd` found the changes by itself).
 """
 import os
-import re
 import subprocess
 
 from autosync.commands import environment
+from autosync.messages import host_of
 
-HOST_IN_MESSAGE = re.compile(r"autosync on (\S+?):")
 ACTIONS = {"A": "added", "M": "modified", "T": "modified", "D": "removed"}
 GITLINK = "160000"  # the mode of a repository inside the tree (a submodule)
 
@@ -111,7 +110,7 @@ def pulled(folder, before, after):
     files = [os.fsdecode(n) for n in (names or b"").split(b"\0") if n]
     hosts = []
     for subject in os.fsdecode(subjects or b"").splitlines():
-        found = HOST_IN_MESSAGE.match(subject)
-        if found and found.group(1) not in hosts:
-            hosts.append(found.group(1))
+        host = host_of(subject)
+        if host and host not in hosts:
+            hosts.append(host)
     return {"changed": True, "files": files[:200], "count": len(files), "hosts": hosts}

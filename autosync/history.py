@@ -13,11 +13,10 @@ import sys
 import time
 
 from autosync import cli, commands
-from autosync.committer import shown
+from autosync.messages import describe, printable
 
 Version = collections.namedtuple("Version", "rev time author host action")
 
-HEAD = re.compile(r"autosync on (?P<host>[^\s:]+): (?P<summary>.*)")
 AGO = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>second|minute|hour|day|week)s?\s+ago")
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 # What logcmd and restorecmd must hold: the path; the revision, then the path.
@@ -26,29 +25,6 @@ PLACEHOLDERS = {"logcmd": 1, "restorecmd": 2}
 
 class HistoryError(Exception):
     """Something the user asked for cannot be done; str() is one line."""
-
-
-def describe(message, rel, folder_like):
-    """(host, action) of one version, from the message the committer writes.
-
-    A commit made by hand, or one that does not list the path, says "changed";
-    its host is then unknown (the caller falls back to the author)."""
-    lines = message.strip("\n").split("\n")
-    head = HEAD.fullmatch(lines[0].strip())
-    host = head.group("host") if head else None
-    if folder_like:
-        return host, head.group("summary") if head else lines[0].strip()
-    name = shown(rel)
-    for line in lines[1:]:
-        if line in ("added: " + name, "modified: " + name, "removed: " + name):
-            return host, line.partition(":")[0]
-        if line.startswith("moved: " + name + " (from "):
-            return host, "moved from " + line[len("moved: " + name + " (from "):-1]
-        if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
-            return host, "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
-        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
-            return host, "conflict " + line[len("conflict: " + name + " "):]
-    return host, "changed"
 
 
 def parse_log(output, rel, folder_like):

@@ -132,6 +132,7 @@ class Summariser:
         handler = {
             "failed": self._failed,
             "conflict": self._conflict,
+            "mass-delete": self._mass_delete,
             "committed": self._committed,
             "pulled": self._pulled,
             "pushed": self._pushed,
@@ -186,6 +187,13 @@ class Summariser:
         if event.get("host"):
             body += " (from %s)" % event["host"]
         return [Message(_titled(self.folder, "Conflict in %s" % path), body + ".", CRITICAL)]
+
+    def _mass_delete(self, event, now):
+        # Said at every level, quiet included: it may be an accident, and it is synced.
+        count = _number(event.get("count"), 0)
+        body = "%d files were removed and the removal is synced. To undo it: %s" % (
+            count, event.get("restore") or "dvcs-autosync restore")
+        return [Message(_titled(self.folder, "%d files removed" % count), body, CRITICAL)]
 
     def _committed(self, event, now):
         self.failures.pop("commit", None)

@@ -54,6 +54,15 @@ def status_text(status):
     ]
     for conflict in status.get("conflicts") or []:
         lines.append("conflict:    %s" % conflict)
+    for path in status.get("held_back") or []:
+        lines.append("held back:   %s (cannot be committed; see last error)" % path)
+    for folder in status.get("nested_repositories") or []:
+        lines.append("nested repository: %s (not synced; see the README)" % folder)
+    mass = status.get("mass_delete")
+    if mass:
+        lines.append("mass delete: %d of %d files removed at %s; undo: %s"
+                     % (mass["count"], mass["total"], cli.show_time(mass["time"]),
+                        mass["restore"]))
     return "\n".join(lines)
 
 

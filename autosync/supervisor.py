@@ -15,11 +15,12 @@ import time
 
 from autosync import cli
 from autosync.protocol import NoDaemon, connect
+from autosync.retry import Backoff
 
 log = logging.getLogger("autosync")
 
 STOP_GRACE = 4.5  # seconds the programs get to finish before SIGKILL
-BACKOFF_MAX = 30.0
+BACKOFF_MIN, BACKOFF_MAX = 0.5, 30.0  # seconds before restarting a program that exited
 STABLE_AFTER = 60.0  # a program that ran this long starts its backoff afresh
 
 
@@ -77,7 +78,7 @@ class Program:
         self.argv = [sys.executable, "-m", "autosync." + module] + args
         self.proc = None
         self.started = 0.0
-        self.failures = 0
+        self.backoff = Backoff(BACKOFF_MIN, BACKOFF_MAX)
         self.next_start = 0.0
 
     def start(self):
@@ -91,8 +92,9 @@ class Program:
         if self.proc is not None and self.proc.poll() is not None:
             code = self.proc.returncode
             why = "was killed by signal %d" % -code if code < 0 else "exited with status %d" % code
-            self.failures = 1 if now - self.started > STABLE_AFTER else self.failures + 1
-            delay = min(BACKOFF_MAX, 0.5 * 2 ** (self.failures - 1))
+            if now - self.started > STABLE_AFTER:
+                self.backoff.reset()
+            delay = self.backoff.next()
             log.warning("%s %s; restarting in %.1f s", self.name, why, delay)
             self.proc = None
             self.next_start = now + delay

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need: Debian packages for the real
 # parts (git, prosody, Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus,
-# systemd-analyze) and the project itself with pytest.
+# systemd-analyze) and the project itself with pytest (editable, through
+# pyproject.toml; and into a venv of the system's /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +27,10 @@ if [ ! -x /opt/autosync-test/venv/bin/python3 ]; then
 fi
 /opt/autosync-test/venv/bin/python3 -m pip install -q --disable-pip-version-check .
 chmod -R a+rX /opt/autosync-test
+# The launchers pip wrote there must run (tests/test_install.py does the same
+# in a fresh venv, from a copy of the checkout with a stale build/ folder).
+for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp \
+               autosync-desktop autosync-notify; do
+    env -u PYTHONPATH "/opt/autosync-test/venv/bin/$program" --help >/dev/null ||
+        { echo "$program --help failed in /opt/autosync-test/venv" >&2; exit 1; }
+done

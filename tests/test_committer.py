@@ -1,40 +1,11 @@
-"""The committer's pure parts: commit messages, pending changes, request checks."""
-import os
+"""The committer's decisions, without a socket: requests, tickets, scheduling, status."""
+import threading
+import time
 
 import pytest
 
-from autosync.committer import MESSAGE_LINES, Pending, arg, check_change, commit_message, \
-    expand_moves
-
-
-def test_message_names_each_file_and_the_host():
-    message = commit_message("laptop", [
-        {"action": "added", "path": "a.txt"},
-        {"action": "modified", "path": "b.txt"},
-        {"action": "moved", "path": "new/c.txt", "src": "old/c.txt"},
-        {"action": "removed", "path": "d.txt"},
-    ])
-    head, blank, *body = message.split("\n")
-    assert head == "autosync on laptop: 1 added, 1 modified, 1 removed, 1 moved"
-    assert blank == ""
-    assert body == ["added: a.txt", "modified: b.txt", "moved: new/c.txt (from old/c.txt)",
-                    "removed: d.txt"]
-
-
-def test_message_keeps_odd_names_on_one_line_and_counts_the_rest():
-    changes = [{"action": "added", "path": "line\nbreak"}] + \
-        [{"action": "added", "path": "f%d" % i} for i in range(MESSAGE_LINES + 50)]
-    lines = commit_message("h", changes).split("\n")
-    assert "added: 'line\\nbreak'" in lines
-    assert lines[-1] == "... and 51 more"
-    assert len(lines) == 2 + MESSAGE_LINES + 1
-
-
-def test_message_with_note_and_context():
-    assert commit_message("h", [], note="changes found at start-up") == \
-        "autosync on h: changes found at start-up"
-    message = commit_message("h", [{"action": "added", "path": "x"}], context="context: busy")
-    assert message.endswith("added: x\ncontext: busy")
+from autosync.committer import Committer, Pending, check_change
+from fakes import FakeRepository, FakeServer, config
 
 
 def test_pending_keeps_one_entry_per_path_and_added_stays_added():
@@ -58,14 +29,95 @@ def test_bad_changes_are_refused(change):
         check_change(change)
 
 
-def test_a_leading_dash_never_reads_as_an_option():
-    assert arg("-rf") == "./-rf" and arg("--exec=x") == "./--exec=x" and arg("a-b") == "a-b"
+@pytest.fixture
+def committer(tmp_path):
+    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=0.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    return c
 
 
-def test_a_moved_folder_is_listed_file_by_file(tmp_path):
-    for rel in ("new/a.txt", "new/sub/b.txt"):
-        os.makedirs(os.path.dirname(tmp_path / rel), exist_ok=True)
-        (tmp_path / rel).write_text("x")
-    listed = expand_moves(str(tmp_path), [{"action": "moved", "path": "new", "src": "old"}])
-    assert listed == [{"action": "moved", "path": "new/a.txt", "src": "old/a.txt"},
-                      {"action": "moved", "path": "new/sub/b.txt", "src": "old/sub/b.txt"}]
+def test_a_batch_is_queued_and_shown_pending(committer):
+    reply = committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    assert reply == {"ok": True, "queued": 1}
+    assert committer.handle({"cmd": "status"}, None)["status"]["pending"] == ["a"]
+    assert not committer.handle({"cmd": "batch", "changes": "a"}, None)["ok"]
+    assert not committer.handle({"cmd": "nonsense"}, None)["ok"]
+
+
+def test_a_commit_is_pushed_when_due_and_announced(committer):
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    committer.step()  # commits; the push is due at once (pushdelay 0)...
+    assert committer.status_fields["unpushed"] == 1
+    committer.step()  # ... and goes at the next step
+    assert committer.status_fields["unpushed"] == 0
+    assert committer.repo.calls == [("commit", ["a"], False), "push"]
+    pushed = committer.server.events("pushed")
+    assert pushed and pushed[0]["url"] == "/srv/sync.git" and pushed[0]["source"] == "committer"
+    assert committer.status_fields["state"] == "idle"
+
+
+def test_a_failed_push_waits_a_backoff_then_tries_again(committer):
+    committer.repo.push_ok = False
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    committer.step()
+    before = time.monotonic()
+    committer.step()
+    assert committer.status_fields["unpushed"] == 1
+    assert committer.status_fields["last_error"] == "push: remote away"
+    assert committer.push_at - before >= 2.0 * 0.8 - 0.1  # the first backoff, jittered
+    assert committer.server.events("failed")[0]["op"] == "push"
+
+
+def test_sync_waits_for_its_own_ticket_and_says_a_commit_left_something_out(committer):
+    committer.repo.commit_error = "commit: left out of the commit, the rest is committed: x"
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(
+        committer.handle({"cmd": "sync", "timeout": 10}, None)))
+    asker.start()
+    for _ in range(100):  # until the request is queued
+        if committer.wanted["sync"]:
+            break
+        time.sleep(0.01)
+    committer.step()
+    asker.join(5)
+    assert replies == [{"ok": False, "committed": False, "pushed": True,
+                        "error": "commit: left out of the commit, the rest is committed: x"}]
+
+
+def test_timer_pulls_only_while_no_xmpp_link_says_when(tmp_path):
+    c = Committer(config(tmp_path, pullinterval=0.01, syncmethod="xmpp"),
+                  server=FakeServer, repository=FakeRepository)
+    time.sleep(0.02)
+    c.handle({"cmd": "link", "up": True}, None)
+    assert not c._has_work()
+    c.handle({"cmd": "link", "up": False}, None)
+    assert c._has_work()
+    c.step()
+    assert "pull" in c.repo.calls
+
+
+def test_a_failure_said_once_is_retried_quietly(committer):
+    committer.failed("commit", "x held back", retry="commit")
+    committer.failed("commit", "x held back", retry="commit", quiet=True)
+    assert len(committer.server.events("failed")) == 1
+    assert committer.backoff["commit"].failures == 2 and committer.retry_at["commit"] is not None
+    with pytest.raises(AssertionError):
+        committer.state("confused")  # only the states the status documents
+
+
+def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(committer.handle(
+        {"cmd": "sync", "note": "restored photos as it was at 2026-12-01 10:00", "timeout": 10},
+        None)))
+    asker.start()
+    for _ in range(100):
+        if committer.wanted["sync"]:
+            break
+        time.sleep(0.01)
+    committer.step()
+    asker.join(5)
+    assert replies[0]["ok"]
+    assert committer.repo.notes == ["restored photos as it was at 2026-12-01 10:00"]
+    for bad in ("two\nlines", "", 7, "x" * 301):
+        assert not committer.handle({"cmd": "sync", "note": bad}, None)["ok"]

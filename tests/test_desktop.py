@@ -6,7 +6,6 @@ events; the notification service is a Recorder on the test bus.
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,41 +13,13 @@ import time
 
 import pytest
 
-from autosync import protocol
-from autosync.desktop import Desktop, Notifier
+from autosync.desktop import DBusNotifications, Desktop
 from autosync.notifications import Summariser
 from conftest import ROOT, git, wait_until
 from dbus_session import Recorder, SessionBus
+from fakes import FakeCommitter
 
 SETTLE = 0.3  # quick bursts, so the suite stays fast
-
-
-class FakeCommitter:
-    """The committer's socket, publishing whatever events a test hands it."""
-
-    def __init__(self, path):
-        self.path = path
-        self.server = None
-
-    def start(self):
-        self.server = protocol.Server(self.path, lambda message, client: {"ok": True})
-        self.server.start()
-        return self
-
-    def wait_subscribed(self):
-        wait_until(lambda: self.server.subscribers, 10, what="a subscriber")
-
-    def publish(self, name, **fields):
-        self.server.publish(dict(fields, event=name, time=time.time()))
-
-    def stop(self):
-        """Like a committer that exits: no more connections, then hang up on everyone."""
-        self.server.close()
-        for sock in list(self.server.subscribers):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # that subscriber hung up first
 
 
 @pytest.fixture
@@ -66,9 +37,9 @@ def recorder(bus):
 
 @pytest.fixture
 def committer(tmp_path):
-    fake = FakeCommitter(str(tmp_path / "run" / "committer.sock")).start()
+    fake = FakeCommitter(str(tmp_path / "run" / "committer.sock"))
     yield fake
-    fake.stop()
+    fake.close()
 
 
 @pytest.fixture
@@ -78,7 +49,7 @@ def desktop(committer):
 
     def start(level="normal"):
         d = Desktop(committer.path, Summariser(level, min_interval=1.0, settle=SETTLE,
-                                               folder="notes"), Notifier())
+                                               folder="notes"), DBusNotifications())
         thread = threading.Thread(target=d.run, daemon=True)
         thread.start()
         running.append((d, thread))
@@ -94,8 +65,8 @@ def desktop(committer):
 
 def commit_burst(committer, n=12):
     for i in range(n):
-        committer.publish("committed", message="m", count=1, host="desk",
-                          changes=[{"action": "added", "path": "f%02d.txt" % i}])
+        committer.emit("committed", message="m", count=1, host="desk",
+                       changes=[{"action": "added", "path": "f%02d.txt" % i}])
 
 
 def test_a_burst_of_commits_makes_exactly_one_notification(recorder, committer, desktop):
@@ -113,8 +84,8 @@ def test_commits_and_pulls_in_one_burst_make_one_summary(recorder, committer, de
     desktop()
     commit_burst(committer, 8)
     for i in range(4):
-        committer.publish("pulled", changed=True, count=3, host="laptop",
-                          files=["l%d.txt" % i])
+        committer.emit("pulled", changed=True, count=3, host="laptop",
+                       files=["l%d.txt" % i])
     [call] = recorder.wait_for(1)
     assert recorder.settled(3 * SETTLE) == [call]
     assert call.summary == "notes: 12 files from laptop, 8 saved here"
@@ -124,9 +95,9 @@ def test_commits_and_pulls_in_one_burst_make_one_summary(recorder, committer, de
 def test_failures_and_conflicts_are_always_notified(recorder, committer, desktop):
     desktop()
     commit_burst(committer, 3)
-    committer.publish("failed", op="push", error="remote unreachable")
-    committer.publish("conflict", path="a.txt", copy="a (conflict from laptop).txt",
-                      host="laptop")
+    committer.emit("failed", op="push", error="remote unreachable")
+    committer.emit("conflict", path="a.txt", copy="a (conflict from laptop).txt",
+                   host="laptop")
     calls = recorder.wait_for(3)
     assert [(c.summary, c.urgency) for c in calls] == [
         ("notes: Push failed", 1), ("notes: Conflict in a.txt", 2), ("notes: 3 files saved", 0)]
@@ -137,9 +108,9 @@ def test_failures_and_conflicts_are_always_notified(recorder, committer, desktop
 def test_quiet_level_notifies_only_errors(recorder, committer, desktop):
     desktop("quiet")
     commit_burst(committer)
-    committer.publish("pulled", changed=True, count=2, host="laptop")
-    committer.publish("failed", op="pull", error="no route to host")
-    committer.publish("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
+    committer.emit("pulled", changed=True, count=2, host="laptop")
+    committer.emit("failed", op="pull", error="no route to host")
+    committer.emit("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
     recorder.wait_for(2)
     assert [c.summary for c in recorder.settled(3 * SETTLE)] == [
         "notes: Pull failed", "notes: Conflict in a.txt"]
@@ -147,10 +118,10 @@ def test_quiet_level_notifies_only_errors(recorder, committer, desktop):
 
 def test_events_still_arrive_after_the_committer_restarts(recorder, committer, desktop):
     desktop("verbose")
-    committer.stop()
+    committer.close()
     committer.start()  # same socket path, as after a restart by the supervisor
     committer.wait_subscribed()
-    committer.publish("failed", op="commit", error="disk full")
+    committer.emit("failed", op="commit", error="disk full")
     assert recorder.wait_for(1)[0].summary == "notes: Commit failed"
 
 
@@ -164,8 +135,8 @@ def test_without_a_session_bus_one_warning_and_messages_go_to_the_log(
     monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
     caplog.set_level(logging.INFO, logger="autosync.desktop")
     d = desktop()
-    committer.publish("failed", op="push", error="remote unreachable")
-    committer.publish("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
+    committer.emit("failed", op="push", error="remote unreachable")
+    committer.emit("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
     commit_burst(committer)
     wait_until(lambda: "12 files saved" in caplog.text, 10, what="the summary in the log")
     [warning] = desktop_warnings(caplog)
@@ -177,8 +148,8 @@ def test_without_a_session_bus_one_warning_and_messages_go_to_the_log(
 def test_a_bus_without_notification_service_gives_one_warning(bus, committer, desktop, caplog):
     caplog.set_level(logging.INFO, logger="autosync.desktop")
     desktop()
-    committer.publish("failed", op="push", error="one")
-    committer.publish("failed", op="pull", error="two")
+    committer.emit("failed", op="push", error="one")
+    committer.emit("failed", op="pull", error="two")
     wait_until(lambda: "Pull failed" in caplog.text, 10, what="both failures in the log")
     [warning] = desktop_warnings(caplog)
     assert "org.freedesktop.Notifications" in warning.getMessage()
@@ -189,8 +160,8 @@ def test_a_dead_bus_address_gives_one_warning(committer, desktop, caplog, monkey
     monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=%s/nobody" % tmp_path)
     caplog.set_level(logging.INFO, logger="autosync.desktop")
     desktop()
-    committer.publish("failed", op="push", error="one")
-    committer.publish("failed", op="pull", error="two")
+    committer.emit("failed", op="push", error="one")
+    committer.emit("failed", op="pull", error="two")
     wait_until(lambda: "Pull failed" in caplog.text, 10, what="both failures in the log")
     assert len(desktop_warnings(caplog)) == 1
 
@@ -215,7 +186,7 @@ def test_the_launcher_notifies_and_stops_cleanly_on_sigterm(recorder, committer,
     proc = launch(tmp_path, committer)
     try:
         committer.wait_subscribed()
-        committer.publish("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
+        committer.emit("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
         assert recorder.wait_for(1)[0].summary == "notes: Conflict in a.txt"
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -226,8 +197,8 @@ def test_the_launcher_notifies_and_stops_cleanly_on_sigterm(recorder, committer,
 def test_the_launcher_without_a_bus_warns_once_and_keeps_running(committer, tmp_path):
     proc = launch(tmp_path, committer)
     committer.wait_subscribed()
-    committer.publish("failed", op="push", error="remote unreachable")
-    committer.publish("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
+    committer.emit("failed", op="push", error="remote unreachable")
+    committer.emit("conflict", path="a.txt", copy="a (conflict).txt", host="laptop")
     time.sleep(0.5)
     assert proc.poll() is None
     proc.send_signal(signal.SIGTERM)

@@ -19,28 +19,6 @@ def run(*args, cwd=None):
 
 # --- units ---------------------------------------------------------------------------
 
-MESSAGE = ("autosync on laptop: 1 added, 1 modified, 1 removed, 1 moved\n\n"
-           "added: new.txt\nmodified: notes.txt\nremoved: old.txt\n"
-           "moved: b/x.txt (from a/x.txt)\n"
-           "conflict: c.txt (other version kept as c (conflict from pc).txt)\ncontext: busy\n")
-
-
-@pytest.mark.parametrize("path, action", [
-    ("new.txt", "added"), ("notes.txt", "modified"), ("old.txt", "removed"),
-    ("b/x.txt", "moved from a/x.txt"), ("a/x.txt", "moved to b/x.txt"),
-    ("unlisted.txt", "changed"), ("notes", "changed"),
-    ("c.txt", "conflict (other version kept as c (conflict from pc).txt)")])
-def test_describe_finds_what_happened_to_the_path(path, action):
-    assert history.describe(MESSAGE, path, False) == ("laptop", action)
-
-
-def test_describe_a_manual_commit_and_the_folder():
-    assert history.describe("Fix typo\n\nmodified: notes.txt\n", "x", False) == (None, "changed")
-    assert history.describe(MESSAGE, ".", True) == (
-        "laptop", "1 added, 1 modified, 1 removed, 1 moved")
-    assert history.describe("Fix typo\n", ".", True) == (None, "Fix typo")
-
-
 def test_parse_log_falls_back_to_the_author_for_manual_commits():
     out = ("abc123 1700000000 Ann Smith\nFix typo\n\0"
            "def456 1690000000 Test\nautosync on pc: 1 added\n\nadded: f\n\0")

@@ -186,3 +186,13 @@ def test_the_folder_name_tells_several_folders_apart():
 def test_an_unknown_level_is_refused():
     with pytest.raises(ValueError, match="quiet, normal, verbose"):
         Summariser("chatty")
+
+
+@pytest.mark.parametrize("level", ["quiet", "normal", "verbose"])
+def test_a_mass_delete_is_told_at_every_level_with_its_undo(level):
+    s = Summariser(level)
+    restore = "dvcs-autosync restore photos --at @1764800000"
+    messages = s.feed({"event": "mass-delete", "count": 24, "total": 41, "restore": restore}, 0)
+    assert len(messages) == 1
+    assert messages[0].urgency == CRITICAL
+    assert "24 files removed" in messages[0].title and restore in messages[0].body

@@ -245,3 +245,22 @@ def test_a_swap_file_never_reaches_history_through_a_rescan(machines, remote, co
     os.unlink(os.path.join(a.path, ".notes.txt.swp"))
     assert a.notify("sync").returncode == 0
     assert ".swp" not in remote.log("--all", "--name-only", "--format=")
+
+
+def test_a_mass_delete_is_said_with_the_command_that_undoes_it(machines, remote):
+    a = machines("a", notifymethod="none")
+    for i in range(30):
+        write(a, "photos/p%02d.jpg" % i, b"photo %d\n" % i)
+    settle(a, remote)
+    time.sleep(1.1)  # the undo names the second before the removal
+    events = Events(a)
+    subprocess.run("rm -rf photos/p0* photos/p1* photos/p2[0-4]*", shell=True, cwd=a.path,
+                   check=True)
+    said = events.wait_for(lambda e: e.get("event") == "mass-delete")
+    assert said["count"] == 25 and said["total"] == 31  # README too
+    command = said["restore"]
+    assert command == "dvcs-autosync --config %s restore photos --at @%d" % (
+        a.config, int(command.rsplit("@", 1)[1]))
+    settle(a, remote)
+    assert a.status()["mass_delete"]["restore"] == command
+    assert "25 of 31 files were removed in one commit" in a.logtext() and command in a.logtext()

@@ -1,18 +1,16 @@
 """autosync-xmpp against a real, private prosody (tests/prosody.py).
 
 The XMPP side is never mocked. The committer is a small fake built on the
-real socket protocol (autosync.protocol.Server): it records the requests it
-gets and publishes the events a test tells it to.
+real socket protocol (tests/fakes.py): it records the requests it gets and
+publishes the events a test tells it to.
 """
 import dataclasses
 import logging
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import types
@@ -22,9 +20,10 @@ import xmpp as xmpppy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from autosync import protocol  # noqa: E402
 from autosync import xmpp as ax  # noqa: E402
+from autosync import xmpp_session  # noqa: E402
 from autosync.config import Xmpp  # noqa: E402
+from fakes import FakeCommitter  # noqa: E402
 from prosody import DOMAIN, prosody_certs, prosody_factory, prosody_server  # noqa: E402,F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,61 +59,13 @@ def messages(caplog, contains=""):
     return [r for r in caplog.records if r.name == "autosync.xmpp" and contains in r.getMessage()]
 
 
-class FakeCommitter:
-    """The committer's socket with canned answers; `requests` lists what came in."""
-
-    def __init__(self, pull_seconds=0.0):
-        self.folder = tempfile.mkdtemp(prefix="axt")
-        self.path = os.path.join(self.folder, "run", "c.sock")
-        self.pull_seconds = pull_seconds
-        self.requests = []
-        self.server = None
-        self.start()
-
-    def start(self):
-        self.server = protocol.Server(self.path, self._handle)
-        self.server.start()
-
-    def _handle(self, message, client):
-        self.requests.append((time.monotonic(), message))
-        if message.get("cmd") == "pull":
-            time.sleep(self.pull_seconds)
-            return {"ok": True, "pulled": True}
-        return {"ok": True}
-
-    def emit(self, name, **fields):
-        self.server.publish(dict(fields, event=name, time=time.time()))
-
-    def subscribed(self):
-        return bool(self.server.subscribers)
-
-    def pulls(self):
-        return sum(1 for _, m in self.requests if m.get("cmd") == "pull")
-
-    def links(self):
-        return [m["up"] for _, m in self.requests if m.get("cmd") == "link"]
-
-    def close(self):
-        """Like a committer that exits: the listening socket and every connection go."""
-        self.server.close()
-        for sock in list(self.server.subscribers):
-            try:
-                sock.shutdown(2)
-            except OSError:
-                pass  # its server thread closed it just now
-
-    def cleanup(self):
-        self.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
 class Machine:
     """One listener in a thread of this process, with its own fake committer."""
 
     def __init__(self, server, name, user="me", password=PASSWORD, priority=0, tls="required",
                  cafile=None, notify_to="", pull_seconds=0.0, timing=FAST):
         self.name = name
-        self.committer = FakeCommitter(pull_seconds)
+        self.committer = FakeCommitter(pull_seconds=pull_seconds)
         self.cfg = types.SimpleNamespace(
             socket=self.committer.path, notifymethod="xmpp" if notify_to else "none",
             xmpp=Xmpp(username="%s@%s" % (user, DOMAIN), password=password,
@@ -391,13 +342,13 @@ def test_two_logins_with_one_resource_back_off(server, machines, caplog):
 def sent_data(monkeypatch):
     """Record what every listener writes to the server before TLS."""
     data = []
-    original = ax._Socket.send
+    original = xmpp_session.DeadlineSocket.send
 
     def send(self, raw, *args):  # xmpppy finds its transport's send() by __name__
         data.append(raw if isinstance(raw, str) else str(raw))
         return original(self, raw, *args)
 
-    monkeypatch.setattr(ax._Socket, "send", send)
+    monkeypatch.setattr(xmpp_session.DeadlineSocket, "send", send)
     return data
 
 

@@ -1,0 +1,86 @@
+"""The commit message the daemon writes, and everything that reads it back.
+
+Written by the committer; read by `dvcs-autosync log` (what happened to a
+file in each version), by the `pulled` event (which hosts a pull brought
+changes from) and by conflict handling (the host in a conflict copy's name).
+The format, one commit:
+
+    autosync on HOST: 2 added, 1 moved          <- the summary line
+                                                 <- blank
+    NOTE                                         <- e.g. "rescan" (only beside a summary)
+    added: notes.txt                             <- one line per file, at most MESSAGE_LINES
+    moved: new/a.txt (from old/a.txt)
+    ... and 3 more
+    CONTEXT                                      <- contextcmd's output, when configured
+
+and a merge that kept both versions of files: `autosync on HOST: merged, N conflicts`
+with one `conflict: PATH (other version kept as COPY)` line each.
+"""
+import re
+
+ACTIONS = ("added", "modified", "removed", "moved")
+MESSAGE_LINES = 200  # files named in one commit message; the rest are counted
+SUMMARY = re.compile(r"autosync on (?P<host>[^\s:]+): (?P<summary>.*)")
+
+
+def printable(path):
+    """A path as one printable line (a newline in a name must not split a message)."""
+    if path.isprintable():
+        return path
+    return ascii(path)
+
+
+def commit_message(host, changes, note=None, context=None):
+    counts = {a: 0 for a in ACTIONS}
+    lines = []
+    for change in changes:
+        counts[change["action"]] += 1
+        if change["action"] == "moved":
+            lines.append("moved: %s (from %s)" % (printable(change["path"]),
+                                                  printable(change["src"])))
+        else:
+            lines.append("%s: %s" % (change["action"], printable(change["path"])))
+    summary = ", ".join("%d %s" % (n, a) for a, n in counts.items() if n)
+    head = "autosync on %s: %s" % (host, summary or note or "changes")
+    if len(lines) > MESSAGE_LINES:
+        lines[MESSAGE_LINES:] = ["... and %d more" % (len(lines) - MESSAGE_LINES)]
+    body = ([note] if note and summary else []) + lines + ([context] if context else [])
+    return head + ("\n\n" + "\n".join(body) if body else "")
+
+
+def merge_message(host, copies):
+    """The commit that finishes a merge; copies: [{"path", "copy"}] kept beside each other."""
+    lines = ["conflict: %s (other version kept as %s)" % (printable(c["path"]),
+                                                          printable(c["copy"]))
+             for c in copies]
+    message = "autosync on %s: merged%s" % (host, ", %d conflicts" % len(copies) if copies else "")
+    return message + ("\n\n" + "\n".join(lines) if lines else "")
+
+
+def host_of(subject):
+    """The host a summary line names, or None for a commit made by hand."""
+    found = SUMMARY.match(subject.strip())
+    return found.group("host") if found else None
+
+
+def describe(message, rel, folder_like):
+    """(host, action) of one version of `rel`, read from its commit message.
+
+    A commit made by hand, or one that does not list the path, says "changed";
+    its host is then unknown (the caller falls back to the author)."""
+    lines = message.strip("\n").split("\n")
+    head = SUMMARY.fullmatch(lines[0].strip())
+    host = head.group("host") if head else None
+    if folder_like:
+        return host, head.group("summary") if head else lines[0].strip()
+    name = printable(rel)
+    for line in lines[1:]:
+        if line in ("added: " + name, "modified: " + name, "removed: " + name):
+            return host, line.partition(":")[0]
+        if line.startswith("moved: " + name + " (from "):
+            return host, "moved from " + line[len("moved: " + name + " (from "):-1]
+        if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
+            return host, "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
+        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
+            return host, "conflict " + line[len("conflict: " + name + " "):]
+    return host, "changed"

@@ -1,0 +1,312 @@
+"""One synced folder's DVCS operations: commit, merge, push, pull.
+
+Runs the configured command strings (any DVCS) plus the few git-only
+safeguards (conflicts.py, recovery.py). It decides nothing about when: the
+committer calls it from its worker thread and hears back through `report`,
+an object with these methods (tests pass a fake one):
+
+    state(name)                        what the repository is doing now
+    status(**fields)                   fields of the status that changed
+    failed(op, error, retry=None, quiet=False)
+                                       op failed; retry "commit", "pull" or "push" later;
+                                       quiet: already said, only look again later
+    succeeded(op)                      op worked: its backoff starts afresh
+    look_again(seconds)                a commit may be possible later (a rebase ends)
+    committed(message, listed)         a commit was made; listed: the files it records
+    pulled(ok)                         a pull ended
+    event(name, **fields)              something subscribers should hear of
+    last_error()                       the last failure said, for a request's reply
+"""
+import logging
+import os
+import shlex
+import time
+
+from autosync import conflicts, excludes, git_environment, gitrepo, recovery
+from autosync.commands import CommandFailed, Template
+from autosync.config import default_path
+from autosync.messages import commit_message, merge_message
+from autosync.paths import METADATA
+from autosync.staging import Staging
+
+log = logging.getLogger("autosync.repository")
+
+PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote has
+LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
+CONFLICTS_KEPT = 100  # conflict copies listed in the status
+SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
+# A commit removing at least this many files, and at least this part of all, is said loudly.
+MASS_DELETE = (20, 0.25)
+
+
+def expand_moves(folder, changes):
+    """A moved directory stands for every file in it: list them, for the message."""
+    out = []
+    for change in changes:
+        dst = os.path.join(folder, change["path"])
+        if change["action"] == "moved" and os.path.isdir(dst) and not os.path.islink(dst):
+            for root, dirs, files in os.walk(dst):
+                dirs.sort()
+                for name in sorted(files):
+                    rel = os.path.relpath(os.path.join(root, name), dst)
+                    out.append({"action": "moved",
+                                "path": os.path.join(change["path"], rel),
+                                "src": os.path.join(change["src"], rel)})
+        else:
+            out.append(change)
+    return out
+
+
+class Repository:
+    def __init__(self, cfg, report):
+        self.cfg, self.folder, self.host = cfg, cfg.path, cfg.hostname
+        self.report = report
+        self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
+        # What the folder was at start: a vanished or replaced one is never committed.
+        self.where = recovery.Folder(self.folder)
+        self.gitdir = gitrepo.git_dir(self.folder)  # None: not git, no built-in resolution
+        self.blocked = None  # why nothing may be committed now, or None
+        self.commit_error = None  # why the last commit failed or left something out
+        self.conflicts = []  # conflict copies made, newest last
+        # Every git command we run (startupcmd above all) leaves out what the watcher does.
+        self.excludes = None
+        if self.gitdir:
+            self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
+            git_environment.use_excludes(self.excludes.where)
+        self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+
+    # --- safety ------------------------------------------------------------------------
+
+    def safe(self, op):
+        """May the repository be touched? Says why not once, and checks again later."""
+        problem = self.where.problem()
+        if problem is None and self.gitdir and conflicts.rebasing(self.gitdir):
+            problem = ("the repository is in the middle of a rebase: finish it (git rebase "
+                       "--continue) or abort it (git rebase --abort); nothing is committed "
+                       "until then")
+        told, self.blocked = self.blocked, problem
+        if problem is None:
+            if told:
+                log.warning("the repository is usable again: syncing resumes")
+            return True
+        if problem != told:
+            self.report.failed(op, problem + "; not committing")
+        self.report.look_again(SAFE_AGAIN)
+        return False
+
+    def locked(self):
+        return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))
+
+    def clear_lock(self):
+        """Remove an index.lock that a killed git left behind (never a live one)."""
+        if self.gitdir and self.where.marker:
+            recovery.clear_stale_lock(os.path.join(self.gitdir, "index.lock"),
+                                      os.path.dirname(self.where.marker))
+
+    def recover(self):
+        """At start: let a killed committer's last command finish, and undo its damage."""
+        leftovers = recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
+        self.clear_lock()
+        if leftovers is not None and self.gitdir:
+            try:
+                conflicts.undo_killed_pull(self.folder)
+            except RuntimeError as e:
+                log.error("%s", e)
+
+    # --- commits -----------------------------------------------------------------------
+
+    def commit(self, changes, rescan=False, note=None):
+        """Stage and commit one batch; True if a commit was made."""
+        self.report.state("committing")
+        if not self.safe("commit"):
+            return False
+        # Never stage over a merge that stopped (killed mid-pull): that would commit markers.
+        if self.gitdir and not self.merge_cleared():
+            return False
+        self.clear_lock()
+        self.commit_error = None
+        changes = self.staging.prepare(changes)
+        try:
+            held = self.staging.stage(changes)
+            if held or rescan:
+                # Something went wrong path by path, or events were missed:
+                # let the DVCS find every change itself.
+                held = self.staging.rescan()
+            if self.gitdir:
+                self.staging.unstage_gitlinks()
+            if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
+                self.held_back(held)
+                return False  # nothing to commit
+            listed = self.listed(changes)
+            message = commit_message(self.host, listed, note or (rescan and "rescan"),
+                                     self.context())
+            before = time.time()
+            self.cmd["commitcmd"].run(message, cwd=self.folder)
+        except (CommandFailed, RuntimeError) as e:
+            # A lock in the way passes; other failures are not retried blindly (the
+            # original's statuscmd makes "nothing to commit" fail) but found by the next rescan.
+            lock = self.locked() or "index.lock" in (getattr(e, "output", "") or "")
+            self.report.failed("commit", e, retry="commit" if lock else None)
+            self.commit_error = "commit: %s" % e
+            return False
+        if not self.held_back(held):
+            self.report.succeeded("commit")
+        self.report.committed(message, listed)
+        self.say_mass_delete([c["path"] for c in listed if c["action"] == "removed"], before)
+        return True
+
+    def say_mass_delete(self, removed, before):
+        """Many files removed at once may be an accident (rm -rf in the wrong place), and
+        it reaches every machine: say it at every level, with the command that undoes it."""
+        least, part = MASS_DELETE
+        if len(removed) < least:
+            return
+        total = len(removed) + self.tracked_files()
+        if len(removed) < part * total:
+            return
+        where = os.path.commonpath(removed) if len(removed) > 1 else os.path.dirname(removed[0])
+        if os.path.isfile(os.path.join(self.folder, where)):
+            where = os.path.dirname(where)
+        command = "dvcs-autosync%s restore %s --at @%d" % (
+            "" if self.cfg.file == default_path() else " --config " + shlex.quote(self.cfg.file),
+            # The second before this commit's: commit times have one-second steps.
+            shlex.quote(where or "."), int(before) - 1)
+        log.warning("%d of %d files were removed in one commit; if that was a mistake, "
+                    "undo it with: %s", len(removed), total, command)
+        fields = {"count": len(removed), "total": total, "restore": command, "time": time.time()}
+        self.report.status(mass_delete=fields)
+        self.report.event("mass-delete", **fields)
+
+    def tracked_files(self):
+        """How many files the repository holds below the folder now (git; else on disk)."""
+        if self.gitdir:
+            out = gitrepo.git(self.folder, "ls-files", "-z", check=False) or b""
+            return out.count(b"\0")
+        count = 0
+        for root, dirs, files in os.walk(self.folder):
+            dirs[:] = [d for d in dirs if d not in METADATA]
+            count += len(files)
+        return count
+
+
+    def held_back(self, held):
+        held = self.staging.hold_back(held)
+        self.commit_error = self.staging.error
+        return held
+
+    def listed(self, changes):
+        """The files this commit records, for its message: git says exactly (a rescan
+        included); otherwise the batch, a moved folder file by file."""
+        staged = gitrepo.staged_changes(self.folder) if self.gitdir else None
+        return staged if staged is not None else expand_moves(self.folder, changes)
+
+    def context(self):
+        """The output of contextcmd (off unless configured), for the commit message."""
+        template = self.cmd.get("contextcmd")
+        if template is None or template.empty:
+            return None
+        try:
+            return template.output(cwd=self.folder, timeout=10) or None
+        except CommandFailed as e:
+            log.warning("%s", e)
+            return None
+
+    # --- merges (git) ------------------------------------------------------------------
+
+    def merge_cleared(self):
+        """No merge is left half-done (git): finish a stopped one, undo an interrupted one."""
+        if conflicts.merging(self.gitdir):
+            return self.finish_merge()
+        try:
+            conflicts.undo_interrupted_merge(self.folder)
+        except RuntimeError as e:
+            self.report.failed("merge", e, retry="commit")
+            return False
+        return True
+
+    def finish_merge(self):
+        """A merge stopped on conflicts: keep both versions of each file and commit it."""
+        try:
+            copies = conflicts.resolve(self.folder)
+            message = merge_message(self.host, copies)
+            self.cmd["commitcmd"].run(message, cwd=self.folder)
+        except (CommandFailed, RuntimeError, OSError) as e:
+            self.report.failed("merge", e, retry="commit")
+            return False
+        self.report.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
+        for c in copies:
+            self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
+            self.report.status(conflicts=list(self.conflicts))
+            self.report.event("conflict", **c)
+        return True
+
+    # --- the remote --------------------------------------------------------------------
+
+    def push(self):
+        """Push now (pulling in between when rejected, never forcing); True if pushed."""
+        if not self.safe("push"):
+            return False
+        for attempt in range(1, PUSH_TRIES + 1):
+            self.report.state("pushing")
+            try:
+                self.cmd["pushcmd"].run(cwd=self.folder)
+                break
+            except CommandFailed as e:
+                error = e
+            # Rejected because the remote moved on (merge and try again), or unreachable
+            # (then the pull fails too): never a force push.
+            if attempt == PUSH_TRIES or not self.pull()["ok"]:
+                self.report.failed("push", error, retry="push")
+                return False
+        self.report.succeeded("push")
+        return True
+
+    def remote_url(self):
+        try:
+            return self.cmd["remoteurlcmd"].output(cwd=self.folder)
+        except CommandFailed as e:
+            log.warning("%s", e)
+            return ""
+
+    def run_pull(self):
+        """pullcmd, then the merge finished if it stopped on conflicts; True if all went well."""
+        for attempt in (1, 2):
+            self.report.state("pulling")
+            try:
+                self.cmd["pullcmd"].run(cwd=self.folder)
+                error = None
+            except CommandFailed as e:
+                error = e
+            if self.gitdir and conflicts.merging(self.gitdir):
+                return self.finish_merge()
+            if error is None:
+                self.report.succeeded("pull")
+                return True
+            # Local changes the merge would overwrite: commit them and try once more.
+            if attempt == 1 and self.commit([], rescan=True, note="changes made before a pull"):
+                continue
+            self.report.failed("pull", error, retry="pull")
+            return False
+
+    def pull(self):
+        """Pull now; -> the reply to a pull request."""
+        if not self.safe("pull"):
+            return {"ok": False, "pulled": False, "error": self.blocked}
+        self.report.event("pull-started")
+        before = gitrepo.head(self.folder) if self.gitdir else None
+        ok = self.run_pull()
+        self.report.event("pull-finished", ok=ok)
+        self.report.pulled(ok)
+        if ok:
+            # git can say what came in; for another DVCS the event says only that it ran.
+            news = gitrepo.pulled(self.folder, before, gitrepo.head(self.folder)) \
+                if self.gitdir else {}
+            self.report.event("pulled", **news)
+        # conservative: the watcher ignored events during the pull; it asks for the
+        # rescan once it has read every event up to pull-finished (a rescan here
+        # could run before an edit made the instant the pull ended). With no
+        # watcher connected, the rescan at its start does the same.
+        result = {"ok": ok, "pulled": ok}
+        if not ok:
+            result["error"] = self.report.last_error()
+        return result

@@ -1,0 +1,260 @@
+"""Fakes shared by the tests: what a module talks to, without a real peer.
+
+config(): a Config as load() gives it, without a file. FakeServer,
+FakeRepository and Reports: the committer's socket, its repository and the
+repository's reporter, so the committer's and the repository's decisions are
+tested without a socket. FakeCommitter: the committer's socket (the real
+autosync.protocol.Server) with canned answers; it records the requests and
+publishes what a test hands it. FakeXmpp: an `open_session` for the Listener
+that hands out FakeSessions, so the Listener's decisions are tested without
+a server.
+"""
+import dataclasses
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+
+from autosync import protocol
+from autosync.config import Config
+from autosync.xmpp_session import LoginError, Replaced, SessionLost  # noqa: F401 (for tests)
+
+
+class FakeCommitter:
+    """The committer's socket with canned answers; `requests` lists what came in.
+
+    Without a path it makes (and cleanup() removes) a folder of its own.
+    """
+
+    def __init__(self, path=None, pull_seconds=0.0, start=True):
+        self.folder = None
+        if path is None:
+            self.folder = tempfile.mkdtemp(prefix="axt")
+            path = os.path.join(self.folder, "run", "c.sock")
+        self.path = path
+        self.pull_seconds = pull_seconds
+        self.requests = []
+        self.server = None
+        if start:
+            self.start()
+
+    def start(self):
+        self.server = protocol.Server(self.path, self._handle)
+        # Our own accept thread, so that close() can wait for it to end: one
+        # still in accept() after the close could take the connections of
+        # the next server that gets the same descriptor number.
+        self.accepting = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.accepting.start()
+        return self
+
+    def _handle(self, message, client):
+        self.requests.append((time.monotonic(), message))
+        if message.get("cmd") == "pull":
+            time.sleep(self.pull_seconds)
+            return {"ok": True, "pulled": True}
+        return {"ok": True}
+
+    def emit(self, name, **fields):
+        self.server.publish(dict(fields, event=name, time=time.time()))
+
+    def subscribed(self):
+        return bool(self.server.subscribers)
+
+    def wait_subscribed(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while not self.subscribed():
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out after %gs waiting for a subscriber" % timeout)
+            time.sleep(0.01)
+
+    def pulls(self):
+        return sum(1 for _, m in self.requests if m.get("cmd") == "pull")
+
+    def links(self):
+        return [m["up"] for _, m in self.requests if m.get("cmd") == "link"]
+
+    def close(self):
+        """Like a committer that exits: the listening socket and every connection go."""
+        try:
+            self.server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept() (Linux)
+        except OSError:
+            pass
+        self.accepting.join(5)
+        self.server.close()
+        for sock in list(self.server.subscribers):
+            try:
+                sock.shutdown(2)
+            except OSError:
+                pass  # its server thread closed it just now
+
+    def cleanup(self):
+        self.close()
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class FakeSession:
+    """What xmpp_session.Session offers the Listener, recording what it sends.
+
+    The server's side: presence(), message() and answer_pings() call the
+    Listener as a real session would inside process(); lose() makes the next
+    process() end the session.
+    """
+
+    def __init__(self, handler, resource):
+        self.handler = handler
+        self.resource = resource
+        self.priority = None   # as sent with the initial presence
+        self.sent = []         # (to, body) of every chat message
+        self.pings = []        # ids of pings not answered yet
+        self.closed = None     # None, or the goodbye flag close() got
+        self.ending = None     # exception the next process() raises
+
+    def fileno(self):
+        return -1
+
+    def process(self):
+        if self.ending:
+            raise self.ending
+        return False
+
+    def send_presence(self, priority):
+        self.priority = priority
+
+    def chat(self, to, body):
+        self.sent.append((to, body))
+
+    def ping(self, ping_id):
+        self.pings.append(ping_id)
+
+    def close(self, goodbye=False):
+        self.closed = goodbye
+
+    # -- the server's side
+
+    def presence(self, jid, typ=None):
+        self.handler.on_presence(jid, typ)
+
+    def message(self, jid, body, typ="chat"):
+        self.handler.on_message(jid, typ, body)
+
+    def answer_pings(self):
+        pings, self.pings = self.pings, []
+        return [self.handler.on_pong(p) for p in pings]
+
+    def lose(self, error=None):
+        self.ending = error or SessionLost("connection to XMPP server lost")
+
+    def take_sent(self):
+        sent, self.sent = self.sent, []
+        return sent
+
+
+class FakeXmpp:
+    """An open_session for the Listener: a FakeSession per login, or LoginError(refuse)."""
+
+    def __init__(self):
+        self.sessions = []
+        self.refuse = None
+        self.logins = 0
+
+    def __call__(self, xcfg, timeout, handler):
+        self.logins += 1
+        if self.refuse:
+            raise LoginError(self.refuse)
+        session = FakeSession(handler, xcfg.resource)
+        self.sessions.append(session)
+        return session
+
+    @property
+    def session(self):
+        """The newest session."""
+        return self.sessions[-1]
+
+
+def config(path="/nonexistent", **fields):
+    """A Config as load() would give, without a file: defaults plus `fields`."""
+    fields.setdefault("socket", str(path) + ".sock")
+    fields.setdefault("hostname", "testhost")
+    return dataclasses.replace(Config(path=str(path)), **fields)
+
+
+class FakeServer:
+    """protocol.Server's face to the committer: what was published."""
+
+    def __init__(self, path, handler):
+        self.path, self.handler = path, handler
+        self.published = []
+
+    def start(self):
+        pass
+
+    def publish(self, event):
+        self.published.append(event)
+
+    def events(self, name):
+        return [e for e in self.published if e["event"] == name]
+
+    def close(self):
+        pass
+
+
+class FakeRepository:
+    """repository.Repository's face to the committer; records what it was asked to do."""
+
+    def __init__(self, cfg, report):
+        self.report = report
+        self.calls = []
+        self.commit_error = None
+        self.push_ok = True
+        self.pull_ok = True
+        self.notes = []
+
+    def recover(self):
+        self.calls.append("recover")
+
+    def commit(self, changes, rescan=False, note=None):
+        self.calls.append(("commit", sorted(c["path"] for c in changes), rescan))
+        if note:
+            self.notes.append(note)
+        if changes:
+            self.report.committed("autosync on testhost: %d added" % len(changes), changes)
+        return bool(changes)
+
+    def push(self):
+        self.calls.append("push")
+        if not self.push_ok:
+            self.report.failed("push", "remote away", retry="push")
+        return self.push_ok
+
+    def pull(self, commit_after=True):
+        self.calls.append("pull")
+        self.report.pulled(self.pull_ok)
+        return {"ok": self.pull_ok, "pulled": self.pull_ok}
+
+    def remote_url(self):
+        return "/srv/sync.git"
+
+
+class Reports:
+    """The committer's side of repository.py's `report`: records every report."""
+
+    def __init__(self):
+        self.calls = []
+        self.fields = {}
+
+    def __getattr__(self, name):
+        def record(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+            if name == "status":
+                self.fields.update(kwargs)
+        return record
+
+    def named(self, name):
+        return [(args, kwargs) for n, args, kwargs in self.calls if n == name]
+
+    def last_error(self):
+        failed = self.named("failed")
+        return "%s: %s" % failed[-1][0][:2] if failed else None

@@ -1,0 +1,121 @@
+"""One folder's DVCS operations on a real git repository, reporting to a fake committer."""
+import os
+
+import pytest
+
+from autosync import git_environment
+from autosync.config import GIT_COMMANDS
+from autosync.repository import Repository, expand_moves
+from conftest import Remote, git
+from fakes import Reports, config
+
+
+def test_a_moved_folder_is_listed_file_by_file(tmp_path):
+    for rel in ("new/a.txt", "new/sub/b.txt"):
+        os.makedirs(os.path.dirname(tmp_path / rel), exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    listed = expand_moves(str(tmp_path), [{"action": "moved", "path": "new", "src": "old"}])
+    assert listed == [{"action": "moved", "path": "new/a.txt", "src": "old/a.txt"},
+                      {"action": "moved", "path": "new/sub/b.txt", "src": "old/sub/b.txt"}]
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A Repository on a real clone of a real bare remote, reporting to a recorder."""
+    monkeypatch.setattr(git_environment, "_excludes", None)  # undone after the test
+    remote = Remote(tmp_path / "remote.git")
+    clone = tmp_path / "clone"
+    git("clone", "-q", remote.path, str(clone))
+
+    def make(**commands):
+        reports = Reports()
+        cfg = config(clone, commands=dict(GIT_COMMANDS, **commands))
+        return Repository(cfg, reports), reports
+    make.path, make.remote = clone, remote
+    return make
+
+
+def test_a_batch_becomes_one_commit_that_names_its_files(repo):
+    r, reports = repo()
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}])
+    (message, listed), _ = reports.named("committed")[0]
+    assert message.startswith("autosync on testhost: 1 added") and "added: a.txt" in message
+    assert listed == [{"action": "added", "path": "a.txt"}]
+    assert r.push() and repo.remote.files()[b"a.txt"] == b"a"
+
+
+def test_a_path_that_cannot_be_staged_is_held_back_and_said_once(repo):
+    r, reports = repo(addcmd="test %s != bad.txt && git add -A -- %s",
+                      startupcmd="test ! -e bad.txt && git add -A")
+    (repo.path / "bad.txt").write_text("x")
+    (repo.path / "good.txt").write_text("x")
+    assert r.commit([{"action": "added", "path": "bad.txt"},
+                     {"action": "added", "path": "good.txt"}])
+    assert "good.txt" in reports.named("committed")[0][0][0]
+    assert reports.fields["held_back"] == ["bad.txt"]
+    assert r.commit_error.startswith("commit: left out of the commit") and "bad.txt" in r.commit_error
+    said = reports.named("failed")
+    assert len(said) == 1 and said[0][1] == {"retry": "commit", "quiet": False}
+    assert not r.commit([], rescan=True)  # nothing else to commit: looked at again quietly
+    assert reports.named("failed")[-1][1] == {"retry": "commit", "quiet": True}
+    (repo.path / "bad.txt").rename(repo.path / "fine.txt")
+    assert r.commit([], rescan=True)
+    assert reports.fields["held_back"] == [] and r.commit_error is None
+
+
+def test_a_nested_repository_is_left_out_and_said_once(repo):
+    r, reports = repo()
+    git("init", "-q", str(repo.path / "tool"))
+    (repo.path / "tool" / "x.c").write_text("x")
+    git("add", "-A", cwd=str(repo.path / "tool"))
+    git("commit", "-q", "-m", "its own", cwd=str(repo.path / "tool"))
+    (repo.path / "notes.txt").write_text("x")
+    assert r.commit([{"action": "added", "path": "tool/x.c"}], rescan=True)
+    assert reports.fields["nested_repositories"] == ["tool"]
+    assert [a[0] for a, _ in reports.named("failed")] == ["nested-repository"]
+    assert not git("ls-tree", "-r", "HEAD", cwd=str(repo.path)).count(b"160000")
+    (repo.path / "notes.txt").write_text("y")
+    assert r.commit([{"action": "modified", "path": "notes.txt"}], rescan=True)
+    assert len(reports.named("failed")) == 1
+
+
+def test_a_replaced_folder_is_never_committed_and_looked_at_again(repo, tmp_path):
+    r, reports = repo()
+    os.rename(repo.path, tmp_path / "moved-away")
+    os.mkdir(repo.path)
+    assert not r.commit([], rescan=True)
+    assert not r.commit([], rescan=True)
+    assert len(reports.named("failed")) == 1 and "replaced" in reports.named("failed")[0][0][1]
+    assert len(reports.named("look_again")) == 2
+
+
+def test_a_mass_delete_is_said_with_the_command_that_undoes_it(repo):
+    r, reports = repo()
+    photos = repo.path / "photos"
+    photos.mkdir()
+    for i in range(30):
+        (photos / ("p%02d.jpg" % i)).write_text("x")
+    for i in range(10):
+        (repo.path / ("keep%d.txt" % i)).write_text("x")
+    assert r.commit([], rescan=True)
+    assert not reports.named("event")
+    for i in range(24):
+        (photos / ("p%02d.jpg" % i)).unlink()
+    assert r.commit([], rescan=True)
+    (_, fields), = [(a, k) for a, k in reports.named("event") if a[0] == "mass-delete"]
+    assert fields["count"] == 24 and fields["total"] == 41  # README, 30 photos, 10 kept
+    assert fields["restore"].startswith("dvcs-autosync --config ")
+    assert fields["restore"].split()[3:6] == ["restore", "photos", "--at"]
+    assert reports.fields["mass_delete"]["count"] == 24
+
+
+def test_a_few_removals_are_not_a_mass_delete(repo):
+    r, reports = repo()
+    for i in range(19):
+        (repo.path / ("f%d" % i)).write_text("x")
+    assert r.commit([], rescan=True)
+    for i in range(19):
+        (repo.path / ("f%d" % i)).unlink()
+    assert r.commit([], rescan=True)  # 19 of 20: many, but under the 20 that counts
+    assert not [a for a, _ in reports.named("event") if a[0] == "mass-delete"]

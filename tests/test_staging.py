@@ -1,0 +1,16 @@
+"""What goes into a commit: staging, rescans, what is held back, nested repositories."""
+from autosync.commands import CommandFailed
+from autosync.staging import arg, why_not_staged
+
+
+def test_a_leading_dash_never_reads_as_an_option():
+    assert arg("-rf") == "./-rf" and arg("--exec=x") == "./--exec=x" and arg("a-b") == "a-b"
+
+
+def test_why_names_the_path_and_gits_own_reason(tmp_path):
+    error = CommandFailed("addcmd", "git add -A -- x", 128,
+                          "warning: noise\nerror: 'x' does not have a commit checked out\n"
+                          "fatal: adding files failed\n")
+    assert why_not_staged(str(tmp_path), "x", error) == \
+        "x (error: 'x' does not have a commit checked out)"
+    assert why_not_staged(str(tmp_path), "new\nline", error).startswith("'new\\nline' (")
