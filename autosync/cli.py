@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from autosync import __version__, config
+from autosync import __version__, config, protocol
 
 
 def setup_logging(verbose):
@@ -44,8 +44,26 @@ def load(path, check_path=True):
         die(str(e))
 
 
-def start(prog, doc, argv=None):
-    """Parse the usual arguments, set up logging, and return the checked config."""
+def start(prog, doc, argv=None, client=True):
+    """Parse the usual arguments, set up logging, and return the checked config.
+
+    A client of the committer's socket (every program but the committer) stops
+    here, with one line, if the socket is not this user's own daemon's."""
     args = parser(prog, doc).parse_args(argv)
     setup_logging(args.verbose)
-    return load(args.config)
+    cfg = load(args.config)
+    if client:
+        trust(prog, cfg.socket)
+    return cfg
+
+
+def trust(prog, path):
+    """Stop with one line unless `path` is this user's own daemon's socket (or nobody's yet)."""
+    try:
+        protocol.check_folder(path)
+        if os.path.exists(path):
+            protocol.connect(path, timeout=2.0).close()
+    except protocol.Untrusted as e:
+        die("%s: %s" % (prog, e))
+    except protocol.NoDaemon:
+        pass  # not up yet: connect() checks again before anything is sent

@@ -19,7 +19,8 @@ from autosync.retry import Backoff, Trouble, one_line
 log = logging.getLogger("autosync.client")
 
 CONNECT_TIMEOUT = 5.0
-FAILURES = (protocol.NoDaemon, protocol.ProtocolError, OSError)
+# Untrusted too: never a byte to a stranger; the program's start already said so.
+FAILURES = (protocol.NoDaemon, protocol.Untrusted, protocol.ProtocolError, OSError)
 
 
 def hang_up(conn):

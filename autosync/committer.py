@@ -326,7 +326,7 @@ class Committer:
 
 
 def main(argv=None):
-    cfg = cli.start("autosync-committer", __doc__, argv)
+    cfg = cli.start("autosync-committer", __doc__, argv, client=False)
     try:
         committer = Committer(cfg)
     except OSError as e:
@@ -339,6 +339,7 @@ def main(argv=None):
     worker.join()
     committer.event("stopping")
     committer.server.close()
+    committer.repo.close()
     return 0
 
 

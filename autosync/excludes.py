@@ -7,9 +7,12 @@ writes one excludes file (the user's own core.excludesFile, then ours) and
 every git command it runs reads it (git_environment.use_excludes), so nothing
 in the user's repository or config is changed.
 """
+import logging
 import os
 
 from autosync.gitrepo import git
+
+log = logging.getLogger("autosync.excludes")
 
 SPECIAL = "\\*?[!# "
 
@@ -66,6 +69,19 @@ class Excludes:
         if self.nested & set(folders):
             self.nested -= set(folders)
             self.write()
+
+    def ensure(self):
+        """Before git scans: a file someone removed is written again, so losing it never
+        un-ignores anything (git reads a missing excludes file as an empty one)."""
+        if not os.path.exists(self.where):
+            log.warning("%s was removed; written again before scanning", self.where)
+            self.write()
+
+    def remove(self):
+        try:
+            os.unlink(self.where)
+        except FileNotFoundError:
+            pass
 
     def write(self):
         lines = [anchored(os.path.join(self.folder, rel), self.top) + "/"

@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import stat
+import struct
 import threading
 
 log = logging.getLogger("autosync.protocol")
@@ -27,6 +28,33 @@ class ProtocolError(Exception):
 
 class NoDaemon(Exception):
     """Nobody listens on the socket."""
+
+
+class Untrusted(Exception):
+    """The socket, its folder or the process listening on it is not this user's own:
+    nothing may be sent there. str() is one line naming the folder and what is wrong."""
+
+
+def check_folder(path):
+    """Refuse a socket whose folder another user owns or could enter (a squatter's)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        return  # nobody is there at all: connecting says so
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.getuid():
+        raise Untrusted("refusing the socket folder %s: it belongs to uid %d, not to you (uid %d)"
+                        % (folder, st.st_uid, os.getuid()))
+    if mode & 0o077:
+        raise Untrusted("refusing the socket folder %s: its mode is %04o, others may enter it "
+                        "(it must be 0700)" % (folder, mode))
+
+
+def peer_uid(sock):
+    """The uid of the process at the other end of a UNIX socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
 
 
 def encode(message):
@@ -103,6 +131,9 @@ class Connection:
 
 
 def connect(path, timeout=5.0):
+    """A connection to this user's own daemon at `path`, checked before a byte is sent:
+    NoDaemon if nobody listens, Untrusted if the folder or the listener is not ours."""
+    check_folder(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -110,15 +141,22 @@ def connect(path, timeout=5.0):
     except OSError as e:
         sock.close()
         raise NoDaemon("no autosync daemon is listening on %s (%s)" % (path, e.strerror or e)) from None
+    uid = peer_uid(sock)
+    if uid != os.getuid():
+        sock.close()
+        raise Untrusted("refusing the socket %s: the process listening on it runs as uid %d, "
+                        "not as you (uid %d)" % (path, uid, os.getuid()))
     return Connection(sock)
 
 
 def _private_dir(path):
     """Create the socket's directory 0700, and refuse one that others could enter."""
     os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
-        raise OSError(errno.EPERM, "socket directory %s must be owned by you with mode 0700" % path)
+    try:
+        check_folder(os.path.join(path, "x"))
+    except Untrusted as e:
+        raise OSError(errno.EPERM, "%s; if another user made it, remove it (as root) or set "
+                      "socket = in [autosync] to a folder of yours" % e) from None
 
 
 class Server:
@@ -147,6 +185,8 @@ class Server:
         except NoDaemon:
             os.unlink(self.path)  # left behind by a daemon that died
             return
+        except Untrusted as e:
+            raise OSError(errno.EPERM, str(e)) from None
         raise OSError(errno.EADDRINUSE, "another daemon is already listening on %s" % self.path)
 
     def serve_forever(self):

@@ -75,6 +75,11 @@ class Repository:
             git_environment.use_excludes(self.excludes.where)
         self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
 
+    def close(self):
+        """The daemon stops: what it made goes (its socket is the server's)."""
+        if self.excludes:
+            self.excludes.remove()
+
     # --- safety ------------------------------------------------------------------------
 
     def safe(self, op):

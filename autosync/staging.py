@@ -58,6 +58,7 @@ class Staging:
     def prepare(self, changes):
         """The batch as it can be staged: settled, nested repositories split off."""
         if self.excludes:
+            self.excludes.ensure()
             self.drop_stale_nested()
         changes, nested = self.in_nested_repository(self.settle(changes))
         if nested:
@@ -88,6 +89,7 @@ class Staging:
         startupcmd fails over one bad path (git add -A stages nothing then), the
         changes git lists are staged path by path, so the rest still goes in."""
         if self.gitdir:
+            self.excludes.ensure()
             self.note_nested(gitrepo.untracked_repositories(self.folder))
         try:
             self.cmd["startupcmd"].run(cwd=self.folder)

@@ -14,7 +14,7 @@ import sys
 import time
 
 from autosync import cli
-from autosync.protocol import NoDaemon, connect
+from autosync.protocol import NoDaemon, Untrusted, connect
 from autosync.retry import Backoff
 
 log = logging.getLogger("autosync")
@@ -48,8 +48,21 @@ def take_pidfile(path):
         log.info("replacing stale pidfile %s (PID %d)", path, pid)
     tmp = "%s.%d.tmp" % (path, os.getpid())
     with open(tmp, "w") as f:
-        f.write("%d\n" % os.getpid())
+        # No newline: the original dvcs-autosync tests os.path.exists("/proc/" + the
+        # file's whole text), so this is how it sees a running daemon and refuses.
+        f.write("%d" % os.getpid())
     os.replace(tmp, path)
+
+
+def release_pidfile(path):
+    """Remove the pidfile only while it names this process (not another daemon's)."""
+    try:
+        with open(path) as f:
+            mine = f.read().strip() == str(os.getpid())
+    except OSError:
+        return
+    if mine:
+        remove(path)
 
 
 def _is_autosync(pid):
@@ -107,7 +120,8 @@ class Program:
 
 
 def wait_for_socket(path, committer, timeout=30.0):
-    """Wait until the committer answers on its socket (it pulls first, which may take a while)."""
+    """Wait until the committer answers on its socket (it opens it before any DVCS work).
+    False if it exited first, or if what answers is not this user's."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and committer.proc.poll() is None:
         try:
@@ -115,7 +129,18 @@ def wait_for_socket(path, committer, timeout=30.0):
             return True
         except NoDaemon:
             time.sleep(0.05)
+        except Untrusted as e:
+            log.error("%s", e)
+            return False
     return False
+
+
+def answers(path):
+    try:
+        connect(path, timeout=1.0).close()
+        return True
+    except (NoDaemon, Untrusted):
+        return False
 
 
 def programs(cfg, args):
@@ -163,7 +188,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)
+    cli.trust("dvcs-autosync", cfg.socket)  # a squatted socket folder: start nothing
     take_pidfile(cfg.pidfile)
+    if answers(cfg.socket):  # another config file, the same folder (and socket)
+        release_pidfile(cfg.pidfile)
+        cli.die("dvcs-autosync: a daemon already runs for %s (its socket %s answers); "
+                "not starting a second one" % (cfg.path, cfg.socket), status=1)
     child_args = [cfg.file] + (["-v"] if args.verbose else [])
     running = programs(cfg, child_args)
     # Signals are taken synchronously below: no polling, no handler races.
@@ -172,17 +202,19 @@ def main(argv=None):
         committer = running[0]
         committer.start()
         if not wait_for_socket(cfg.socket, committer):
-            log.error("autosync-committer did not open its socket %s", cfg.socket)
+            # Without its socket nothing else may run: the others would talk to
+            # whoever holds it. The committer said why (another daemon, a squatter).
+            log.error("autosync-committer could not open its socket %s; starting nothing "
+                      "else and stopping", cfg.socket)
+            stop(running[:1])
+            return 1
         supervise(running)
         log.info("stopping")
         stop(running)
     finally:
-        remove(cfg.pidfile)
-        remove(cfg.socket + ".exclude")  # the committer's ignorepath excludes (git)
-        try:
-            connect(cfg.socket, timeout=1.0).close()
-        except NoDaemon:
-            remove(cfg.socket)  # left by a committer that was killed
+        # Only what this process made: the socket and the excludes file are the
+        # committer's, which removes them itself (a killed one's are replaced at start).
+        release_pidfile(cfg.pidfile)
     return 0
 
 

@@ -1,6 +1,7 @@
 """Shared fixtures: a private HOME, a bare git remote on disk, and machines
 (clones with a config file) on which the real suite runs."""
 import os
+import pathlib
 import pwd
 import shutil
 import signal
@@ -154,9 +155,10 @@ class Machine:
         return self
 
     def notify(self, *args, check=True):
-        result = subprocess.run([sys.executable, "-m", "autosync.notify", "--config",
-                                 self.config] + list(args), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        argv = [sys.executable, "-m", "autosync.notify", "--config", self.config] + list(args)
+        if self.user is not None:  # only the daemon's own user may talk to it
+            argv = self.user.command(argv[1:])
+        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if check and result.returncode != 0:
             raise AssertionError("autosync-notify %s: %s" % (args, result.stderr))
         return result
@@ -250,17 +252,27 @@ class OrdinaryUser:
             for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                 os.lchown(name, self.uid, self.gid)
 
-    def adopt(self, machine):
-        """Hand a machine (clone, config, socket folder) to this user."""
-        run = os.path.join(self.base, "run-" + machine.name)
-        os.mkdir(run, 0o700)
-        machine.settings["socket"] = os.path.join(run, "autosync.sock")
+    def adopt(self, machine, own_socket=True):
+        """Hand a machine (clone, config, socket folder) to this user; without
+        own_socket it uses the default place, /tmp/autosync-UID."""
+        if own_socket:
+            run = os.path.join(self.base, "run-" + machine.name)
+            os.mkdir(run, 0o700)
+            self.chown(run)
+            machine.settings["socket"] = os.path.join(run, "autosync.sock")
         machine.user = self
         machine.write_config()
         self.chown(machine.path)
-        self.chown(run)
         os.lchown(machine.config, self.uid, self.gid)
         return machine
+
+    def machines(self, *names, own_socket=True, **settings):
+        """A bare remote and clones of it, all this user's: -> (remote, [Machine])."""
+        remote = Remote(os.path.join(self.base, "remote.git"))
+        made = [self.adopt(Machine(pathlib.Path(self.base), name, remote, **settings), own_socket)
+                for name in names]
+        self.chown(remote.path)
+        return remote, made
 
     def as_user(self, argv):
         """argv run as this user, with its HOME and the code under test."""

@@ -6,15 +6,15 @@ the synced folder, an editor's swap file present during a rescan.
 """
 import json
 import os
-import re
+import select
 import subprocess
+import sys
 import time
 
 import pytest
 
 from autosync import git_environment
-from autosync.protocol import connect
-from conftest import ROOT, Machine, Remote, git, tree, wait_until
+from conftest import ROOT, git, tree, wait_until
 from test_conflicts import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect
 from test_sync import settle, write
 
@@ -26,30 +26,55 @@ HOSTILE = (("pull.rebase", "true"), ("pull.ff", "only"), ("merge.ff", "only"),
            ("core.pager", "less"), ("commit.verbose", "true"))
 
 
+SUBSCRIBE = """
+import sys
+from autosync.protocol import connect
+conn = connect(sys.argv[1])
+assert conn.request({"cmd": "subscribe"}, timeout=10)["ok"]
+print("subscribed", flush=True)
+while True:
+    line = conn.reader.readline()
+    if line is None:
+        break
+    print(line.decode(), flush=True)
+"""
+
+
 class Events:
-    """A subscriber on a machine's socket: the events the committer publishes."""
+    """A subscriber on a machine's socket, as the daemon's own user: what the committer
+    publishes (a client of another user is refused, so it runs as one)."""
 
     def __init__(self, machine):
-        self.conn = connect(machine.settings.get("socket") or machine_socket(machine))
-        assert self.conn.request({"cmd": "subscribe"}, timeout=10)["ok"]
+        argv = [sys.executable, "-c", SUBSCRIBE, machine_socket(machine)]
+        if machine.user is not None:
+            argv = machine.user.command(argv[1:])
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     env=dict(os.environ, PYTHONPATH=ROOT))
+        assert self.proc.stdout.readline() == b"subscribed\n"
         self.seen = []
 
     def wait_for(self, predicate, timeout=30):
-        self.conn.sock.settimeout(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            line = self.conn.reader.readline()
-            assert line is not None, "the committer went away"
+            ready, _, _ = select.select([self.proc.stdout], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            line = self.proc.stdout.readline()
+            assert line, "the committer went away"
             event = json.loads(line)
             self.seen.append(event)
             if predicate(event):
                 return event
         raise AssertionError("no such event; seen: %s" % self.seen)
 
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
 
 def machine_socket(machine):
     from autosync.config import load
-    return load(machine.config).socket
+    return machine.settings.get("socket") or load(machine.config).socket
 
 
 def test_divergence_and_conflict_with_a_hostile_gitconfig(machines, remote, commands):
@@ -101,16 +126,8 @@ def test_every_setting_is_in_the_readme_with_its_reason():
         assert row in readme, "README lacks the row: " + row
 
 
-def user_machines(user, *names, **settings):
-    remote = Remote(os.path.join(user.base, "remote.git"))
-    from pathlib import Path
-    made = [user.adopt(Machine(Path(user.base), name, remote, **settings)) for name in names]
-    user.chown(remote.path)
-    return remote, made
-
-
 def test_an_unreadable_file_is_left_out_and_the_rest_goes_on(nobody):
-    remote, (a,) = user_machines(nobody, "a")
+    remote, (a,) = nobody.machines("a")
     try:
         a.start()
         events = Events(a)

@@ -1,0 +1,188 @@
+"""End-to-end: another local user is a stranger, and a second daemon owns nothing.
+
+The daemon runs as `nobody` (an ordinary user, setpriv); the stranger is a
+third uid that squats the socket folder, or root listening where the daemon's
+socket should be. Nothing the suite sends may reach them, and no client may
+report success. A second dvcs-autosync for the same folder is refused and
+leaves the running daemon's files (its excludes file above all) alone.
+"""
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import wait_until
+from test_sync import settle, write
+
+pytestmark = pytest.mark.e2e
+
+STRANGER = 4242  # a uid no test machine uses
+SYSTEM_PYTHON = "/usr/bin/python3"  # stdlib only; root's own interpreter may be unreachable
+
+# A squatter: makes the folder (mode 0777 or 0700, its own), listens on the socket's name
+# and writes down every byte any client sends it.
+SQUAT = r"""
+import os, socket, sys
+folder, name, mode, record = sys.argv[1], sys.argv[2], int(sys.argv[3], 8), sys.argv[4]
+os.makedirs(folder, exist_ok=True)
+os.chmod(folder, mode)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.bind(os.path.join(folder, name))
+os.chmod(os.path.join(folder, name), 0o777)
+sock.listen(8)
+print("listening", flush=True)
+while True:
+    conn, _ = sock.accept()
+    conn.settimeout(2)
+    try:
+        data = conn.recv(65536)
+    except OSError:
+        data = b""
+    with open(record, "ab") as f:
+        f.write(data)
+    if data:
+        conn.sendall(b'{"ok": true, "committed": true, "pushed": true}\n')
+    conn.close()
+"""
+
+
+def default_socket(uid, folder):
+    """Where the daemon of `uid` puts its socket without XDG_RUNTIME_DIR (paths.socket_for)."""
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(folder))).hexdigest()[:16]
+    return "/tmp/autosync-%d" % uid, digest + ".sock"
+
+
+class Squatter:
+    def __init__(self, folder, name, mode, uid=STRANGER):
+        self.folder = folder
+        self.record = os.path.join("/tmp", "squatter-%d.record" % os.getpid())
+        open(self.record, "wb").close()
+        os.chmod(self.record, 0o666)
+        argv = [SYSTEM_PYTHON, "-c", SQUAT, folder, name, "%o" % mode, self.record]
+        if uid:
+            argv = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
+        assert self.proc.stdout.readline() == b"listening\n"
+
+    def received(self):
+        with open(self.record, "rb") as f:
+            return f.read()
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        os.unlink(self.record)
+
+
+@pytest.fixture
+def squat():
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(Squatter(*args, **kwargs))
+        return made[-1]
+    yield make
+    for s in made:
+        s.stop()
+        shutil.rmtree(s.folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o700])
+def test_a_squatted_socket_folder_gets_nothing_and_no_client_reports_success(nobody, squat,
+                                                                            mode):
+    remote, (a,) = nobody.machines("a", own_socket=False)
+    folder, name = default_socket(nobody.uid, a.path)
+    shutil.rmtree(folder, ignore_errors=True)
+    stranger = squat(folder, name, mode)
+    a.start(wait=False)
+    assert a.proc.wait(15) == 2
+    said = a.logtext().strip().splitlines()
+    assert len(said) == 1 and folder in said[0] and "uid %d" % STRANGER in said[0]
+    # A hook's autosync-notify, and every other client, is refused the same way.
+    for message in ("sync", "status", "pushed"):
+        result = a.notify(message, check=False)
+        assert result.returncode != 0 and folder in result.stderr
+        assert "uid %d" % STRANGER in result.stderr
+    for program in ("watcher", "xmpp", "desktop"):
+        result = subprocess.run(nobody.command(["-m", "autosync." + program, a.config]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30,
+                                text=True)
+        assert result.returncode == 2 and folder in result.stderr, (program, result.stderr)
+    assert stranger.received() == b""
+
+
+def test_a_listener_of_another_user_in_the_right_place_is_refused(nobody, squat, tmp_path):
+    """The folder is the user's own, but root answers on the socket's name (SO_PEERCRED)."""
+    remote, (a,) = nobody.machines("a")
+    folder, name = os.path.split(a.settings["socket"])
+    stranger = squat(folder, name, 0o700, uid=None)  # root may enter the user's folder
+    os.chown(folder, nobody.uid, nobody.gid)
+    result = a.notify("sync", check=False)
+    assert result.returncode != 0
+    assert "runs as uid 0, not as you (uid %d)" % nobody.uid in result.stderr
+    a.start(wait=False)
+    assert a.proc.wait(15) != 0  # its own committer cannot have the name: nothing starts
+    assert "watching" not in a.logtext()
+    assert stranger.received() == b""
+
+
+def excludes_file(machine):
+    from autosync.config import load
+    return load(machine.config).socket + ".exclude"
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL, None])
+def test_a_second_instance_leaves_the_first_ones_files_alone(machines, remote, how):
+    a = machines("a", ignorepath="private")
+    other = a.config + ".second"
+    shutil.copy(a.config, other)  # the same folder under another config file name
+    second = subprocess.Popen([sys.executable, "-m", "autosync.supervisor", other],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if how is not None:
+        time.sleep(0.3)
+        second.send_signal(how)
+    out, err = second.communicate(timeout=20)
+    assert second.returncode != 0
+    if how is None:
+        assert b"a daemon already runs for %s" % os.fsencode(a.path) in err
+    assert os.path.exists(excludes_file(a))
+    assert not os.path.exists(other + ".pid")
+    write(a, "private/id_rsa", b"secret key\n")
+    write(a, "notes.txt", b"synced\n")
+    assert a.notify("sync").returncode == 0
+    settle(a, remote)
+    files = remote.files()
+    assert b"notes.txt" in files and b"private/id_rsa" not in files
+    assert a.status()["state"] == "idle"
+
+
+def test_a_removed_excludes_file_never_unignores_anything(machines, remote):
+    a = machines("a", ignorepath="private")
+    os.unlink(excludes_file(a))
+    write(a, "private/id_rsa", b"secret key\n")
+    write(a, ".notes.txt.swp", b"vim\n")
+    write(a, "notes.txt", b"synced\n")
+    assert a.notify("sync").returncode == 0
+    settle(a, remote)
+    files = remote.files()
+    assert b"notes.txt" in files and b"private/id_rsa" not in files
+    assert b".notes.txt.swp" not in files
+    assert os.path.exists(excludes_file(a))
+    assert "was removed; written again before scanning" in a.logtext()
+
+
+def test_stopping_removes_only_what_the_daemon_made(machines, remote):
+    a = machines("a")
+    from autosync.config import load
+    cfg = load(a.config)
+    for path in (cfg.pidfile, cfg.socket, excludes_file(a)):
+        assert os.path.exists(path), path
+    assert a.stop() == 0
+    for path in (cfg.pidfile, cfg.socket, excludes_file(a)):
+        assert not os.path.exists(path), path
