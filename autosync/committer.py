@@ -91,7 +91,8 @@ class Committer:
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "last_error": None, "conflicts": [],
-                              "held_back": [], "nested_repositories": []}
+                              "held_back": [], "nested_repositories": [],
+                              "watch": None}  # the watcher's report while folders have no watch
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
 
@@ -132,12 +133,29 @@ class Committer:
                 self.wanted["pull"] += 1
                 self.cond.notify_all()
             return {"ok": True}
+        if cmd == "watch":
+            return self.watch_reported(message)
         if cmd == "link":
             with self.cond:
                 self.link_up = bool(message.get("up"))
                 self.cond.notify_all()
             return {"ok": True}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
+
+    def watch_reported(self, message):
+        """The watcher says how many folders have no inotify watch, and what to do about it."""
+        unwatched, problem = message.get("unwatched"), message.get("problem")
+        if not isinstance(unwatched, int) or isinstance(unwatched, bool) or unwatched < 0 \
+                or (unwatched and not isinstance(problem, str)):
+            return {"ok": False, "error": "watch needs unwatched (a count) and, unless it is 0, "
+                                          "problem (text)"}
+        with self.cond:
+            told = self.status_fields["watch"]
+            self.status_fields["watch"] = {"unwatched": unwatched, "problem": problem} \
+                if unwatched else None
+        if unwatched and not told:  # a notification, once (the watcher has logged it)
+            self.event("failed", op="watch", error=problem)
+        return {"ok": True}
 
     def wait_for(self, kind, timeout):
         """Ask the worker for a pull or a sync and wait until one that began after now ends."""
@@ -167,7 +185,7 @@ class Committer:
     def startup(self):
         self.repo.recover()
         if self.cfg.syncmethod != "none":
-            self.repo.pull(commit_after=False)
+            self.repo.pull()
         self.repo.commit([], rescan=True, note="changes found at start-up")
         self.push(force=True)
         self.state("idle")

@@ -50,6 +50,7 @@ def status_text(status):
                              if push else "none yet"),
         "unpushed:    %d commits" % status.get("unpushed", 0),
         "last error:  %s" % (status.get("last_error") or "none"),
+        "watches:     %s" % ((status.get("watch") or {}).get("problem") or "every folder watched"),
     ]
     for conflict in status.get("conflicts") or []:
         lines.append("conflict:    %s" % conflict)

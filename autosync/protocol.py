@@ -25,7 +25,9 @@ EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "con
 STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
 
 MAX_LINE = 16 * 1024 * 1024  # a 100,000-file batch fits; anything longer is refused
-IDLE_TIMEOUT = 60.0  # a client that says nothing this long is dropped
+# A client may sit between requests for ever (the suite's own connections do);
+# only a line that was begun must be finished within this many seconds.
+PARTIAL_LINE_TIMEOUT = 60.0
 SEND_TIMEOUT = 5.0  # a subscriber that takes no event this long is dropped
 
 
@@ -209,12 +211,11 @@ class Server:
         threading.Thread(target=self.serve_forever, name="socket", daemon=True).start()
 
     def _serve(self, sock):
-        sock.settimeout(IDLE_TIMEOUT)
         reader = LineReader(sock)
         try:
             while sock not in self.subscribers:
                 try:
-                    line = reader.readline()
+                    line = self._next_request(reader)
                 except ProtocolError as e:
                     self._send(sock, {"ok": False, "error": str(e)})
                     return
@@ -236,6 +237,18 @@ class Server:
             with self.lock:
                 self.subscribers.discard(sock)
             sock.close()
+
+    @staticmethod
+    def _next_request(reader):
+        """The next line: waits for ever for it to begin, PARTIAL_LINE_TIMEOUT for its end."""
+        if not reader.buffer:  # between requests: no bound
+            reader.sock.settimeout(None)
+            chunk = reader.sock.recv(1 << 16)
+            if not chunk:
+                return None
+            reader.buffer += chunk
+        reader.sock.settimeout(PARTIAL_LINE_TIMEOUT)
+        return reader.readline()
 
     def _reply(self, line, sock):
         try:
@@ -270,6 +283,12 @@ class Server:
 
     def close(self):
         try:
+            # shutdown first: it wakes a thread blocked in accept(), which a close alone
+            # leaves blocked (and able to take the next socket given the same number).
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self.sock.close()
         finally:
             try:

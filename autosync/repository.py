@@ -283,7 +283,7 @@ class Repository:
             self.report.failed("pull", error, retry="pull")
             return False
 
-    def pull(self, commit_after=True):
+    def pull(self):
         """Pull now; -> the reply to a pull request."""
         if not self.safe("pull"):
             return {"ok": False, "pulled": False, "error": self.blocked}
@@ -297,9 +297,10 @@ class Repository:
             news = gitrepo.pulled(self.folder, before, gitrepo.head(self.folder)) \
                 if self.gitdir else {}
             self.report.event("pulled", **news)
-        if commit_after and self.cfg.pulllock == "conservative":
-            # Events were ignored during the pull: let the DVCS find local changes.
-            self.commit([], rescan=True, note="changes made during a pull")
+        # conservative: the watcher ignored events during the pull; it asks for the
+        # rescan once it has read every event up to pull-finished (a rescan here
+        # could run before an edit made the instant the pull ended). With no
+        # watcher connected, the rescan at its start does the same.
         result = {"ok": ok, "pulled": ok}
         if not ok:
             result["error"] = self.report.last_error()

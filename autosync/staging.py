@@ -173,7 +173,11 @@ class Staging:
             for depth in range(1, len(parts) + 1):
                 folder = "/".join(parts[:depth])
                 if folder not in known:
-                    known[folder] = os.path.lexists(os.path.join(self.folder, folder, ".git"))
+                    # A symlink is an entry (git records the link), never a repository
+                    # to look into: a link to ".." would look like one.
+                    path = os.path.join(self.folder, folder)
+                    known[folder] = (not os.path.islink(path)
+                                     and os.path.lexists(os.path.join(path, ".git")))
                 if known[folder]:
                     return folder
             return None

@@ -9,6 +9,7 @@ backup, write anew, delete the backup) and a file created and removed
 within a batch come out right whatever order the events came in.
 """
 import ctypes
+import errno
 import logging
 import os
 import select
@@ -19,8 +20,8 @@ import time
 import pathspec
 import pyinotify
 
-from autosync import cli
-from autosync.protocol import LineReader, NoDaemon, connect, decode
+from autosync import cli, watchlimit
+from autosync.protocol import LineReader, NoDaemon, ProtocolError, connect, decode
 
 log = logging.getLogger("autosync.watcher")
 
@@ -102,9 +103,12 @@ class Tree:
         return name in self.dirs.get(folder, ())
 
     def scan(self, root, sub, ignore):
-        """Every file (and symlink) below `sub`, relative to root, not ignored."""
+        """Every file (and symlink) below `sub`, relative to root, not ignored.
+
+        A symlink is an entry, never a folder to enter: a link to /usr or to
+        `..` costs one entry."""
         found = []
-        stack = [sub]
+        stack = [sub] if not sub or not os.path.islink(os.path.join(root, sub)) else []
         while stack:
             folder = stack.pop()
             try:
@@ -195,6 +199,8 @@ class Batch:
                 self.dirs.discard(dst)
         files = set(self.files)
         for folder in self.dirs:  # created, moved in, deleted or moved out
+            if os.path.islink(os.path.join(root, folder)):
+                files.add(folder)  # a link to a folder is recorded as a link
             files.update(tree.files_under(folder))
             files.update(tree.scan(root, folder, ignore))
         before = {rel: tree.has(rel) for rel in files}
@@ -223,13 +229,28 @@ class Batch:
         return changes
 
 
-def _accept_any_bytes(wm):
-    """pyinotify encodes watched paths strictly; let undecodable names through."""
+def _add_watch_calls(wm, refused):
+    """pyinotify encodes watched paths strictly: let undecodable names through.
+    And pyinotify hides why a watch failed: call refused(path) when the
+    kernel has no watch left (ENOSPC), wherever pyinotify adds one."""
     wrapper = wm._inotify_wrapper
     libc = getattr(wrapper, "_libc", None)
-    if libc is not None:
-        wrapper._inotify_add_watch = lambda fd, path, mask: libc.inotify_add_watch(
-            fd, ctypes.create_string_buffer(os.fsencode(path)), mask)
+    if libc is None:
+        return
+
+    def add_watch(fd, path, mask):
+        wd = libc.inotify_add_watch(fd, ctypes.create_string_buffer(os.fsencode(path)), mask)
+        if wd < 0 and ctypes.get_errno() == errno.ENOSPC:
+            refused(path)
+        return wd
+    wrapper._inotify_add_watch = add_watch
+
+
+class _NoWatchLeft(logging.Filter):
+    """pyinotify logs one error per folder refused a watch; we say it once, with the fix."""
+
+    def filter(self, record):
+        return "(ENOSPC)" not in record.getMessage()
 
 
 class Notifier(pyinotify.Notifier):
@@ -249,6 +270,10 @@ class Notifier(pyinotify.Notifier):
             name = data[offset + 16:offset + 16 + length].rstrip(b"\0")
             self._eventq.append(pyinotify._RawEvent(wd, mask, cookie, os.fsdecode(name)))
             offset += 16 + length
+
+
+RECONNECT_WAIT = 60.0  # the supervisor restarts a dead committer within its backoff (30 s)
+RESEND_TRIES = 3
 
 
 def connect_patiently(path, wait=10.0):
@@ -272,14 +297,28 @@ class Watcher:
         self.batch = Batch()
         self.pull_batch = None  # collects what a pull writes, while one runs
         self.vanished = False
+        self.stopping = False
+        self.unwatched = watchlimit.Unwatched(self.root, self.never_watched)
+        self.poll_at = None  # when to look at folders without a watch next
+        self.watch_report = None  # the last "watch" request sent while some have none
 
     def rel(self, path):
         rel = os.path.relpath(path, self.root)
         return "" if rel == "." else rel
 
     def excluded(self, path):
+        """pyinotify's filter: no watch below ignored folders, and never through a symlink.
+
+        pyinotify lists each new folder and makes up IN_CREATE|IN_ISDIR events for
+        what it holds, taking a link to a folder for a folder: without this, a
+        link to /usr would have it watch all of /usr."""
         rel = self.rel(path)
-        return rel != "" and (rel.startswith("..") or self.ignore(rel, True))
+        return rel != "" and (rel.startswith("..") or os.path.islink(path)
+                              or self.ignore(rel, True))
+
+    def never_watched(self, path, isdir):
+        rel = self.rel(path)
+        return rel.startswith("..") or os.path.islink(path) or self.ignore(rel, isdir)
 
     def on_event(self, event):
         if event.mask & pyinotify.IN_Q_OVERFLOW:
@@ -295,7 +334,8 @@ class Watcher:
         rel = self.rel(path)
         if rel == "" or rel.startswith("..") or event.mask & pyinotify.IN_IGNORED:
             return
-        isdir = bool(event.mask & pyinotify.IN_ISDIR)
+        # A symlink is a file to us, even when pyinotify's made-up event says folder.
+        isdir = bool(event.mask & pyinotify.IN_ISDIR) and not os.path.islink(path)
         if rel.rpartition("/")[2] == ".gitignore":
             self.ignore.forget(rel.rpartition("/")[0])
         batch = self.pull_batch or self.batch
@@ -317,10 +357,47 @@ class Watcher:
     def send(self, changes, rescan=False):
         if not changes and not rescan:
             return
-        reply = self.conn.request({"cmd": "batch", "changes": changes, "rescan": rescan},
-                                  timeout=60)
+        reply = self.request({"cmd": "batch", "changes": changes, "rescan": rescan})
         if not reply.get("ok"):
             log.error("the committer refused a batch: %s", reply.get("error"))
+
+    def request(self, message):
+        """One request to the committer; if it went away, reconnect and send it again."""
+        for attempt in range(1, RESEND_TRIES + 1):
+            try:
+                return self.conn.request(message, timeout=60)
+            except (OSError, ProtocolError) as e:
+                if attempt == RESEND_TRIES or self.stopping:
+                    raise  # stopping: the committer may be gone for good
+                log.warning("the committer went away (%s): reconnecting to send again", e)
+                self.connect()
+                # What happened while nobody listened is found by a rescan.
+                if message.get("cmd") == "batch":
+                    message = dict(message, rescan=True)
+
+    def connect(self):
+        """(Re)connect: one connection for requests, one that carries the events."""
+        deadline = time.monotonic() + RECONNECT_WAIT
+        while True:
+            for conn in (getattr(self, "conn", None), getattr(self, "events", None)):
+                if conn is not None:
+                    conn.close()
+            try:
+                self.conn = connect_patiently(self.cfg.socket, RECONNECT_WAIT)
+                self.events = connect(self.cfg.socket)
+                self.events.request({"cmd": "subscribe"}, timeout=10)
+                if self.watch_report is not None:  # a restarted committer knows nothing
+                    self.conn.request(self.watch_report, timeout=10)
+                break
+            except (OSError, ProtocolError):
+                # A committer that is dying may still accept, then reset: try again.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.reader = LineReader(self.events.sock)
+        # A pull that began before may never say it finished: stop ignoring
+        # events (the caller's rescan covers what it wrote).
+        self.pull_batch = None
 
     def close_batch(self):
         batch, self.batch = self.batch, Batch()
@@ -343,7 +420,27 @@ class Watcher:
                 # Replay: what the pull wrote is already committed, so adding
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(changes)
-            # conservative: the committer rescans after the pull itself.
+            else:
+                # conservative: what we threw away may hold a local edit made the
+                # instant a pulled file appeared. A rescan asked for now runs after
+                # every event thrown away, so it finds that edit.
+                self.send([], rescan=True)
+
+    def read_committer_events(self):
+        """Take every line that arrived: pull-started and pull-finished may come together."""
+        while True:
+            try:
+                line = self.reader.readline()
+            except OSError:
+                line = None
+            if line is None:
+                log.warning("the committer went away: reconnecting")
+                self.connect()
+                self.send([], rescan=True)
+                return
+            self.on_committer_event(decode(line))
+            if not self.reader.has_line():
+                return
 
     def drain(self):
         self.notifier.read_events()
@@ -351,50 +448,93 @@ class Watcher:
 
     def start_watching(self):
         self.wm = pyinotify.WatchManager()
-        _accept_any_bytes(self.wm)
+        _add_watch_calls(self.wm, self.refused)
+        pyinotify.log.addFilter(_NoWatchLeft())
         self.notifier = Notifier(self.wm, self.on_event)
         os.set_blocking(self.wm.get_fd(), False)  # drain() must never wait
         started = time.monotonic()
-        self.wm.add_watch(self.root, MASK, rec=True, auto_add=True,
+        # IN_DONT_FOLLOW: a watch never goes through a link (unless the synced
+        # folder itself is one: then its target is what the user syncs).
+        mask = MASK | (0 if os.path.islink(self.root) else pyinotify.IN_DONT_FOLLOW)
+        self.mask = mask
+        self.wm.add_watch(self.root, mask, rec=True, auto_add=True,
                           exclude_filter=self.excluded, quiet=True)
         for rel in self.tree.scan(self.root, "", self.ignore):
             self.tree.add(rel)
-        log.info("watching %s: %d folders, %d files in %.2f s", self.root,
-                 len(self.wm.watches), len(self.tree), time.monotonic() - started)
+        log.info("watching %s: %d folders%s, %d files in %.2f s", self.root,
+                 len(self.wm.watches), " (more have no watch: see below)"
+                 if self.unwatched.tops else "", len(self.tree), time.monotonic() - started)
+
+    # --- folders without a watch (watchlimit.py) ---------------------------------
+
+    def refused(self, path):
+        """The kernel had no watch left for this folder: poll it, starting now."""
+        self.unwatched.failed(path)
+        if self.poll_at is None:
+            self.poll_at = time.monotonic()
+
+    def watch_again(self, folder):
+        wds = self.wm.add_watch(folder, self.mask, rec=False, auto_add=True,
+                                exclude_filter=self.excluded, quiet=True)
+        return wds.get(folder, -1) >= 0
+
+    def poll_unwatched(self):
+        """Look at the folders that have no watch; try to watch them again."""
+        watched = {w.path for w in self.wm.watches.values()}
+        changed, still = self.unwatched.poll(
+            watched, self.watch_again,
+            lambda folder: self.tree.dirs.get(self.rel(folder), ()))
+        for path, isdir in changed:
+            rel = self.rel(path)
+            if not self.ignore(rel, isdir):
+                self.batch.touch(rel, isdir)
+        self.poll_at = time.monotonic() + watchlimit.POLL_EVERY if self.unwatched.tops else None
+        self.report_watches(still)
+
+    def report_watches(self, still):
+        """Tell the log (once) and the committer (for status and a notification)."""
+        if still:
+            folders = len(self.wm.watches) + still
+            problem = watchlimit.problem_text(still, folders, watchlimit.current_limit())
+            if self.watch_report is None:
+                log.warning("%s", problem)
+            elif self.watch_report["unwatched"] == still:
+                return
+            self.watch_report = {"cmd": "watch", "unwatched": still, "problem": problem}
+            self.request(self.watch_report)
+        elif self.watch_report is not None:
+            log.info("every folder has an inotify watch again (%d folders)",
+                     len(self.wm.watches))
+            self.watch_report = None
+            self.request({"cmd": "watch", "unwatched": 0, "problem": None})
 
     def run(self):
-        self.conn = connect_patiently(self.cfg.socket)
-        events = connect(self.cfg.socket)
-        events.request({"cmd": "subscribe"}, timeout=10)
+        self.connect()
         self.start_watching()
         # Whatever changed while no watcher ran is found by the committer's rescan.
         self.send([], rescan=True)
-        reader = LineReader(events.sock)
-        inotify_fd = self.wm.get_fd()
         try:
-            return self.loop(events, reader, inotify_fd)
+            return self.loop(self.wm.get_fd())
         except Stop:
             # Hand over what this batch holds; the committer commits it before it stops.
+            self.stopping = True
             self.drain()
             self.close_batch()
             return 0
 
-    def loop(self, events, reader, inotify_fd):
+    def loop(self, inotify_fd):
         while not self.vanished:
             timeout = self.batch.due(time.monotonic(), self.cfg.readfrequency, self.cfg.maxwait)
-            ready, _, _ = select.select([events, inotify_fd], [], [], timeout)
-            if events in ready:
-                # Take every line that arrived: pull-started and pull-finished may come together.
-                while True:
-                    line = reader.readline()
-                    if line is None:
-                        log.error("the committer went away")
-                        return 1
-                    self.on_committer_event(decode(line))
-                    if not reader.has_line():
-                        break
+            if self.poll_at is not None:
+                wait = max(0.0, self.poll_at - time.monotonic())
+                timeout = wait if timeout is None else min(timeout, wait)
+            ready, _, _ = select.select([self.events, inotify_fd], [], [], timeout)
+            if self.events in ready:
+                self.read_committer_events()
             if inotify_fd in ready:
                 self.drain()
+            if self.poll_at is not None and time.monotonic() >= self.poll_at:
+                self.poll_unwatched()
             if self.batch.due(time.monotonic(), self.cfg.readfrequency, self.cfg.maxwait) == 0:
                 self.close_batch()
         log.error("the synced folder %s vanished: stopping, nothing more is committed", self.root)

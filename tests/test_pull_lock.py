@@ -1,0 +1,74 @@
+"""End-to-end: with pulllock = conservative, an edit made the instant a pull
+brought a file in is committed, every time, on a loaded machine."""
+import subprocess
+import sys
+import os
+import signal
+
+import pytest
+
+from autosync.config import load
+from autosync.protocol import connect
+from conftest import wait_until
+from test_sync import settle, write
+
+pytestmark = pytest.mark.e2e
+
+ROUNDS = 20
+
+
+@pytest.fixture
+def load_cpu():
+    """Processes that burn CPU for the whole test (more than the machine's cores)."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    yield
+    for p in burners:
+        p.kill()
+        p.wait()
+
+
+def test_an_edit_the_instant_a_pull_wrote_the_file_is_committed(machines, remote, load_cpu):
+    a, b = machines("a", "b", pulllock="conservative")
+    b_socket = load(b.config).socket
+    for i in range(ROUNDS):
+        name = "round-%02d.txt" % i
+        pulled, edited = b"from a %d\n" % i, b"edited on b the instant it came, %d\n" % i
+        write(a, name, pulled)
+        wait_until(lambda: remote.files().get(name.encode()) == pulled, 30, 0.05,
+                   "round %d: a's file in the remote" % i)
+        conn = connect(b_socket)
+        assert conn.request({"cmd": "pushed", "url": remote.path}, timeout=10)["ok"]
+        conn.close()
+        # Poll hard for the pulled content, and edit it at once.
+        wait_until(lambda: b.read(name) == pulled, 30, 0.0005, "round %d: the pull on b" % i)
+        write(b, name, edited)
+        # Nothing else makes b rescan: a dropped edit would never arrive.
+        wait_until(lambda: remote.files().get(name.encode()) == edited, 30, 0.1,
+                   "round %d: b's edit made right after the pull to reach the remote" % i)
+    settle(b, remote)
+    assert "Traceback" not in b.logtext()
+
+
+def test_an_edit_while_the_watcher_lags_behind_the_pull_is_committed(machines, remote):
+    """The watcher is descheduled (stopped) between pull-started and pull-finished; the
+    edit comes after the pull but before the watcher reads pull-finished."""
+    a, b = machines("a", "b", pulllock="conservative", start=False)
+    b.dvcs["pullcmd"] = "sleep 1; git pull -q --no-rebase --no-edit"
+    b.write_config()
+    a.start()
+    b.start()
+    write(a, "pulled.txt", b"from a\n")
+    settle(a, remote)
+    watcher = b.children()["watcher"]
+    b.notify("pushed", remote.path)  # b pulls, after a second
+    wait_until(lambda: b.status().get("state") == "pulling", 10, 0.01, "b to pull")
+    os.kill(watcher, signal.SIGSTOP)  # it has read pull-started: the sleep is long
+    try:
+        wait_until(lambda: b.read("pulled.txt") == b"from a\n", 20, 0.01, "the pull on b")
+        wait_until(lambda: b.status().get("state") == "idle", 20, 0.05, "b's pull to end")
+        write(b, "pulled.txt", b"edited after the pull\n")
+    finally:
+        os.kill(watcher, signal.SIGCONT)
+    wait_until(lambda: remote.files().get(b"pulled.txt") == b"edited after the pull\n", 30,
+               0.1, "the edit to reach the remote")
+    assert b.children()["watcher"] == watcher
