@@ -26,6 +26,7 @@ log = logging.getLogger("autosync.config")
 
 SECONDS = "a number of seconds >= 0"
 ADDRESS = "an XMPP address like user@example.org"
+FINGERPRINT = "a SHA-256 fingerprint (64 hex digits) like sha256:AB:CD:...:EF, or nothing"
 
 
 class Key(typing.NamedTuple):
@@ -90,6 +91,7 @@ KEYS = {
         "port": Key("integer(min=1, max=65535)", 5222, "a port number from 1 to 65535"),
         "tls": Key("option('required', 'off')", "required", "required or off"),
         "cafile": Key("string", "", "a file of CA certificates"),
+        "fingerprint": Key("fingerprint", "", FINGERPRINT),
         "priority": Key("integer(min=-128, max=127)", 0, "a whole number from -128 to 127"),
         "resource": Key("string", "", "a resource name", "`autosync-HOST-XXXXXX`"),
     },
@@ -119,6 +121,7 @@ class Xmpp:
     port: int = _X["port"]
     tls: str = _X["tls"]
     cafile: str = _X["cafile"]
+    fingerprint: str = _X["fingerprint"]
     priority: int = _X["priority"]
     resource: str = _X["resource"]
 
@@ -274,7 +277,8 @@ def _validate(file, known):
         spec.append("[%s]" % name)
         spec.extend("%s = %s" % (k, key.check) for k, key in keys.items())
     values = ConfigObj(given, configspec=spec, interpolation=False)
-    results = values.validate(Validator({"seconds": _seconds}), preserve_errors=True)
+    results = values.validate(Validator({"seconds": _seconds, "fingerprint": fingerprint}),
+                              preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
     for name, keys in KEYS.items():
@@ -293,6 +297,30 @@ def _seconds(value):
     if not math.isfinite(number) or number < 0:
         raise VdtValueError(value)
     return number
+
+
+# How fingerprints are written: `sha256:AB:CD:...`, with or without `sha256:` (or `SHA-256`,
+# or openssl's `sha256 Fingerprint=`), colons, blanks, in either case.
+_FINGERPRINT_PREFIX = re.compile(r"sha-?256(\s*fingerprint)?\s*[:=]?", re.IGNORECASE)
+
+
+def fingerprint(value):
+    """configobj check: a SHA-256 fingerprint in a common spelling -> `sha256:AB:...`."""
+    text = value.strip()
+    if not text:
+        return ""
+    prefix = _FINGERPRINT_PREFIX.match(text)
+    if prefix:
+        text = text[prefix.end():]
+    digits = re.sub(r"[\s:]", "", text)
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", digits):
+        raise VdtValueError(value)
+    return format_fingerprint(bytes.fromhex(digits))
+
+
+def format_fingerprint(digest):
+    """`sha256:AB:CD:...` of a SHA-256 digest (bytes)."""
+    return "sha256:" + ":".join("%02X" % b for b in digest)
 
 
 def _build(file, values, known, warnings):
@@ -360,11 +388,13 @@ def _xmpp(file, x, base, warnings, path, host):
     if x["tls"] == "off":
         warnings.append("%s: [xmpp] tls = off: the password and all messages travel unencrypted"
                         % file)
+        if x["fingerprint"]:
+            warnings.append("%s: [xmpp] fingerprint: not used, since tls = off" % file)
     username = x["username"]
     return Xmpp(
         username=username, password=x["password"], alsonotify=x["alsonotify"],
         host=x["host"] or username.partition("@")[2], port=x["port"], tls=x["tls"],
-        cafile=cafile, priority=x["priority"],
+        cafile=cafile, fingerprint=x["fingerprint"], priority=x["priority"],
         resource=x["resource"] or default_resource(path, host))
 
 

@@ -283,6 +283,29 @@ def test_new_keys(tmp_path, folder):
                             "unencrypted" % file]
 
 
+# openssl x509 -noout -fingerprint -sha256 prints this line (OpenSSL 3.0; 1.1 says SHA256).
+OPENSSL_LINE = "sha256 Fingerprint=" + ":".join(["0A", "1b"] * 16)
+PIN = "sha256:" + ":".join(["0A", "1B"] * 16)
+
+
+@pytest.mark.parametrize("spelling", [
+    PIN, PIN.lower(), PIN[len("sha256:"):], PIN.replace(":", "").replace("sha256", "sha256:"),
+    PIN.replace(":", "")[len("sha256"):], "SHA256:" + PIN[7:], "SHA-256:" + PIN[7:],
+    OPENSSL_LINE, OPENSSL_LINE.replace("sha256", "SHA256"), "  %s  " % PIN,
+    PIN.replace(":", " ").replace("sha256 ", "sha256: ")])
+def test_fingerprint_spellings(tmp_path, folder, spelling):
+    cfg = config.load(write(tmp_path, minimal(folder, "[xmpp]\nfingerprint = %s\n" % spelling)))
+    assert cfg.xmpp.fingerprint == PIN
+    assert cfg.warnings == []
+
+
+def test_fingerprint_is_not_used_without_tls(tmp_path, folder):
+    file = write(tmp_path, minimal(folder, "[xmpp]\ntls = off\nfingerprint = %s\n" % PIN))
+    assert config.load(file).warnings == [
+        "%s: [xmpp] tls = off: the password and all messages travel unencrypted" % file,
+        "%s: [xmpp] fingerprint: not used, since tls = off" % file]
+
+
 def test_long_readfrequency_raises_the_default_maxwait(tmp_path, folder):
     cfg = config.load(write(tmp_path, minimal(folder, autosync="readfrequency = 30\n")))
     assert cfg.maxwait == 30.0
@@ -435,6 +458,10 @@ BAD = {
     "alsonotify": (OK + "notifymethod = all\n[xmpp]\nusername = a@b.example\npassword = pw\n"
                    "alsonotify = nobody", "[xmpp] alsonotify: expected %s or nothing, "
                    "got 'nobody'" % ADDRESS),
+    "fingerprint": (OK + "[xmpp]\nfingerprint = sha256:AB:CD", "[xmpp] fingerprint: expected "
+                    "%s, got 'sha256:AB:CD'" % config.FINGERPRINT),
+    "fingerprint md5": (OK + "[xmpp]\nfingerprint = md5:" + "ab" * 32, "[xmpp] fingerprint: "
+                        "expected %s, got 'md5:%s'" % (config.FINGERPRINT, "ab" * 32)),
 }
 
 
