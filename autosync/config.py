@@ -347,7 +347,10 @@ def _build(file, values, known, warnings):
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
-        _check_account(file, config)
+        unusable = _check_account(file, config)
+        if unusable:
+            warnings.append(unusable)
+            config.xmpp.alsonotify = ""
     return config
 
 
@@ -406,7 +409,9 @@ def default_resource(path, host):
 
 
 def _check_account(file, config):
-    """syncmethod or notifymethod uses XMPP: the account must be there and look right."""
+    """syncmethod or notifymethod uses XMPP: the account must be there and look right.
+
+    Returns a warning when alsonotify cannot be used (it is then switched off)."""
     x = config.xmpp
     if not x.username:
         raise _bad(file, "xmpp", "username", ADDRESS, None)
@@ -414,9 +419,13 @@ def _check_account(file, config):
         raise _bad(file, "xmpp", "username", ADDRESS, x.username)
     if not x.password:
         raise _bad(file, "xmpp", "password", "the password of username", None)
-    notifies = config.notifymethod in ("xmpp", "all")
-    if notifies and x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
-        raise _bad(file, "xmpp", "alsonotify", ADDRESS + " or nothing", x.alsonotify)
+    if x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
+        # The original's example holds a sentence here, and the original ran with it
+        # (what it sent there was lost): warn, and notify nobody over XMPP.
+        return ("%s: [xmpp] alsonotify: %r is not an XMPP address; ignored, so nobody gets "
+                "notifications over XMPP (notifymethod = %s)"
+                % (file, x.alsonotify, config.notifymethod))
+    return None
 
 
 def _check_working_tree(file, path):
