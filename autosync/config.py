@@ -106,6 +106,7 @@ IGNORED_SECTIONS = ("autosync-server",)
 SECTION_LINE = re.compile(r"\[(?P<name>.+)\]")
 KEY_LINE = re.compile(r"(?P<key>.*?)\s*[=:]\s*(?P<value>.*)$")
 ADDRESS_RE = re.compile(r"[^@/\s]+@[^@/\s]+")
+NO_XMPP = {"xmpp": "none", "all": "desktop"}  # notifymethod without its XMPP part
 
 
 class ConfigError(Exception):
@@ -347,10 +348,7 @@ def _build(file, values, known, warnings):
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
-        unusable = _check_account(file, config)
-        if unusable:
-            warnings.append(unusable)
-            config.xmpp.alsonotify = ""
+        warnings.extend(_check_account(file, config))
     return config
 
 
@@ -411,21 +409,36 @@ def default_resource(path, host):
 def _check_account(file, config):
     """syncmethod or notifymethod uses XMPP: the account must be there and look right.
 
-    Returns a warning when alsonotify cannot be used (it is then switched off)."""
+    A value that is there but cannot be used (the original example's placeholders, with
+    which the original started and synced without XMPP) switches that part off, with a
+    warning; returns the warnings."""
     x = config.xmpp
     if not x.username:
         raise _bad(file, "xmpp", "username", ADDRESS, None)
     if not ADDRESS_RE.fullmatch(x.username):
-        raise _bad(file, "xmpp", "username", ADDRESS, x.username)
+        return [_xmpp_off(file, config, "username: %r is not an XMPP address" % x.username)]
     if not x.password:
         raise _bad(file, "xmpp", "password", "the password of username", None)
     if x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
-        # The original's example holds a sentence here, and the original ran with it
-        # (what it sent there was lost): warn, and notify nobody over XMPP.
-        return ("%s: [xmpp] alsonotify: %r is not an XMPP address; ignored, so nobody gets "
-                "notifications over XMPP (notifymethod = %s)"
-                % (file, x.alsonotify, config.notifymethod))
-    return None
+        # The original sent there what was lost: notify nobody over XMPP.
+        warning = ("%s: [xmpp] alsonotify: %r is not an XMPP address; ignored, so nobody gets "
+                   "notifications over XMPP (notifymethod = %s)"
+                   % (file, x.alsonotify, config.notifymethod))
+        x.alsonotify = ""
+        return [warning]
+    return []
+
+
+def _xmpp_off(file, config, why):
+    """Switch XMPP off (syncmethod none, no notifications over XMPP); the warning."""
+    off = ["pushes are not announced", "other machines' pushes are pulled every %g s "
+           "(pullinterval)" % config.pullinterval if config.pullinterval
+           else "other machines' pushes are never pulled (pullinterval = 0)"]
+    config.syncmethod = "none"
+    if config.notifymethod in ("xmpp", "all"):
+        was, config.notifymethod = config.notifymethod, NO_XMPP[config.notifymethod]
+        off.append("notifymethod %s works as %s" % (was, config.notifymethod))
+    return "%s: [xmpp] %s; XMPP is off: %s" % (file, why, ", ".join(off))
 
 
 def _check_working_tree(file, path):

@@ -102,12 +102,34 @@ def test_original_example_is_a_working_config(tmp_path, folder):
     assert cfg.commands["restorecmd"] == "git cat-file --filters %s:./%s"
 
 
-def test_original_example_placeholder_username_is_refused(tmp_path):
-    file = write(tmp_path, original_text())
-    with pytest.raises(ConfigError) as e:
-        config.load(file, check_path=False)
-    assert str(e.value) == ("%s: [xmpp] username: expected an XMPP address like "
-                            "user@example.org, got 'your XMPP id here'" % file)
+@pytest.mark.parametrize("notifymethod, works_as", [
+    ("desktop", "desktop"), ("xmpp", "none"), ("all", "desktop"), ("none", "none")])
+def test_original_example_placeholder_username_switches_xmpp_off(tmp_path, notifymethod,
+                                                                 works_as):
+    """The original started with its example's account, failed to log in, and synced on
+    without XMPP ("Will not announce pushes to other running autosync instances")."""
+    file = write(tmp_path, original_text(**{
+        "syncmethod = xmpp": "syncmethod = xmpp\nnotifymethod = %s" % notifymethod}))
+    cfg = config.load(file, check_path=False)
+    assert (cfg.syncmethod, cfg.notifymethod) == ("none", works_as)
+    tail = ", notifymethod %s works as %s" % (notifymethod, works_as) if (
+        notifymethod != works_as) else ""
+    assert cfg.warnings == [
+        "%s: [xmpp] username: 'your XMPP id here' is not an XMPP address; XMPP is off: pushes "
+        "are not announced, other machines' pushes are pulled every 300 s (pullinterval)%s"
+        % (file, tail)]
+
+
+@pytest.mark.parametrize("username", ["me", "me@example.org/laptop", "me@@example.org"])
+def test_unusable_username_switches_xmpp_off(tmp_path, folder, username):
+    file = write(tmp_path, minimal(folder, "[xmpp]\nusername = %s\npassword = pw\n" % username,
+                                   autosync="pullinterval = 0\nnotifymethod = xmpp\n"))
+    cfg = config.load(file)
+    assert (cfg.syncmethod, cfg.notifymethod) == ("none", "none")
+    assert cfg.warnings == [
+        "%s: [xmpp] username: %r is not an XMPP address; XMPP is off: pushes are not announced, "
+        "other machines' pushes are never pulled (pullinterval = 0), notifymethod xmpp works "
+        "as none" % (file, username)]
 
 
 def test_new_example_file_loads_with_every_key(tmp_path, folder):
