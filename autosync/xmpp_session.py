@@ -209,7 +209,7 @@ def _secure(client, xcfg, domain, where, probe=False):
 def probe_fingerprint(xcfg, timeout):
     """The fingerprint of the certificate the server shows, read on a connection of its
     own that ends right after the TLS handshake (nothing but STARTTLS is sent); or ""."""
-    node, _, domain = xcfg.username.partition("@")
+    domain = xcfg.username.partition("@")[2]
     host, port = xcfg.host or domain, int(xcfg.port)
     client = xmpp.Client(domain, debug=[])
     transport = DeadlineSocket((host, port), timeout)

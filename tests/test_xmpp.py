@@ -405,7 +405,8 @@ def test_a_self_signed_server_is_refused_with_the_line_that_trusts_it(
     assert line.startswith("refusing XMPP server 127.0.0.1:%d: its certificate is not valid "
                            "for localhost (self-signed certificate); no password sent; to trust "
                            "exactly this certificate, add to [xmpp] in /home/me/.autosync: "
-                           "fingerprint = sha256:%s; retrying in " % (server.port, fingerprint)), line
+                           "fingerprint = sha256:%s; retrying in "
+                           % (server.port, fingerprint)), line
     assert "\n" not in line
     assert not any("<auth" in s for s in sent), "credentials were sent"
     assert not messages(caplog, "logged in")
