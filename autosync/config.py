@@ -26,6 +26,7 @@ log = logging.getLogger("autosync.config")
 
 SECONDS = "a number of seconds >= 0"
 ADDRESS = "an XMPP address like user@example.org"
+FINGERPRINT = "a SHA-256 fingerprint (64 hex digits) like sha256:AB:CD:...:EF, or nothing"
 
 
 class Key(typing.NamedTuple):
@@ -92,6 +93,7 @@ KEYS = {
         "port": Key("integer(min=1, max=65535)", 5222, "a port number from 1 to 65535"),
         "tls": Key("option('required', 'off')", "required", "required or off"),
         "cafile": Key("string", "", "a file of CA certificates"),
+        "fingerprint": Key("fingerprint", "", FINGERPRINT),
         "priority": Key("integer(min=-128, max=127)", 0, "a whole number from -128 to 127"),
         "resource": Key("string", "", "a resource name", "`autosync-HOST-XXXXXX`"),
     },
@@ -106,6 +108,7 @@ IGNORED_SECTIONS = ("autosync-server",)
 SECTION_LINE = re.compile(r"\[(?P<name>.+)\]")
 KEY_LINE = re.compile(r"(?P<key>.*?)\s*[=:]\s*(?P<value>.*)$")
 ADDRESS_RE = re.compile(r"[^@/\s]+@[^@/\s]+")
+NO_XMPP = {"xmpp": "none", "all": "desktop"}  # notifymethod without its XMPP part
 
 
 class ConfigError(Exception):
@@ -121,6 +124,7 @@ class Xmpp:
     port: int = _X["port"]
     tls: str = _X["tls"]
     cafile: str = _X["cafile"]
+    fingerprint: str = _X["fingerprint"]
     priority: int = _X["priority"]
     resource: str = _X["resource"]
 
@@ -276,7 +280,8 @@ def _validate(file, known):
         spec.append("[%s]" % name)
         spec.extend("%s = %s" % (k, key.check) for k, key in keys.items())
     values = ConfigObj(given, configspec=spec, interpolation=False)
-    results = values.validate(Validator({"seconds": _seconds}), preserve_errors=True)
+    results = values.validate(Validator({"seconds": _seconds, "fingerprint": fingerprint}),
+                              preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
     for name, keys in KEYS.items():
@@ -295,6 +300,30 @@ def _seconds(value):
     if not math.isfinite(number) or number < 0:
         raise VdtValueError(value)
     return number
+
+
+# How fingerprints are written: `sha256:AB:CD:...`, with or without `sha256:` (or `SHA-256`,
+# or openssl's `sha256 Fingerprint=`), colons, blanks, in either case.
+_FINGERPRINT_PREFIX = re.compile(r"sha-?256(\s*fingerprint)?\s*[:=]?", re.IGNORECASE)
+
+
+def fingerprint(value):
+    """configobj check: a SHA-256 fingerprint in a common spelling -> `sha256:AB:...`."""
+    text = value.strip()
+    if not text:
+        return ""
+    prefix = _FINGERPRINT_PREFIX.match(text)
+    if prefix:
+        text = text[prefix.end():]
+    digits = re.sub(r"[\s:]", "", text)
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", digits):
+        raise VdtValueError(value)
+    return format_fingerprint(bytes.fromhex(digits))
+
+
+def format_fingerprint(digest):
+    """`sha256:AB:CD:...` of a SHA-256 digest (bytes)."""
+    return "sha256:" + ":".join("%02X" % b for b in digest)
 
 
 def _build(file, values, known, warnings):
@@ -321,7 +350,7 @@ def _build(file, values, known, warnings):
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
-        _check_account(file, config)
+        warnings.extend(_check_account(file, config))
     return config
 
 
@@ -362,11 +391,13 @@ def _xmpp(file, x, base, warnings, path, host):
     if x["tls"] == "off":
         warnings.append("%s: [xmpp] tls = off: the password and all messages travel unencrypted"
                         % file)
+        if x["fingerprint"]:
+            warnings.append("%s: [xmpp] fingerprint: not used, since tls = off" % file)
     username = x["username"]
     return Xmpp(
         username=username, password=x["password"], alsonotify=x["alsonotify"],
         host=x["host"] or username.partition("@")[2], port=x["port"], tls=x["tls"],
-        cafile=cafile, priority=x["priority"],
+        cafile=cafile, fingerprint=x["fingerprint"], priority=x["priority"],
         resource=x["resource"] or default_resource(path, host))
 
 
@@ -378,17 +409,38 @@ def default_resource(path, host):
 
 
 def _check_account(file, config):
-    """syncmethod or notifymethod uses XMPP: the account must be there and look right."""
+    """syncmethod or notifymethod uses XMPP: the account must be there and look right.
+
+    A value that is there but cannot be used (the original example's placeholders, with
+    which the original started and synced without XMPP) switches that part off, with a
+    warning; returns the warnings."""
     x = config.xmpp
     if not x.username:
         raise _bad(file, "xmpp", "username", ADDRESS, None)
     if not ADDRESS_RE.fullmatch(x.username):
-        raise _bad(file, "xmpp", "username", ADDRESS, x.username)
+        return [_xmpp_off(file, config, "username: %r is not an XMPP address" % x.username)]
     if not x.password:
         raise _bad(file, "xmpp", "password", "the password of username", None)
-    notifies = config.notifymethod in ("xmpp", "all")
-    if notifies and x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
-        raise _bad(file, "xmpp", "alsonotify", ADDRESS + " or nothing", x.alsonotify)
+    if x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
+        # The original sent there what was lost: notify nobody over XMPP.
+        warning = ("%s: [xmpp] alsonotify: %r is not an XMPP address; ignored, so nobody gets "
+                   "notifications over XMPP (notifymethod = %s)"
+                   % (file, x.alsonotify, config.notifymethod))
+        x.alsonotify = ""
+        return [warning]
+    return []
+
+
+def _xmpp_off(file, config, why):
+    """Switch XMPP off (syncmethod none, no notifications over XMPP); the warning."""
+    off = ["pushes are not announced", "other machines' pushes are pulled every %g s "
+           "(pullinterval)" % config.pullinterval if config.pullinterval
+           else "other machines' pushes are never pulled (pullinterval = 0)"]
+    config.syncmethod = "none"
+    if config.notifymethod in ("xmpp", "all"):
+        was, config.notifymethod = config.notifymethod, NO_XMPP[config.notifymethod]
+        off.append("notifymethod %s works as %s" % (was, config.notifymethod))
+    return "%s: [xmpp] %s; XMPP is off: %s" % (file, why, ", ".join(off))
 
 
 def _check_working_tree(file, path):

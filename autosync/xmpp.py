@@ -111,6 +111,7 @@ class Listener:
 
     def __init__(self, cfg, timing=None, open_session=xmpp_session.open_session):
         self.x = cfg.xmpp
+        self.config_file = getattr(cfg, "file", "") or "~/.autosync"
         t = self.timing = timing or Timing()
         self.open_session = open_session
         self.bare = self.x.username.lower()
@@ -210,13 +211,22 @@ class Listener:
     def login(self):
         try:
             self.session = self.open_session(self.x, self.timing.login_timeout, self)
+        except xmpp_session.Untrusted as e:
+            if not e.fingerprint:
+                return self._login_failed("%s (its certificate could not be read again to "
+                                          "name its fingerprint)" % e)
+            # One line that says how to trust exactly this certificate, and no other.
+            return self._login_failed("%s; to trust exactly this certificate, add to [xmpp] in "
+                                      "%s: fingerprint = %s" % (e, self.config_file, e.fingerprint))
         except xmpp_session.LoginError as e:
             return self._login_failed(str(e))
         except Exception as e:  # an xmpppy surprise: still one line, and a retry later
             log.debug("login failed", exc_info=True)
             return self._login_failed("login to %s failed: %s" % (self.server, xmpp_session.one_line(e)))
         log.info("logged in to %s as %s/%s (%s)", self.server, self.bare, self.resource,
-                 "TLS, certificate verified" if self.x.tls != "off" else "no TLS")
+                 "no TLS" if self.x.tls == "off" else
+                 "TLS, certificate matches the pinned fingerprint" if self.x.fingerprint else
+                 "TLS, certificate verified")
         self.last_rx = time.monotonic()
         self.session.send_presence(self.x.priority)
         # The server answers this ping after it has sent us the presence of

@@ -13,6 +13,7 @@ sends comes back as calls on a handler object:
 
 OpenSSL objects are not thread-safe: a Session is used from one thread only.
 """
+import hashlib
 import socket
 import ssl
 import time
@@ -21,12 +22,34 @@ import xmpp
 from xmpp import transports
 
 from autosync import retry
+from autosync.config import format_fingerprint
 
 NS_PING = "urn:xmpp:ping"
 
 
 class LoginError(Exception):
-    """Connecting or logging in failed; str() is one line and never holds the password."""
+    """Connecting or logging in failed; str() is one line and never holds the password.
+
+    `fingerprint`: when the server's certificate was not trusted, its SHA-256
+    fingerprint (`sha256:AB:...`), which the user may pin; else "".
+    """
+
+    def __init__(self, message, fingerprint=""):
+        Exception.__init__(self, message)
+        self.fingerprint = fingerprint
+
+
+class Untrusted(LoginError):
+    """The server's certificate is not valid for it (and no fingerprint is pinned)."""
+
+
+class _Probed(Exception):
+    """A probe has read the certificate: args[0] is its fingerprint."""
+
+
+def certificate_fingerprint(der):
+    """`sha256:AB:CD:...` of a certificate (DER bytes), as [xmpp] fingerprint holds it."""
+    return format_fingerprint(hashlib.sha256(der).digest())
 
 
 class SessionLost(Exception):
@@ -96,14 +119,21 @@ class DeadlineSocket(transports.TCPsocket):
 class VerifiedTLS(transports.TLS):
     """xmpppy's STARTTLS step, but verifying the certificate and sending SNI.
 
-    xmpppy's own step accepts any certificate. A failure raises LoginError
-    before any credentials can be sent.
+    xmpppy's own step accepts any certificate. Verified is: the CA chain and
+    host name (`pin` empty), or else exactly the pinned certificate (its
+    SHA-256 fingerprint; chain and name do not matter then: the user chose
+    that certificate). A failure raises LoginError before any credentials can
+    be sent. With `probe`, the certificate is only read (never trusted): _Probed
+    ends the login with its fingerprint.
     """
 
-    def __init__(self, context, hostname):
+    def __init__(self, context, hostname, pin="", probe=False):
         transports.TLS.__init__(self)
         self.context = context
         self.hostname = hostname
+        self.pin = pin
+        self.probe = probe
+        self.fingerprint = ""
 
     def pending_data(self, timeout=0):
         self._tcpsock.check_deadline()
@@ -111,15 +141,24 @@ class VerifiedTLS(transports.TLS):
 
     def _startSSL(self):
         tcp = self._owner.Connection
+        where = "%s:%s" % tuple(tcp._server)
         try:
             tls = self.context.wrap_socket(tcp._sock, server_hostname=self.hostname)
         except ssl.SSLCertVerificationError as e:
-            raise LoginError("refusing XMPP server %s:%s: its certificate is not valid for %s (%s); "
-                             "no password sent" % (tcp._server[0], tcp._server[1], self.hostname,
-                                                   e.verify_message or one_line(e)))
+            raise Untrusted("refusing XMPP server %s: its certificate is not valid for %s (%s); "
+                            "no password sent" % (where, self.hostname,
+                                                  e.verify_message or one_line(e)))
         except (ssl.SSLError, OSError) as e:
-            raise LoginError("TLS with XMPP server %s:%s failed: %s" % (tcp._server[0], tcp._server[1], one_line(e)))
+            raise LoginError("TLS with XMPP server %s failed: %s" % (where, one_line(e)))
         tcp._sslObj = tls
+        if self.pin or self.probe:
+            self.fingerprint = certificate_fingerprint(tls.getpeercert(binary_form=True) or b"")
+            if self.probe:  # ends the login: xmpppy would now restart the stream
+                raise _Probed(self.fingerprint)
+            if self.fingerprint != self.pin:
+                raise LoginError("refusing XMPP server %s: its certificate's fingerprint is %s, "
+                                 "not the pinned %s ([xmpp] fingerprint); no password sent"
+                                 % (where, self.fingerprint, self.pin))
         # write(), not sendall(): xmpppy retries a whole buffer after SSLWantWrite,
         # which is only safe with a single SSL_write.
         tcp._recv, tcp._send = tls.read, tls.write
@@ -138,21 +177,53 @@ def _wait(client, done, what):
             raise LoginError("XMPP server closed the connection while %s" % what)
 
 
-def _secure(client, xcfg, domain, where):
-    """STARTTLS with the certificate checked against `domain`, or LoginError."""
+def _unverified_context():
+    """TLS that checks nothing: for a pinned certificate (checked by hand) or a probe."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _secure(client, xcfg, domain, where, probe=False):
+    """STARTTLS with the certificate checked against `domain` or the pin, or LoginError
+    (with `probe`: _Probed, once the certificate is read)."""
     stream = client.Dispatcher.Stream
     if not stream.features or not stream.features.getTag("starttls", namespace=xmpp.NS_TLS):
         raise LoginError("XMPP server %s does not offer STARTTLS; not sending the password "
                          "in clear (tls = off allows it)" % where)
-    try:
-        context = ssl.create_default_context(cafile=xcfg.cafile or None)
-    except OSError as e:
-        raise LoginError("cannot read cafile %s: %s" % (xcfg.cafile, e.strerror or one_line(e)))
-    tls = VerifiedTLS(context, domain)
+    if probe or xcfg.fingerprint:
+        context = _unverified_context()
+    else:
+        try:
+            context = ssl.create_default_context(cafile=xcfg.cafile or None)
+        except OSError as e:
+            raise LoginError("cannot read cafile %s: %s" % (xcfg.cafile, e.strerror or one_line(e)))
+    tls = VerifiedTLS(context, domain, pin=xcfg.fingerprint, probe=probe)
     tls.PlugIn(client)
     _wait(client, lambda: tls.starttls, "starting TLS")
     if tls.starttls != "success":
         raise LoginError("XMPP server %s refused STARTTLS" % where)
+
+
+def probe_fingerprint(xcfg, timeout):
+    """The fingerprint of the certificate the server shows, read on a connection of its
+    own that ends right after the TLS handshake (nothing but STARTTLS is sent); or ""."""
+    domain = xcfg.username.partition("@")[2]
+    host, port = xcfg.host or domain, int(xcfg.port)
+    client = xmpp.Client(domain, debug=[])
+    transport = DeadlineSocket((host, port), timeout)
+    try:
+        if not client.connect(server=(host, port), secure=0, use_srv=False, transport=transport):
+            return ""
+        _secure(client, xcfg, domain, "%s:%s" % (host, port), probe=True)
+    except _Probed as probed:
+        return probed.args[0]
+    except Exception:
+        pass
+    finally:
+        transport.close()
+    return ""
 
 
 def open_session(xcfg, timeout, handler):
@@ -166,7 +237,11 @@ def open_session(xcfg, timeout, handler):
         if not client.connect(server=(host, port), secure=0, use_srv=False, transport=transport):
             raise LoginError("XMPP server %s did not open a stream" % where)
         if xcfg.tls != "off":
-            _secure(client, xcfg, domain, where)
+            try:
+                _secure(client, xcfg, domain, where)
+            except Untrusted as e:
+                # Name the certificate, so that the user can choose to trust exactly it.
+                raise Untrusted(str(e), probe_fingerprint(xcfg, timeout)) from None
         # Wait for the (new) stream's features, to check the SASL mechanisms first.
         _wait(client, lambda: client.Dispatcher.Stream.features, "opening the stream")
         mechanisms = client.Dispatcher.Stream.features.getTag("mechanisms", namespace=xmpp.NS_SASL)

@@ -42,6 +42,10 @@ def raw(text):
     return {s: dict(parser.items(s)) for s in parser.sections()}
 
 
+ALSONOTIFY_WARNING = ("%s: [xmpp] alsonotify: %r is not an XMPP address; ignored, so nobody "
+                      "gets notifications over XMPP (notifymethod = %s)")
+
+
 def original_text(**replace):
     with open(ORIGINAL, encoding="utf-8") as f:
         text = f.read()
@@ -75,9 +79,12 @@ def test_original_example_values_reach_config_unchanged(tmp_path):
     assert cfg.readfrequency == float(want["autosync"]["readfrequency"]) == 5.0
     assert cfg.ignorepath == want["autosync"]["ignorepath"].split()
     assert len(cfg.ignorepath) == 8
-    for key in ("username", "password", "alsonotify"):
+    for key in ("username", "password"):
         assert getattr(cfg.xmpp, key) == want["xmpp"][key]
-    assert cfg.warnings == []  # [autosync-server] is accepted silently
+    # The placeholder sentence in alsonotify cannot be used: warned about and off. Nothing
+    # else warns ([autosync-server] is accepted silently).
+    assert cfg.xmpp.alsonotify == ""
+    assert cfg.warnings == [ALSONOTIFY_WARNING % (cfg.file, want["xmpp"]["alsonotify"], "desktop")]
 
 
 def test_original_example_is_a_working_config(tmp_path, folder):
@@ -95,12 +102,34 @@ def test_original_example_is_a_working_config(tmp_path, folder):
     assert cfg.commands["restorecmd"] == "git cat-file --filters %s:./%s"
 
 
-def test_original_example_placeholder_username_is_refused(tmp_path):
-    file = write(tmp_path, original_text())
-    with pytest.raises(ConfigError) as e:
-        config.load(file, check_path=False)
-    assert str(e.value) == ("%s: [xmpp] username: expected an XMPP address like "
-                            "user@example.org, got 'your XMPP id here'" % file)
+@pytest.mark.parametrize("notifymethod, works_as", [
+    ("desktop", "desktop"), ("xmpp", "none"), ("all", "desktop"), ("none", "none")])
+def test_original_example_placeholder_username_switches_xmpp_off(tmp_path, notifymethod,
+                                                                 works_as):
+    """The original started with its example's account, failed to log in, and synced on
+    without XMPP ("Will not announce pushes to other running autosync instances")."""
+    file = write(tmp_path, original_text(**{
+        "syncmethod = xmpp": "syncmethod = xmpp\nnotifymethod = %s" % notifymethod}))
+    cfg = config.load(file, check_path=False)
+    assert (cfg.syncmethod, cfg.notifymethod) == ("none", works_as)
+    tail = ", notifymethod %s works as %s" % (notifymethod, works_as) if (
+        notifymethod != works_as) else ""
+    assert cfg.warnings == [
+        "%s: [xmpp] username: 'your XMPP id here' is not an XMPP address; XMPP is off: pushes "
+        "are not announced, other machines' pushes are pulled every 300 s (pullinterval)%s"
+        % (file, tail)]
+
+
+@pytest.mark.parametrize("username", ["me", "me@example.org/laptop", "me@@example.org"])
+def test_unusable_username_switches_xmpp_off(tmp_path, folder, username):
+    file = write(tmp_path, minimal(folder, "[xmpp]\nusername = %s\npassword = pw\n" % username,
+                                   autosync="pullinterval = 0\nnotifymethod = xmpp\n"))
+    cfg = config.load(file)
+    assert (cfg.syncmethod, cfg.notifymethod) == ("none", "none")
+    assert cfg.warnings == [
+        "%s: [xmpp] username: %r is not an XMPP address; XMPP is off: pushes are not announced, "
+        "other machines' pushes are never pulled (pullinterval = 0), notifymethod xmpp works "
+        "as none" % (file, username)]
 
 
 def test_new_example_file_loads_with_every_key(tmp_path, folder):
@@ -283,6 +312,54 @@ def test_new_keys(tmp_path, folder):
                             "unencrypted" % file]
 
 
+# openssl x509 -noout -fingerprint -sha256 prints this line (OpenSSL 3.0; 1.1 says SHA256).
+OPENSSL_LINE = "sha256 Fingerprint=" + ":".join(["0A", "1b"] * 16)
+PIN = "sha256:" + ":".join(["0A", "1B"] * 16)
+
+
+@pytest.mark.parametrize("spelling", [
+    PIN, PIN.lower(), PIN[len("sha256:"):], PIN.replace(":", "").replace("sha256", "sha256:"),
+    PIN.replace(":", "")[len("sha256"):], "SHA256:" + PIN[7:], "SHA-256:" + PIN[7:],
+    OPENSSL_LINE, OPENSSL_LINE.replace("sha256", "SHA256"), "  %s  " % PIN,
+    PIN.replace(":", " ").replace("sha256 ", "sha256: ")])
+def test_fingerprint_spellings(tmp_path, folder, spelling):
+    cfg = config.load(write(tmp_path, minimal(folder, "[xmpp]\nfingerprint = %s\n" % spelling)))
+    assert cfg.xmpp.fingerprint == PIN
+    assert cfg.warnings == []
+
+
+def test_fingerprint_is_not_used_without_tls(tmp_path, folder):
+    file = write(tmp_path, minimal(folder, "[xmpp]\ntls = off\nfingerprint = %s\n" % PIN))
+    assert config.load(file).warnings == [
+        "%s: [xmpp] tls = off: the password and all messages travel unencrypted" % file,
+        "%s: [xmpp] fingerprint: not used, since tls = off" % file]
+
+
+@pytest.mark.parametrize("notifymethod", ["desktop", "xmpp", "all", "none"])
+@pytest.mark.parametrize("alsonotify", ["nobody", "if set, another XMPP id that will get "
+                                        "notified when something happens", "a@b/c", "@b"])
+def test_unusable_alsonotify_is_a_warning_and_off(tmp_path, folder, notifymethod, alsonotify):
+    """The original's example holds a sentence there; the original ran with it."""
+    file = write(tmp_path, "[autosync]\npath = %s\nnotifymethod = %s\n[xmpp]\nusername = "
+                 "a@b.example\npassword = pw\nalsonotify = %s\n" % (folder, notifymethod,
+                                                                    alsonotify))
+    cfg = config.load(file)
+    assert cfg.notifymethod == notifymethod and cfg.xmpp.alsonotify == ""
+    assert cfg.warnings == [ALSONOTIFY_WARNING % (file, alsonotify, notifymethod)]
+
+
+def test_usable_alsonotify_is_kept(tmp_path, folder):
+    file = write(tmp_path, xmpp_text(folder) + "alsonotify = Phone@Example.org\n")
+    cfg = config.load(file)
+    assert cfg.xmpp.alsonotify == "Phone@Example.org" and cfg.warnings == []
+
+
+def test_alsonotify_is_not_looked_at_while_xmpp_is_unused(tmp_path, folder):
+    file = write(tmp_path, minimal(folder, "[xmpp]\nalsonotify = nobody\n"))
+    cfg = config.load(file)
+    assert cfg.warnings == [] and cfg.xmpp.alsonotify == "nobody"
+
+
 def test_long_readfrequency_raises_the_default_maxwait(tmp_path, folder):
     cfg = config.load(write(tmp_path, minimal(folder, autosync="readfrequency = 30\n")))
     assert cfg.maxwait == 30.0
@@ -432,9 +509,10 @@ BAD = {
                                    "[xmpp] username: expected %s, got nothing" % ADDRESS),
     "xmpp needs password": ("[autosync]\npath = {path}\n[xmpp]\nusername = a@b.example",
                             "[xmpp] password: expected the password of username, got nothing"),
-    "alsonotify": (OK + "notifymethod = all\n[xmpp]\nusername = a@b.example\npassword = pw\n"
-                   "alsonotify = nobody", "[xmpp] alsonotify: expected %s or nothing, "
-                   "got 'nobody'" % ADDRESS),
+    "fingerprint": (OK + "[xmpp]\nfingerprint = sha256:AB:CD", "[xmpp] fingerprint: expected "
+                    "%s, got 'sha256:AB:CD'" % config.FINGERPRINT),
+    "fingerprint md5": (OK + "[xmpp]\nfingerprint = md5:" + "ab" * 32, "[xmpp] fingerprint: "
+                        "expected %s, got 'md5:%s'" % (config.FINGERPRINT, "ab" * 32)),
 }
 
 

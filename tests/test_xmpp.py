@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from autosync import xmpp as ax  # noqa: E402
 from autosync import xmpp_session  # noqa: E402
+from autosync import config  # noqa: E402
 from autosync.config import Xmpp  # noqa: E402
 from fakes import FakeCommitter  # noqa: E402
 from prosody import DOMAIN, prosody_certs, prosody_factory, prosody_server  # noqa: E402,F401
@@ -63,15 +64,16 @@ class Machine:
     """One listener in a thread of this process, with its own fake committer."""
 
     def __init__(self, server, name, user="me", password=PASSWORD, priority=0, tls="required",
-                 cafile=None, notify_to="", pull_seconds=0.0, timing=FAST):
+                 cafile=None, fingerprint="", notify_to="", pull_seconds=0.0, timing=FAST,
+                 file=""):
         self.name = name
         self.committer = FakeCommitter(pull_seconds=pull_seconds)
         self.cfg = types.SimpleNamespace(
-            socket=self.committer.path, notifymethod="xmpp" if notify_to else "none",
+            socket=self.committer.path, notifymethod="xmpp" if notify_to else "none", file=file,
             xmpp=Xmpp(username="%s@%s" % (user, DOMAIN), password=password,
                       alsonotify=notify_to, host="127.0.0.1", port=server.port, tls=tls,
                       cafile=server.cafile if cafile is None else cafile,
-                      priority=priority, resource="autosync-" + name))
+                      fingerprint=fingerprint, priority=priority, resource="autosync-" + name))
         self.listener = ax.Listener(self.cfg, timing)
         self.thread = threading.Thread(target=self.listener.run, name="listener-" + name,
                                        daemon=True)
@@ -371,6 +373,98 @@ def test_an_untrusted_certificate_is_refused(prosody_factory, prosody_certs, mac
     assert any("starttls" in s for s in sent)
     assert not any("<auth" in s for s in sent), "credentials were sent"
     assert not messages(caplog, "logged in")
+
+
+# A certificate nobody vouches for (self-signed, as on many private servers) can be trusted
+# by its SHA-256 fingerprint, [xmpp] fingerprint. Facts relied on: `openssl x509 -noout
+# -fingerprint -sha256` prints "sha256 Fingerprint=AB:CD:..." (OpenSSL 3.0; "SHA256" in 1.1),
+# the SHA-256 of the certificate's DER form; prosody shows the certificate of its `ssl` setting
+# on STARTTLS (tests/prosody.py).
+
+def openssl_fingerprint(certfile):
+    """The fingerprint as openssl prints it, word for word: `sha256 Fingerprint=AB:...`."""
+    return subprocess.run(["openssl", "x509", "-in", certfile, "-noout", "-fingerprint",
+                           "-sha256"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def pinned(certfile):
+    """[xmpp] fingerprint for this certificate, as the config check reads openssl's line."""
+    return config.fingerprint(openssl_fingerprint(certfile))
+
+
+def test_a_self_signed_server_is_refused_with_the_line_that_trusts_it(
+        prosody_factory, prosody_certs, machines, monkeypatch, caplog):
+    cert = prosody_certs.untrusted[0]
+    server = prosody_factory(certs=prosody_certs.untrusted)
+    server.register("me", PASSWORD)
+    sent = sent_data(monkeypatch)
+    machines(server, "a", cafile="", file="/home/me/.autosync")  # the system's CAs only
+    wait_until(lambda: messages(caplog, "no password sent"), what="refusal")
+    line = messages(caplog, "no password sent")[0].getMessage()
+    fingerprint = openssl_fingerprint(cert).split("=", 1)[1]
+    assert line.startswith("refusing XMPP server 127.0.0.1:%d: its certificate is not valid "
+                           "for localhost (self-signed certificate); no password sent; to trust "
+                           "exactly this certificate, add to [xmpp] in /home/me/.autosync: "
+                           "fingerprint = sha256:%s; retrying in "
+                           % (server.port, fingerprint)), line
+    assert "\n" not in line
+    assert not any("<auth" in s for s in sent), "credentials were sent"
+    assert not messages(caplog, "logged in")
+
+
+@pytest.mark.parametrize("cert", ["untrusted", "wrongname"])
+def test_a_pinned_certificate_is_trusted_without_ca_or_name(prosody_factory, prosody_certs,
+                                                            machines, caplog, cert):
+    """With the pin, a self-signed certificate, even one for another host name, logs in, and
+    announcements go through."""
+    server = prosody_factory(certs=getattr(prosody_certs, cert))
+    server.register("me", PASSWORD)
+    pin = pinned(server.cert)
+    a, b = machines(server, "a", "b", cafile="", fingerprint=pin)
+    a.wait_up(sees=[b])
+    b.wait_up(sees=[a])
+    assert messages(caplog, "(TLS, certificate matches the pinned fingerprint)")
+    before = b.committer.pulls()
+    a.committer.emit("pushed", url="/srv/repo.git", source="committer")
+    wait_until(lambda: b.committer.pulls() == before + 1, what="b's pull")
+
+
+def test_a_pin_accepts_no_other_certificate(prosody_factory, prosody_certs, machines,
+                                            monkeypatch, caplog):
+    """Even one the CAs vouch for: the pin names exactly one certificate."""
+    server = prosody_factory(certs=prosody_certs.trusted)
+    server.register("me", PASSWORD)
+    sent = sent_data(monkeypatch)
+    other = pinned(prosody_certs.untrusted[0])
+    machines(server, "a", cafile=prosody_certs.trusted[0], fingerprint=other)
+    wait_until(lambda: messages(caplog, "no password sent"), what="refusal")
+    line = messages(caplog, "no password sent")[0].getMessage()
+    assert ("refusing XMPP server 127.0.0.1:%d: its certificate's fingerprint is %s, not the "
+            "pinned %s ([xmpp] fingerprint); no password sent"
+            % (server.port, pinned(server.cert), other)) in line
+    assert not any("<auth" in s for s in sent), "credentials were sent"
+    assert not messages(caplog, "logged in")
+
+
+def test_a_changed_certificate_under_a_pin_is_refused(prosody_factory, prosody_certs, machines,
+                                                      monkeypatch, caplog):
+    """The server restarts with another certificate (or someone else answers): no login."""
+    server = prosody_factory(certs=prosody_certs.untrusted)
+    server.register("me", PASSWORD)
+    (a,) = machines(server, "a", cafile="", fingerprint=pinned(server.cert))
+    a.wait_up()
+    server.stop()
+    wait_until(lambda: a.committer.links()[-1] is False, what="link down")
+    sent = sent_data(monkeypatch)
+    server.cert, server.key = prosody_certs.wrongname
+    server._write_config()
+    server.start()
+    wait_until(lambda: messages(caplog, "not the pinned"), what="refusal")
+    refusal = messages(caplog, "not the pinned")[0].getMessage()
+    assert pinned(prosody_certs.wrongname[0]) in refusal
+    assert any("starttls" in s for s in sent)
+    assert not any("<auth" in s for s in sent), "credentials were sent"
+    assert a.committer.links()[-1] is False
 
 
 def test_a_server_without_starttls_gets_no_password(prosody_factory, machines, monkeypatch,
