@@ -18,7 +18,7 @@ import time
 
 from autosync import cli
 from autosync.messages import ACTIONS, MESSAGE_LINES
-from autosync.protocol import Server
+from autosync.protocol import EVENTS, REQUESTS, STATES, Server
 from autosync.repository import Repository
 from autosync.retry import Backoff
 from autosync.stopflag import StopFlag
@@ -27,8 +27,6 @@ log = logging.getLogger("autosync.committer")
 
 BACKOFF_MAX = 60.0  # the longest wait between retries of a failed push, pull or commit
 NOTE_MAX = 300  # characters of a sync request's note
-# The states a status reports; the worker is in exactly one.
-STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
 
 
 def backoffs():
@@ -211,7 +209,7 @@ class Committer:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
             committed = self.repo.commit([], rescan=True, note="; ".join(notes) or None)
-            error = self.repo.commit_error
+            error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:
                 error = self.last_error()
@@ -223,19 +221,24 @@ class Committer:
         self.state("idle")
 
     def push(self, force=False):
-        """Push if there is anything (or force); True pushed, None nothing to push, False failed."""
+        """Push if there is anything (or force); True pushed, None nothing to push, False failed.
+
+        Only a push that took a new revision to the remote is announced: the other
+        machines (the original among them) would pull for nothing."""
         with self.cond:
             self.push_at = None
-            if not self.status_fields["unpushed"] and not force:
+            unpushed = self.status_fields["unpushed"]
+            if not unpushed and not force:
                 return None
-        if not self.repo.push():
+        if not self.repo.push(expect_new=unpushed > 0):
             return False
         url = self.repo.remote_url()
         with self.cond:
             self.push_at = None
             self.status_fields.update(unpushed=0, last_push={"time": time.time(), "url": url},
                                       last_error=self.repo.commit_error)  # still said if so
-        self.event("pushed", url=url, source="committer")
+        if self.repo.pushed_new:
+            self.event("pushed", url=url, source="committer")
         return True
 
     def finish(self, kind, ticket, result):
@@ -303,6 +306,7 @@ class Committer:
                 self.push_at = time.monotonic()  # a merge may wait to go out too
 
     def event(self, name, **fields):
+        assert name in EVENTS, name
         fields.update(event=name, time=time.time())
         self.server.publish(fields)
 

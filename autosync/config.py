@@ -76,9 +76,11 @@ KEYS = {
         "pullcmd": _command("git pull -q --no-rebase --no-edit", 0),
         "remoteurlcmd": _command("git config --get remote.origin.url", 0),
         # logcmd: one NUL-ended "REVISION UNIXTIME AUTHOR\nMESSAGE" per version of %s (a
-        # path, or "."); restorecmd: %s (a path) at revision %s on stdout, as checked out.
-        # (docs/beyond-git.md; history.py checks their %s.)
+        # path, or "."); restorecmd: at revision %s, the file %s on stdout, as checked out;
+        # listcmd: at revision %s, the files at or below %s (a path, or "."), one NUL-ended
+        # "MODE[ ...]<TAB>PATH" each (git ls-tree's format). (docs/beyond-git.md.)
         "logcmd": _command("git log -z '--format=%H %at %an%n%B' -- %s"),
+        "listcmd": _command("git ls-tree -r -z %s -- %s", 2, "the revision, then the path"),
         "restorecmd": _command("git cat-file --filters %s:./%s"),
         "contextcmd": _command(""),
     },

@@ -60,6 +60,12 @@ def staged_changes(folder):
     return changes
 
 
+def tracked_files(folder):
+    """The files git tracks below `folder`, relative to it."""
+    out = git(folder, "ls-files", "-z", check=False) or b""
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
 def changed_paths(folder):
     """What git sees changed below `folder`, relative to it: -> (removed, other)."""
     prefix = os.fsdecode((git(folder, "rev-parse", "--show-prefix") or b"").strip())
@@ -96,8 +102,10 @@ def submodules(folder):
     return paths
 
 
-def head(folder):
-    out = git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False)
+def head(folder, ref="HEAD"):
+    """The commit `ref` names (HEAD, or "@{upstream}": what the remote had when we last
+    pushed or fetched), or None."""
+    out = git(folder, "rev-parse", "-q", "--verify", ref, check=False)
     return out.strip() if out else None
 
 

@@ -15,6 +15,15 @@ import threading
 
 log = logging.getLogger("autosync.protocol")
 
+# The vocabulary, each word described in docs/protocol.md (a test keeps them equal).
+# What a client may ask the committer:
+REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe")
+# What the committer tells its subscribers:
+EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
+          "failed", "mass-delete", "stopping")
+# What the committer's worker is doing (status "state"):
+STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
+
 MAX_LINE = 16 * 1024 * 1024  # a 100,000-file batch fits; anything longer is refused
 IDLE_TIMEOUT = 60.0  # a client that says nothing this long is dropped
 SEND_TIMEOUT = 5.0  # a subscriber that takes no event this long is dropped

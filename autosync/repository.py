@@ -27,7 +27,7 @@ from autosync.commands import CommandFailed, Template
 from autosync.config import default_path
 from autosync.messages import commit_message, merge_message
 from autosync.paths import METADATA
-from autosync.staging import Staging
+from autosync.staging import Staging, expand_moves
 
 log = logging.getLogger("autosync.repository")
 
@@ -37,24 +37,6 @@ CONFLICTS_KEPT = 100  # conflict copies listed in the status
 SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
 # A commit removing at least this many files, and at least this part of all, is said loudly.
 MASS_DELETE = (20, 0.25)
-
-
-def expand_moves(folder, changes):
-    """A moved directory stands for every file in it: list them, for the message."""
-    out = []
-    for change in changes:
-        dst = os.path.join(folder, change["path"])
-        if change["action"] == "moved" and os.path.isdir(dst) and not os.path.islink(dst):
-            for root, dirs, files in os.walk(dst):
-                dirs.sort()
-                for name in sorted(files):
-                    rel = os.path.relpath(os.path.join(root, name), dst)
-                    out.append({"action": "moved",
-                                "path": os.path.join(change["path"], rel),
-                                "src": os.path.join(change["src"], rel)})
-        else:
-            out.append(change)
-    return out
 
 
 class Repository:
@@ -68,6 +50,7 @@ class Repository:
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
         self.conflicts = []  # conflict copies made, newest last
+        self.pushed_new = False  # the last push took a new revision to the remote
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
@@ -172,10 +155,10 @@ class Repository:
         where = os.path.commonpath(removed) if len(removed) > 1 else os.path.dirname(removed[0])
         if os.path.isfile(os.path.join(self.folder, where)):
             where = os.path.dirname(where)
-        command = "dvcs-autosync%s restore %s --at @%d" % (
-            "" if self.cfg.file == default_path() else " --config " + shlex.quote(self.cfg.file),
+        command = "dvcs-autosync restore %s --at @%d%s" % (
             # The second before this commit's: commit times have one-second steps.
-            shlex.quote(where or "."), int(before) - 1)
+            shlex.quote(where or "."), int(before) - 1,
+            "" if self.cfg.file == default_path() else " --config " + shlex.quote(self.cfg.file))
         log.warning("%d of %d files were removed in one commit; if that was a mistake, "
                     "undo it with: %s", len(removed), total, command)
         fields = {"count": len(removed), "total": total, "restore": command, "time": time.time()}
@@ -185,8 +168,7 @@ class Repository:
     def tracked_files(self):
         """How many files the repository holds below the folder now (git; else on disk)."""
         if self.gitdir:
-            out = gitrepo.git(self.folder, "ls-files", "-z", check=False) or b""
-            return out.count(b"\0")
+            return len(gitrepo.tracked_files(self.folder))
         count = 0
         for root, dirs, files in os.walk(self.folder):
             dirs[:] = [d for d in dirs if d not in METADATA]
@@ -247,10 +229,16 @@ class Repository:
 
     # --- the remote --------------------------------------------------------------------
 
-    def push(self):
-        """Push now (pulling in between when rejected, never forcing); True if pushed."""
+    def push(self, expect_new=True):
+        """Push now (pulling in between when rejected, never forcing); True if it worked.
+
+        `pushed_new` then says whether a new revision reached the remote: git says so
+        by the upstream branch moving; for another DVCS it is `expect_new` (commits
+        were made since the last push)."""
+        self.pushed_new = False
         if not self.safe("push"):
             return False
+        before = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         for attempt in range(1, PUSH_TRIES + 1):
             self.report.state("pushing")
             try:
@@ -264,6 +252,8 @@ class Repository:
                 self.report.failed("push", error, retry="push")
                 return False
         self.report.succeeded("push")
+        after = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
+        self.pushed_new = after != before if after is not None else expect_new
         return True
 
     def remote_url(self):

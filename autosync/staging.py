@@ -16,6 +16,9 @@ from autosync.messages import ACTIONS, printable
 log = logging.getLogger("autosync.staging")
 
 LISTED = 100  # paths kept in a status list
+# From this many new files in a batch on, a folder git knows nothing of is staged as
+# one path: `git add -A -- 10,000 paths` costs git eight times one of 100 folders.
+COLLAPSE_FROM = 200
 
 
 def arg(path):
@@ -31,6 +34,24 @@ def why_not_staged(folder, path, error):
     lines = [l.strip() for l in (error.output or "").splitlines()
              if l.startswith(("error:", "fatal:"))]
     return "%s (%s)" % (printable(path), lines[0] if lines else error)
+
+
+def expand_moves(folder, changes):
+    """A moved directory stands for every file in it: list them, for the message."""
+    out = []
+    for change in changes:
+        dst = os.path.join(folder, change["path"])
+        if change["action"] == "moved" and os.path.isdir(dst) and not os.path.islink(dst):
+            for root, dirs, files in os.walk(dst):
+                dirs.sort()
+                for name in sorted(files):
+                    rel = os.path.relpath(os.path.join(root, name), dst)
+                    out.append({"action": "moved",
+                                "path": os.path.join(change["path"], rel),
+                                "src": os.path.join(change["src"], rel)})
+        else:
+            out.append(change)
+    return out
 
 
 class Staging:
@@ -70,10 +91,8 @@ class Staging:
         failed = []
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in (c for c in changes if c["action"] == "moved"):
-            try:
-                self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
-            except CommandFailed as e:
-                failed.append((move["path"], e))
+            failed += self.move(move)
+        by_action["added"] = self.collapse_new_folders(by_action["added"])
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
@@ -81,6 +100,46 @@ class Staging:
         for path, error in failed:
             log.warning("%s", error)
         return failed
+
+    def move(self, move):
+        """movecmd for one move; a folder that movecmd cannot take whole (the original's
+        `git rm %s` / `git add %s` refuses one without -r) is moved file by file."""
+        try:
+            self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
+            return []
+        except CommandFailed as e:
+            files = expand_moves(self.folder, [move])
+            if files == [move]:
+                return [(move["path"], e)]
+            log.debug("movecmd did not take the folder %s whole; moving its %d files one by "
+                      "one", printable(move["path"]), len(files))
+        failed = []
+        for one in files:
+            try:
+                self.cmd["movecmd"].run(arg(one["src"]), arg(one["path"]), cwd=self.folder)
+            except CommandFailed as e:
+                failed.append((one["path"], e))
+        return failed
+
+    def collapse_new_folders(self, added):
+        """Many new files: each under a folder the repository holds nothing of is
+        replaced by the topmost such folder (git: adding it adds them, and what the
+        excludes file leaves out stays out)."""
+        if not self.gitdir or len(added) < COLLAPSE_FROM:
+            return added
+        known = set()  # folders holding a tracked file, and their parents
+        for path in gitrepo.tracked_files(self.folder):
+            folder = os.path.dirname(path)
+            while folder and folder not in known:
+                known.add(folder)
+                folder = os.path.dirname(folder)
+        out = set()
+        for path in added:
+            parts = path.split("/")
+            new = next((i for i in range(1, len(parts)) if "/".join(parts[:i]) not in known),
+                       None)
+            out.add(path if new is None else "/".join(parts[:new]))
+        return sorted(out)
 
     def rescan(self):
         """Let the DVCS find every change itself; -> [(path, CommandFailed)] left out.

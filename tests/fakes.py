@@ -208,7 +208,9 @@ class FakeRepository:
         self.report = report
         self.calls = []
         self.commit_error = None
+        self.blocked = None
         self.push_ok = True
+        self.pushed_new = True
         self.pull_ok = True
         self.notes = []
 
@@ -223,7 +225,7 @@ class FakeRepository:
             self.report.committed("autosync on testhost: %d added" % len(changes), changes)
         return bool(changes)
 
-    def push(self):
+    def push(self, expect_new=True):
         self.calls.append("push")
         if not self.push_ok:
             self.report.failed("push", "remote away", retry="push")

@@ -121,3 +121,33 @@ def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
     assert committer.repo.notes == ["restored photos as it was at 2026-12-01 10:00"]
     for bad in ("two\nlines", "", 7, "x" * 301):
         assert not committer.handle({"cmd": "sync", "note": bad}, None)["ok"]
+
+
+def test_only_a_push_of_something_new_is_announced(committer):
+    committer.repo.pushed_new = False
+    assert committer.push(force=True) is True  # it worked, but took nothing new
+    assert not committer.server.events("pushed")
+    assert committer.status_fields["last_push"]["url"] == "/srv/sync.git"
+
+
+def test_every_request_event_and_state_is_described_in_the_protocol_document():
+    import os
+    from autosync.protocol import EVENTS, REQUESTS, STATES
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
+        doc = f.read()
+    for request in REQUESTS:
+        assert '{"cmd": "%s"' % request in doc, request
+    for event in EVENTS:
+        assert "| `%s` |" % event in doc, event
+    for state in STATES:
+        assert "`%s`" % state in doc.split("### Status")[1].split("##")[0], state
+
+
+def test_the_committer_answers_every_request_it_names(committer):
+    from autosync.protocol import REQUESTS
+    for request in REQUESTS:
+        if request in ("subscribe", "sync", "pull"):
+            continue  # the server's own; and two that wait for the worker
+        reply = committer.handle({"cmd": request, "changes": []}, None)
+        assert "unknown cmd" not in str(reply.get("error")), request

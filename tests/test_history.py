@@ -1,6 +1,7 @@
 """dvcs-autosync log and restore: message parsing, times, and the real thing on
 real git history with the daemon running."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import time
 import pytest
 
 from autosync import history
-from conftest import git, wait_until
+from conftest import git, tree, wait_until
+from test_conflicts import share
 
 
 def run(*args, cwd=None):
@@ -50,6 +52,7 @@ def test_a_config_file_named_log_is_still_a_config(tmp_path):
 # --- end to end ------------------------------------------------------------------------
 
 def write(machine, rel, content):
+    os.makedirs(os.path.dirname(os.path.join(machine.path, rel)), exist_ok=True)
     with open(os.path.join(machine.path, rel), "wb") as f:
         f.write(content)
 
@@ -131,3 +134,272 @@ def test_contextcmd_output_is_in_the_pushed_commit_message(machines, remote):
     # log still reads such a message right.
     result = run("log", os.path.join(a.path, "report.txt"), "--config", a.config)
     assert result.stdout.split()[3:] == [socket.gethostname(), "added"]
+
+
+# --- restore of folders and of the whole tree ------------------------------------------
+
+def test_parse_list_takes_git_ls_tree_and_plain_records():
+    git_style = b"\0".join([b"100644 blob 1f2e\tphotos/a b.jpg", b"100755 blob 3c4d\tphotos/run.sh",
+                            b"120000 blob 5e6f\tphotos/link", b"160000 commit 7a8b\tphotos/nested",
+                            b""])
+    assert history.parse_list(git_style) == {"photos/a b.jpg": "100644",
+                                             "photos/run.sh": "100755",
+                                             "photos/link": "120000"}
+    assert history.parse_list(b"100644\tx\n100755\ty z\n") == {"x": "100644", "y z": "100755"}
+    assert history.parse_list(b"") == {}
+    with pytest.raises(history.HistoryError):
+        history.parse_list(b"photos/a.jpg\0")
+
+
+def test_restore_note_is_one_short_printable_line():
+    version = history.Version("ab" * 20, 1700000000.0, "Test", "pc", "removed")
+    note = history.restore_note("photos", version)
+    assert note.startswith("restore of photos as it was at ") and note.endswith("(abababababab)")
+    long = history.restore_note("x/" * 400 + "new\nline", version)
+    assert long.isprintable() and len(long) <= history.NOTE_MAX
+    assert history.restore_note(".", version).startswith("restore of the whole folder as it")
+
+
+def plain_repo(tmp_path):
+    """A git working tree and a config for it, no daemon."""
+    folder = str(tmp_path / "plain")
+    git("init", "-q", "-b", "main", folder)
+    config = str(tmp_path / "plain.autosync")
+    with open(config, "w") as f:
+        f.write("[autosync]\npath = %s\nsyncmethod = none\nnotifymethod = none\n"
+                "ignorepath = .git scratch\n" % folder)
+    return folder, config
+
+
+def commit_all(folder, message):
+    git("add", "-A", cwd=folder)
+    git("commit", "-q", "-m", message, cwd=folder)
+    return git("rev-parse", "HEAD", cwd=folder).decode().strip()
+
+
+def test_a_folder_is_never_written_as_a_file(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    os.makedirs(os.path.join(folder, "photos"))
+    for name in ("a.jpg", "b.jpg"):
+        with open(os.path.join(folder, "photos", name), "w") as f:
+            f.write(name)
+    then = commit_all(folder, "photos")
+    subprocess.run(["rm", "-r", os.path.join(folder, "photos")], check=True)
+    with open(os.path.join(folder, "photos"), "w") as f:
+        f.write("a file now\n")
+    commit_all(folder, "a file where the folder was")
+    # Restoring the file "photos" at a time when it was a folder brings the folder back.
+    result = run("restore", os.path.join(folder, "photos"), "--at", then[:10], "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:3] == ["removed photos (still in history)",
+                                              "brought back photos/a.jpg",
+                                              "brought back photos/b.jpg"]
+    assert "no dvcs-autosync runs" in result.stdout
+    assert sorted(os.listdir(os.path.join(folder, "photos"))) == ["a.jpg", "b.jpg"]
+    # And back (once committed, as the daemon would): the folder's files go, the file
+    # comes back, no folder is left.
+    now = git("rev-parse", "HEAD", cwd=folder).decode().strip()
+    commit_all(folder, "restored")
+    result = run("restore", os.path.join(folder, "photos"), "--at", now, "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert open(os.path.join(folder, "photos")).read() == "a file now\n"
+    # A path that did not exist then is refused, not written.
+    result = run("restore", os.path.join(folder, "nothing"), "--at", then, "--config", config)
+    assert result.returncode == 1 and "has no history" in result.stderr
+    assert not [n for n in os.listdir(folder) if n.endswith("~")]
+
+
+def test_without_a_daemon_a_file_not_in_history_is_kept(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    with open(os.path.join(folder, "old.txt"), "w") as f:
+        f.write("old\n")
+    then = commit_all(folder, "old")
+    with open(os.path.join(folder, "later.txt"), "w") as f:
+        f.write("later\n")
+    commit_all(folder, "later")
+    with open(os.path.join(folder, "draft.txt"), "w") as f:
+        f.write("never committed\n")
+    # What is never synced is left alone: ignorepath, editor junk.
+    os.makedirs(os.path.join(folder, "scratch"))
+    for junk in ("scratch/x.txt", "old.txt~", ".later.txt.swp"):
+        with open(os.path.join(folder, junk), "w") as f:
+            f.write("junk\n")
+    result = run("restore", folder, "--at", then, "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert "removed later.txt (still in history)" in result.stdout
+    assert "kept draft.txt: it did not exist then, but it is not in history yet" in result.stdout
+    assert sorted(n for n in os.listdir(folder) if n != ".git") == [
+        ".later.txt.swp", "draft.txt", "old.txt", "old.txt~", "scratch"]
+    assert os.listdir(os.path.join(folder, "scratch")) == ["x.txt"]
+    result = run("restore", os.path.join(folder, "scratch"), "--config", config)
+    assert result.returncode == 1 and "has no history" in result.stderr
+
+
+def restore(machine, *args):
+    result = run("restore", *args, "--config", machine.config, cwd=machine.path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.splitlines()
+
+
+def one_restore_commit(a, remote, before, what):
+    """The restore arrived as exactly one commit, pushed, saying what and from when."""
+    time.sleep(1)  # the watcher's own batch of the restored files, if it made one
+    settle(a, remote)
+    assert remote.commit_count() == before + 1, remote.log("-3", "--format=%B")
+    message = remote.log("-1", "--format=%B")
+    assert message.split("\n")[2].startswith("restore of %s as it was at 20" % what), message
+    return message
+
+
+def on_b(b, remote):
+    b.notify("pull")
+    settle(b, remote)
+
+
+@pytest.mark.e2e
+def test_restore_a_removed_folder(machines, remote):
+    a, b = machines("a", "b")
+    photo = os.urandom(20000)
+    os.makedirs(os.path.join(a.path, "photos", "2026"))
+    write(a, "photos/2026/beach.jpg", photo)
+    write(a, "photos/index.txt", b"beach\n")
+    write(a, "photos/show.sh", b"#!/bin/sh\necho slides\n")
+    os.chmod(os.path.join(a.path, "photos/show.sh"), 0o755)
+    os.symlink("2026/beach.jpg", os.path.join(a.path, "photos", "latest"))
+    share(a, b, remote)
+    wanted = tree(a)
+    shutil.rmtree(os.path.join(a.path, "photos"))
+    share(a, b, remote)
+    assert not os.path.exists(os.path.join(b.path, "photos"))
+    before = remote.commit_count()
+
+    lines = restore(a, "photos", "--dry-run")
+    assert lines[:4] == ["would bring back photos/%s" % n for n in
+                         ("2026/beach.jpg", "index.txt", "latest", "show.sh")]
+    assert lines[4].startswith("would make photos as it was at ") and "nothing written" in lines[4]
+    assert not os.path.lexists(os.path.join(a.path, "photos"))
+    assert not [n for n in os.listdir(a.path) if n.endswith("~")]
+
+    started = time.monotonic()
+    lines = restore(a, "photos")
+    took = time.monotonic() - started
+    assert lines[:4] == ["brought back photos/%s" % n for n in
+                         ("2026/beach.jpg", "index.txt", "latest", "show.sh")]
+    assert lines[4].startswith("photos is as it was at ") and lines[4].endswith("4 brought back")
+    assert lines[5] == "committed and pushed"
+    assert os.path.isdir(os.path.join(a.path, "photos"))  # never git's tree object as a file
+    message = one_restore_commit(a, remote, before, "photos")
+    assert "added: photos/2026/beach.jpg" in message
+    on_b(b, remote)
+    for m in (a, b):
+        assert tree(m) == wanted
+        assert os.readlink(os.path.join(m.path, "photos", "latest")) == "2026/beach.jpg"
+        assert os.stat(os.path.join(m.path, "photos", "show.sh")).st_mode & 0o111
+        assert not os.stat(os.path.join(m.path, "photos", "index.txt")).st_mode & 0o111
+    print("restore of a removed folder took %.2f s" % took)
+    assert "Traceback" not in a.logtext() + b.logtext()
+
+
+@pytest.mark.e2e
+def test_restore_a_folder_with_files_changed_added_and_removed_since(machines, remote):
+    a, b = machines("a", "b")
+    os.makedirs(os.path.join(a.path, "docs"))
+    for name in ("plan.txt", "same.txt", "gone.txt"):
+        write(a, "docs/" + name, ("%s, first\n" % name).encode())
+    write(a, "outside.txt", b"not in docs\n")
+    share(a, b, remote)
+    wanted = tree(a)
+    # One burst, one commit: the last change to docs.
+    write(a, "docs/plan.txt", b"plan, second\n")
+    os.makedirs(os.path.join(a.path, "docs", "new"))
+    write(a, "docs/new/draft.txt", b"a draft\n")
+    os.unlink(os.path.join(a.path, "docs", "gone.txt"))
+    share(a, b, remote)
+    changed = tree(a)
+    write(a, "outside.txt", b"changed outside docs, later\n")  # not docs: not restored
+    before_change = remote.commit_count()
+    settle(a, remote)
+    before = remote.commit_count()
+    assert before == before_change + 1
+
+    lines = restore(a, os.path.join(a.path, "docs"))
+    assert lines[:4] == ["brought back docs/gone.txt",
+                         "removed docs/new/draft.txt (still in history)",
+                         "restored docs/plan.txt",
+                         lines[3]]
+    assert lines[3].endswith("1 restored, 1 brought back, 1 removed")
+    assert not os.path.exists(os.path.join(a.path, "docs", "new"))  # emptied folder goes
+    message = one_restore_commit(a, remote, before, "docs")
+    assert "removed: docs/new/draft.txt" in message and "modified: docs/plan.txt" in message
+    on_b(b, remote)
+    expected = dict(wanted, **{"outside.txt": b"changed outside docs, later\n"})
+    assert tree(a) == tree(b) == expected
+    # The removed draft stays in history: restore it by naming the later version.
+    assert git("--git-dir", remote.path, "show", "main~1:docs/new/draft.txt") == b"a draft\n"
+    assert changed["docs/new/draft.txt"] == b"a draft\n"
+
+
+@pytest.mark.e2e
+def test_restore_the_whole_tree_after_a_mass_delete(machines, remote):
+    a, b = machines("a", "b")
+    for i in range(25):
+        write(a, "f%02d.txt" % i if i < 10 else "dir%d/f%02d.txt" % (i % 3, i), b"file %d\n" % i)
+    share(a, b, remote)
+    wanted = tree(a)
+    assert len(wanted) == 26  # and the README
+    subprocess.run("rm -rf ./*", shell=True, cwd=a.path, check=True)
+    share(a, b, remote)
+    assert "26 removed" in remote.log("-1", "--format=%s")
+    assert tree(b) == {}  # applied on the other machine, by design
+    before = remote.commit_count()
+
+    assert restore(a, ".", "--dry-run")[-1].endswith("26 brought back; nothing written")
+    assert tree(a) == {}
+    lines = restore(a, ".")
+    assert len([l for l in lines if l.startswith("brought back ")]) == 26
+    assert lines[-2].startswith("the whole folder is as it was at ")
+    message = one_restore_commit(a, remote, before, "the whole folder")
+    assert message.startswith("autosync on %s: 26 added" % socket.gethostname())
+    on_b(b, remote)
+    assert tree(a) == tree(b) == wanted
+    # Nothing to do now: said, and no commit.
+    assert restore(a, ".", "--at", git("rev-parse", "HEAD", cwd=a.path).decode().strip())[-1] \
+        .endswith("nothing to do")
+    assert remote.commit_count() == before + 1
+
+
+def test_a_relative_path_outside_the_folder_is_taken_from_the_folder(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    os.makedirs(os.path.join(folder, "photos"))
+    with open(os.path.join(folder, "photos", "a.jpg"), "w") as f:
+        f.write("a\n")
+    commit_all(folder, "photos")
+    shutil.rmtree(os.path.join(folder, "photos"))
+    commit_all(folder, "removed")
+    elsewhere = str(tmp_path / "home")
+    # As the mass-delete warning words it, run from anywhere.
+    result = run("restore", "photos", "--config", config, cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("brought back photos/a.jpg\n")
+    result = run("restore", "../x", "--config", config, cwd=elsewhere)
+    assert result.returncode == 1 and "not inside the synced folder" in result.stderr
+
+
+def test_hostile_names_come_back_as_they_were(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    names = ["-rf", "a b", "new\nline", "$(touch pwned)", "*", "caf\xe9", "x\udcff"]
+    os.makedirs(os.path.join(folder, "d"))
+    for name in names:
+        with open(os.path.join(os.fsencode(folder), b"d", os.fsencode(name)), "wb") as f:
+            f.write(os.fsencode(name))
+    commit_all(folder, "names")
+    shutil.rmtree(os.path.join(folder, "d"))
+    commit_all(folder, "removed")
+    result = run("restore", os.path.join(folder, "d"), "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(os.path.join(folder, "d"))) == sorted(names)
+    for name in names:
+        with open(os.path.join(os.fsencode(folder), b"d", os.fsencode(name)), "rb") as f:
+            assert f.read() == os.fsencode(name)
+    assert "brought back 'd/new\\nline'" in result.stdout
+    assert not os.path.exists(os.path.join(folder, "pwned"))

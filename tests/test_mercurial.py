@@ -406,3 +406,43 @@ def test_mercurial_update_refuses_to_merge_uncommitted_changes(tmp_path, central
 def hgmerge_reported(output):
     from autosync.hgmerge import reported
     return reported(output)
+
+
+def test_the_mercurial_example_restores_a_removed_folder(tmp_path, central):
+    a, b = HgMachine(tmp_path, "a", central), HgMachine(tmp_path, "b", central)
+    notify_hook(central, (a, b))
+    try:
+        a.start(), b.start()
+
+        def same(what):
+            wait_until(lambda: a.settled(central) and b.settled(central)
+                       and a.files() == b.files(), 40, 0.1, what)
+
+        notes = os.path.join(a.path, "notes")
+        os.makedirs(os.path.join(notes, "old"))
+        for rel, data in (("todo.txt", b"buy milk\n"), ("old/list.txt", b"bread\n"),
+                          ("run.sh", b"#!/bin/sh\n")):
+            with open(os.path.join(notes, rel), "wb") as f:
+                f.write(data)
+        os.chmod(os.path.join(notes, "run.sh"), 0o755)
+        os.symlink("todo.txt", os.path.join(notes, "latest"))
+        same("a's notes to reach b")
+        wanted = a.files()
+        shutil.rmtree(notes)
+        same("the removal to reach b")
+        assert "notes/todo.txt" not in b.files()
+        commits = len(hg("log", "-T", "x\n", cwd=central).split())
+
+        out = dvcs_autosync("restore", notes, "--config", a.config)
+        assert out.splitlines()[:4] == ["brought back notes/%s" % n for n in
+                                        ("latest", "old/list.txt", "run.sh", "todo.txt")]
+        same("the restored folder to reach b")
+        assert a.files() == b.files() == wanted
+        assert os.readlink(os.path.join(b.path, "notes", "latest")) == "todo.txt"
+        assert os.stat(os.path.join(b.path, "notes", "run.sh")).st_mode & 0o111
+        assert len(hg("log", "-T", "x\n", cwd=central).split()) == commits + 1
+        assert "restore of notes as it was at " in hg("log", "-r", "tip", "--template", "{desc}",
+                                                       cwd=central)
+    finally:
+        a.stop(), b.stop()
+    assert "Traceback" not in a.logtext() + b.logtext()

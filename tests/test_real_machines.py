@@ -7,6 +7,7 @@ the synced folder, an editor's swap file present during a rescan.
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import time
@@ -68,8 +69,14 @@ class Events:
         raise AssertionError("no such event; seen: %s" % self.seen)
 
     def close(self):
-        self.proc.kill()
-        self.proc.wait()
+        """After the daemon stopped: every event it published is in `seen`."""
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        for line in self.proc.stdout.read().splitlines():
+            if line.strip():
+                self.seen.append(json.loads(line))
 
 
 def machine_socket(machine):
@@ -276,8 +283,16 @@ def test_a_mass_delete_is_said_with_the_command_that_undoes_it(machines, remote)
     said = events.wait_for(lambda e: e.get("event") == "mass-delete")
     assert said["count"] == 25 and said["total"] == 31  # README too
     command = said["restore"]
-    assert command == "dvcs-autosync --config %s restore photos --at @%d" % (
-        a.config, int(command.rsplit("@", 1)[1]))
+    at = command.split("--at ")[1].split()[0]
+    assert command == "dvcs-autosync restore photos --at %s --config %s" % (at, a.config)
     settle(a, remote)
     assert a.status()["mass_delete"]["restore"] == command
     assert "25 of 31 files were removed in one commit" in a.logtext() and command in a.logtext()
+    # The command does what it says: the photos come back, and reach the remote.
+    argv = [sys.executable, "-m", "autosync.supervisor"] + shlex.split(command)[1:]
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    settle(a, remote)
+    files = remote.files()
+    assert all(files.get(b"photos/p%02d.jpg" % i) == b"photo %d\n" % i for i in range(30))

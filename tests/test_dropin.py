@@ -1,0 +1,108 @@
+"""End-to-end: the original dvcs-autosync's habits keep working beside the new suite.
+
+Facts relied on, from the original's last revision (issue 11):
+* its pidfile holds the PID as written by `str(os.getpid())`, no newline;
+* at start it reads the whole file and treats the daemon as running when
+  os.path.exists('/proc/' + text); otherwise it removes the file and goes on;
+* its example's movecmd is two lines, `git rm %s` then `git add %s`;
+* it pulls on every `pushed ...` message from another resource of the account.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ORIGINAL_COMMANDS
+from test_real_machines import Events
+from test_sync import settle, write
+
+pytestmark = pytest.mark.e2e
+
+
+def original_sees_a_daemon(pidfile):
+    """The original's start-up check, as it reads the file."""
+    with open(pidfile) as f:
+        return os.path.exists("/proc/" + f.read())
+
+
+def test_the_original_refuses_to_start_beside_a_running_daemon(machines):
+    a = machines("a")
+    from autosync.config import load
+    pidfile = load(a.config).pidfile
+    with open(pidfile) as f:
+        assert f.read() == str(a.proc.pid)  # no newline
+    assert original_sees_a_daemon(pidfile)
+
+
+def test_the_new_daemon_refuses_to_start_beside_the_original(machines, tmp_path):
+    a = machines("a", start=False)
+    from autosync.config import load
+    pidfile = load(a.config).pidfile
+    # The original, running: its process name says dvcs-autosync, its pidfile its PID.
+    original = subprocess.Popen(["bash", "-c", "exec -a dvcs-autosync sleep 60"])
+    try:
+        with open(pidfile, "w") as f:
+            f.write(str(original.pid))
+        result = subprocess.run([sys.executable, "-m", "autosync.supervisor", a.config],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                timeout=30)
+        assert result.returncode == 1
+        assert "already running for this config with PID %d" % original.pid in result.stderr
+        with open(pidfile) as f:
+            assert f.read() == str(original.pid)  # left as the original wrote it
+    finally:
+        original.kill()
+        original.wait()
+
+
+def test_stopping_leaves_a_pidfile_that_names_another_process(machines):
+    a = machines("a")
+    from autosync.config import load
+    pidfile = load(a.config).pidfile
+    with open(pidfile, "w") as f:
+        f.write("1")  # taken over meanwhile (the original replaced it, say)
+    assert a.stop() == 0
+    with open(pidfile) as f:
+        assert f.read() == "1"
+
+
+@pytest.mark.parametrize("commands", ["original", "new"])
+def test_a_folder_move_with_the_originals_movecmd_is_quiet_and_the_same(machines, remote,
+                                                                        commands):
+    dvcs = dict(ORIGINAL_COMMANDS) if commands == "original" else {}
+    a = machines("a", dvcs=dvcs)
+    for i in range(5):
+        write(a, "photos/2024/p%d.jpg" % i, b"photo %d\n" % i)
+    settle(a, remote)
+    os.rename(os.path.join(a.path, "photos"), os.path.join(a.path, "pictures"))
+    settle(a, remote)
+    assert "fatal:" not in a.logtext() and "WARNING" not in a.logtext()
+    files = remote.files()
+    assert sorted(files) == [b"README"] + [b"pictures/2024/p%d.jpg" % i for i in range(5)]
+    moved = remote.log("-1", "--format=%s", "main").strip()
+    assert moved.endswith(": 5 moved"), moved
+    names = remote.log("-1", "--format=", "--name-status", "-M", "main").split("\n")
+    assert sum(1 for n in names if n.startswith("R100")) == 5
+
+
+def test_only_a_push_of_something_new_is_announced(machines, remote):
+    a = machines("a", start=False)
+    a.start()
+    events = Events(a)
+    assert a.notify("sync").returncode == 0  # nothing new: pushed nothing
+    write(a, "new.txt", b"x\n")
+    said = events.wait_for(lambda e: e.get("event") == "pushed")
+    assert said["source"] == "committer"
+    assert [e for e in events.seen if e.get("event") == "committed"]  # after a commit only
+    assert a.notify("sync").returncode == 0
+    a.stop()
+    events.close()
+    assert len([e for e in events.seen if e.get("event") == "pushed"]) == 1
+    # Nor right after starting, with nothing to push.
+    a.start()
+    events = Events(a)
+    assert a.notify("sync").returncode == 0
+    a.stop()
+    events.close()
+    assert not [e for e in events.seen if e.get("event") == "pushed"]
