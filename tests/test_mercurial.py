@@ -1,14 +1,19 @@
 """End-to-end: two Mercurial clones of one central repository, kept in sync by
 the real suite with docs/examples/mercurial.autosync's commands. The central
-repository's changegroup hook tells the daemons that a push arrived."""
+repository's changegroup hook tells the daemons that a push arrived. The
+example's pullcmd runs autosync-hgmerge (bin/ is put first on PATH), so two
+machines changing the same file while apart keep both versions, as with git."""
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
 from conftest import ROOT, Machine, tree, wait_until
+from test_conflicts import HOST, STAMP
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")]
@@ -69,9 +74,35 @@ class HgMachine(Machine):
     def files(self):
         return tree(self)
 
+    def cut_off(self):
+        """This machine alone loses the central repository (the others keep it)."""
+        hgrc = os.path.join(self.path, ".hg", "hgrc")
+        text = open(hgrc).read()
+        with open(hgrc, "w") as f:
+            f.write(text.replace("default = " + self.central,
+                                 "default = " + self.central + ".unreachable"))
+        return self.central
+
+    def reconnect(self, url=None):
+        hgrc = os.path.join(self.path, ".hg", "hgrc")
+        text = open(hgrc).read()
+        with open(hgrc, "w") as f:
+            f.write(text.replace(".unreachable", ""))
+
+    def head(self):
+        return hg("id", "-i", "-r", ".", cwd=self.path)
+
+    def never_mid_merge(self):
+        """No merge in progress, nothing unresolved, one head."""
+        assert hg("log", "-r", "p2()", "-T", "x", cwd=self.path) == ""
+        assert hg("resolve", "-l", cwd=self.path) == ""
+        assert hg("heads", "-T", "x", cwd=self.path) == "x"
+
 
 @pytest.fixture
-def central(tmp_path, private_home):
+def central(tmp_path, private_home, monkeypatch):
+    # The example's pullcmd calls autosync-hgmerge: the checkout's launcher.
+    monkeypatch.setenv("PATH", os.path.join(ROOT, "bin") + os.pathsep + os.environ["PATH"])
     with open(os.path.join(str(private_home), ".hgrc"), "w") as f:
         f.write("[ui]\nusername = Test <test@example.org>\n")
     path = str(tmp_path / "central")
@@ -142,6 +173,239 @@ def test_two_mercurial_clones_stay_in_sync(tmp_path, central):
     finally:
         a.stop(), b.stop()
     assert "Traceback" not in a.logtext() + b.logtext()
+
+
+# --- both versions kept: the Mercurial example's pullcmd and autosync-hgmerge ---------------
+
+def write(m, rel, data):
+    full = os.path.join(m.path, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "wb") as f:
+        f.write(data)
+
+
+def settle(central, *machines):
+    wait_until(lambda: all(m.settled(central) for m in machines), 40, 0.1,
+               " and ".join(m.name for m in machines) + " to settle")
+
+
+def committed(m):
+    """Everything written on m is committed (pushed or not)."""
+    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
+        m.status()) and not m.dirty(), 30, 0.1, m.name + " to commit")
+
+
+def share(central, a, b):
+    settle(central, a)
+    b.notify("pull")
+    settle(central, b)
+
+
+def sync_both(central, a, b):
+    """b pushes (new head refused, pulls, merges, pushes again); then a pulls the merge."""
+    assert b.notify("sync").returncode == 0
+    settle(central, b)
+    a.notify("pull")
+    settle(central, a)
+
+
+def copies(files, stem, ext):
+    pattern = re.compile(r"%s \(conflict from %s %s\)%s$" % (re.escape(stem), HOST, STAMP,
+                                                             re.escape(ext)))
+    return {p: c for p, c in files.items() if pattern.match(p)}
+
+
+def no_markers_in_history(central):
+    history = hg("log", "-p", "--git", cwd=central)
+    assert "<<<<<<<" not in history and ">>>>>>>" not in history
+
+
+@pytest.fixture
+def pair(tmp_path, central):
+    a, b = HgMachine(tmp_path, "a", central), HgMachine(tmp_path, "b", central)
+    notify_hook(central, (a, b))
+    yield a.start(), b.start()
+    a.stop(), b.stop()
+    assert "Traceback" not in a.logtext() + b.logtext()
+
+
+def test_mercurial_every_kind_of_conflict_keeps_both_versions(central, pair):
+    a, b = pair
+    for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):
+        write(a, name, b"base of %s\n" % name.encode())
+    write(a, "pic.bin", b"\x89PNG\0base\xff")
+    write(a, "merged.txt", b"one\ntwo\nthree\nfour\nfive\n")
+    share(central, a, b)
+    b.cut_off()
+    # b, apart: its versions are committed first, so they are the older ones.
+    write(b, "notes.txt", b"b's notes\n")
+    write(b, "gone-on-a.txt", b"b changed this\n")
+    os.unlink(os.path.join(b.path, "gone-on-b.txt"))
+    write(b, "new.txt", b"b made this\n")
+    write(b, "pic.bin", b"\x89PNG\0from b\xfe")
+    write(b, "merged.txt", b"one\ntwo\nthree\nfour\nfive by b\n")
+    committed(b)
+    time.sleep(1.1)  # commit dates have one-second resolution
+    write(a, "notes.txt", b"a's notes\n")
+    os.unlink(os.path.join(a.path, "gone-on-a.txt"))
+    write(a, "gone-on-b.txt", b"a changed this\n")
+    write(a, "new.txt", b"a made this\n")
+    write(a, "pic.bin", b"\x89PNG\0from a\xfd")
+    write(a, "merged.txt", b"one by a\ntwo\nthree\nfour\nfive\n")
+    settle(central, a)
+    b.reconnect()
+    sync_both(central, a, b)
+
+    files = a.files()
+    assert b.files() == files
+    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
+    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
+    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats deleted
+    assert files["gone-on-b.txt"] == b"a changed this\n"
+    assert files["new.txt"] == b"a made this\n"  # added on both sides
+    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
+    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
+    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
+    # Changes in different places of a text file are merged, as git does: no copy.
+    assert files["merged.txt"] == b"one by a\ntwo\nthree\nfour\nfive by b\n"
+    assert len(files) == 10  # README + 6 files + 3 copies: no .orig, nothing else
+    tip = {f: subprocess.run(["hg", "cat", "-r", "tip", "path:" + f], cwd=central, check=True,
+                             stdout=subprocess.PIPE).stdout
+           for f in hg("files", "-r", "tip", cwd=central).splitlines()}
+    assert tip == files
+    for m in (a, b):
+        m.never_mid_merge()
+        assert m.head() == b.head()
+    assert hg("heads", "-T", "x", cwd=central) == "x"
+    no_markers_in_history(central)
+    # Said once, in the merge commit: one line per copy.
+    merges = hg("log", "-r", "merge()", "-T", "{desc}\\0", cwd=central).strip("\0").split("\0")
+    assert len(merges) == 1
+    assert merges[0].startswith("autosync on %s: merged, 3 conflicts" % socket_host())
+    assert sorted(merges[0].splitlines()[2:]) == sorted(
+        "conflict: %s (other version kept as %s)" % (p.split(" (")[0] + os.path.splitext(p)[1], p)
+        for p in files if "(conflict from" in p)
+
+    # Syncing goes on afterwards.
+    write(b, "after.txt", b"after\n")
+    share(central, b, a)
+    assert a.files()["after.txt"] == b"after\n"
+
+
+def socket_host():
+    import socket
+    return socket.gethostname()
+
+
+def test_mercurial_merging_side_keeps_its_newer_version(central, pair):
+    a, b = pair
+    write(a, "doc/plan.md", b"v1\n")
+    share(central, a, b)
+    b.cut_off()
+    write(a, "doc/plan.md", b"a's plan\n")
+    settle(central, a)
+    time.sleep(1.1)
+    write(b, "doc/plan.md", b"b's plan\n")
+    committed(b)
+    b.reconnect()
+    sync_both(central, a, b)
+    files = a.files()
+    assert b.files() == files
+    assert files["doc/plan.md"] == b"b's plan\n"
+    found = {p: c for p, c in files.items() if p.startswith("doc/plan (conflict from ")}
+    assert list(found.values()) == [b"a's plan\n"] and list(found)[0].endswith(").md")
+    for m in (a, b):
+        m.never_mid_merge()
+    no_markers_in_history(central)
+
+
+def hgmerge(path, *args):
+    return subprocess.run([sys.executable, "-m", "autosync.hgmerge"] + list(args), cwd=path,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_mercurial_both_sides_pick_the_same_winner(tmp_path, central):
+    """The winner depends on the changesets only, not on which machine merges; what is
+    printed is read back by hgmerge.reported, one entry per conflict copy."""
+    from autosync import hgmerge as module
+    clones = []
+    for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
+        path = str(tmp_path / name)
+        hg("clone", "-q", central, path)
+        with open(os.path.join(path, "f.txt"), "wb") as f:
+            f.write(text)
+        hg("add", "-q", "f.txt", cwd=path)
+        hg("commit", "-q", "-m", "autosync on %s: 1 added" % name, cwd=path)
+        clones.append(path)
+    x, y = clones
+    hg("pull", "-q", y, cwd=x)
+    hg("pull", "-q", x, cwd=y)
+    results = []
+    for path in (x, y):
+        done = hgmerge(path, "--host", "merger")
+        assert done.returncode == 0, done.stderr
+        made = module.reported(done.stdout)
+        assert len(made) == 1 and made[0]["path"] == "f.txt"
+        assert "conflict in f.txt" in done.stderr
+        with open(os.path.join(path, "f.txt"), "rb") as f:
+            results.append((f.read(), made[0]["host"]))
+        assert hg("resolve", "-l", cwd=path) == "" and hg("status", cwd=path) == ""
+        assert hg("log", "-r", ".", "-T", "{desc|firstline}", cwd=path) == \
+            "autosync on merger: merged, 1 conflicts"
+    assert results[0] == results[1]  # same content at the path, same host in the copy name
+    # Nothing more to do: a second run changes nothing and prints nothing.
+    again = hgmerge(x)
+    assert again.returncode == 0 and again.stdout == ""
+
+
+def test_mercurial_half_done_merge_is_finished(tmp_path, central):
+    """A merge left with unresolved files (a crash) is finished by the next run."""
+    clones = []
+    for name in ("x", "y"):
+        path = str(tmp_path / name)
+        hg("clone", "-q", central, path)
+        with open(os.path.join(path, "README"), "w") as f:
+            f.write("changed on %s\n" % name)
+        hg("commit", "-q", "-m", "autosync on %s: 1 modified" % name, cwd=path)
+        clones.append(path)
+    x, y = clones
+    hg("pull", "-q", y, cwd=x)
+    from autosync.hgmerge import MERGE  # as the helper merges, killed before it resolves
+    merge = subprocess.run(("hg",) + MERGE, cwd=x,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert merge.returncode == 1  # unresolved: markers in README
+    done = hgmerge(x)
+    assert done.returncode == 0, done.stderr
+    x_files = {p: c for p, c in tree(type("M", (), {"path": x})).items()}
+    assert len(x_files) == 2 and all(b"<<<<<<<" not in c for c in x_files.values())
+    assert hg("log", "-r", "p2()", "-T", "x", cwd=x) == "" and hg("resolve", "-l", cwd=x) == ""
+
+
+def test_mercurial_update_refuses_to_merge_uncommitted_changes(tmp_path, central):
+    """Behind the head with a local edit of a file the pull changed: no markers, exit 1
+    (the daemon then commits the edit and pulls again, which merges)."""
+    x, y = str(tmp_path / "x"), str(tmp_path / "y")
+    hg("clone", "-q", central, x)
+    hg("clone", "-q", central, y)
+    with open(os.path.join(y, "README"), "w") as f:
+        f.write("from y\n")
+    hg("commit", "-q", "-m", "autosync on y: 1 modified", cwd=y)
+    hg("push", "-q", cwd=y)
+    with open(os.path.join(x, "README"), "w") as f:
+        f.write("from x, not committed\n")
+    hg("pull", "-q", cwd=x)
+    assert hgmerge(x).returncode == 1
+    with open(os.path.join(x, "README")) as f:
+        assert f.read() == "from x, not committed\n"
+    hg("commit", "-q", "-m", "autosync on x: 1 modified", cwd=x)
+    done = hgmerge(x, "--host", "x")
+    assert done.returncode == 0, done.stderr
+    assert len(hgmerge_reported(done.stdout)) == 1
+
+
+def hgmerge_reported(output):
+    from autosync.hgmerge import reported
+    return reported(output)
 
 
 def test_the_mercurial_example_restores_a_removed_folder(tmp_path, central):

@@ -4,6 +4,9 @@
 
 runs a longer soak (defaults: seed 1, 60 operations, in the normal suite).
 The seed and the operations done are printed, so a failure can be replayed.
+The same world runs on Mercurial clones with docs/examples/mercurial.autosync
+(AUTOSYNC_HG_OPS operations, default 20: hg's commands are slower, about
+2 minutes on two cores).
 """
 import os
 import random
@@ -14,6 +17,7 @@ import subprocess
 import pytest
 
 from conftest import git, wait_until
+from test_mercurial import central  # noqa: F401 (a fixture)
 from test_conflicts import committed, cut_off, reconnect, tree
 from test_sync import write
 
@@ -21,6 +25,7 @@ pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
 OPS = int(os.environ.get("AUTOSYNC_OPS", "60"))
+HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
 HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
                     "post-receive")
 # Operation -> weight.
@@ -39,8 +44,9 @@ def folders_of(machine):
 class World:
     """The machines, what was ever written, and what is being done to them."""
 
-    def __init__(self, rng, machines, remote):
+    def __init__(self, rng, machines, remote, cut=cut_off, join=reconnect):
         self.rng, self.machines, self.remote = rng, machines, remote
+        self.cut, self.join = cut, join  # take one machine off the remote, and back
         self.tokens = set()
         self.offline = {}  # machine name -> (url, operations left)
         self.log = []
@@ -90,7 +96,7 @@ class World:
                     write(x, path, (self.token(x) + "\n").encode())
                 touched.append(other)
             elif kind == "cut-off" and not self.offline:
-                self.offline[m.name] = (cut_off(m), self.rng.randint(4, 12))
+                self.offline[m.name] = (self.cut(m), self.rng.randint(4, 12))
             elif kind == "kill":
                 pid = m.children().get("committer")
                 if pid:
@@ -106,20 +112,24 @@ class World:
     def reconnect_due(self, now=False):
         for name, (url, left) in list(self.offline.items()):
             if now or left <= 1:
-                reconnect(next(m for m in self.machines if m.name == name), url)
+                self.join(next(m for m in self.machines if m.name == name), url)
                 del self.offline[name]
             else:
                 self.offline[name] = (url, left - 1)
 
 
-def quiet(machines, remote, timeout=120):
+def git_head(machine):
+    return git("rev-parse", "HEAD", cwd=machine.path)
+
+
+def quiet(machines, remote, timeout=120, head=git_head):
     """Sync until every machine has the remote's head and nothing left to do."""
     def converged():
         for m in machines:
             m.notify("sync", check=False)
         for m in machines:
             m.notify("pull", check=False)
-        heads = {git("rev-parse", "HEAD", cwd=m.path) for m in machines}
+        heads = {head(m) for m in machines}
         return len(heads) == 1 and all(m.settled(remote) for m in machines)
     wait_until(converged, timeout, 0.5, "the three machines to converge")
 
@@ -131,6 +141,14 @@ def history_blobs(remote):
     out = subprocess.run(["git", "--git-dir", remote.path, "cat-file", "--batch"], input=ids + b"\n",
                          stdout=subprocess.PIPE, check=True).stdout
     return out.decode("utf-8", "replace")
+
+
+def same_and_unmarked(ms):
+    final = tree(ms[0])
+    assert tree(ms[1]) == final and tree(ms[2]) == final
+    for path, content in final.items():
+        for line in content.splitlines():
+            assert not line.startswith((b"<<<<<<< ", b">>>>>>> ")), path
 
 
 def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands):
@@ -147,13 +165,45 @@ def test_three_machines_random_operations_converge_and_lose_nothing(machines, re
         quiet(ms, remote)
     finally:
         print("\n".join(world.log))
-    final = tree(ms[0])
-    assert tree(ms[1]) == final and tree(ms[2]) == final
-    for path, content in final.items():
-        for line in content.splitlines():
-            assert not line.startswith((b"<<<<<<< ", b">>>>>>> ")), path
+    same_and_unmarked(ms)
     history = history_blobs(remote)
     lost = sorted(t for t in world.tokens if t not in history)
     assert not lost, "contents neither in the tree nor in history: %s" % lost
     for m in ms:
         assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
+
+
+def test_three_mercurial_machines_random_operations_converge_and_lose_nothing(tmp_path, central):
+    """The same with Mercurial clones and the example's commands (autosync-hgmerge)."""
+    from test_mercurial import HgMachine, hg, notify_hook
+    print("AUTOSYNC_SEED=%d AUTOSYNC_HG_OPS=%d" % (SEED, HG_OPS))
+    ms = [HgMachine(tmp_path, name, central) for name in ("a", "b", "c")]
+    for m in ms:
+        # hg's pull, helper and rescan take over a second: a 2 s timer keeps a machine
+        # busy most of the time, and the three are then rarely idle at once.
+        m.settings["pullinterval"] = "5"
+        m.write_config()
+    notify_hook(central, ms)
+    world = World(random.Random(SEED), ms, central,
+                  cut=lambda m: m.cut_off(), join=lambda m, url: m.reconnect())
+    try:
+        for m in ms:
+            m.start()
+        for n in range(HG_OPS):
+            world.do(n)
+        world.reconnect_due(now=True)
+        quiet(ms, central, head=lambda m: m.head())
+    finally:
+        print("\n".join(world.log))
+        for m in ms:
+            m.stop()
+    same_and_unmarked(ms)
+    history = hg("log", "-p", "--git", cwd=central)
+    lost = sorted(t for t in world.tokens if t not in history)
+    assert not lost, "contents neither in the tree nor in history: %s" % lost
+    assert "<<<<<<<" not in history and ">>>>>>>" not in history
+    for m in ms:
+        m.never_mid_merge()
+    assert hg("heads", "-T", "x", cwd=central) == "x"
+    merges = hg("log", "-r", "merge()", "-T", "{desc}\n", cwd=central)
+    print("merges:\n" + merges)
