@@ -209,7 +209,7 @@ class Committer:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
             committed = self.repo.commit([], rescan=True, note="; ".join(notes) or None)
-            error = self.repo.commit_error
+            error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:
                 error = self.last_error()

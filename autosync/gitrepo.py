@@ -60,6 +60,12 @@ def staged_changes(folder):
     return changes
 
 
+def tracked_files(folder):
+    """The files git tracks below `folder`, relative to it."""
+    out = git(folder, "ls-files", "-z", check=False) or b""
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
 def changed_paths(folder):
     """What git sees changed below `folder`, relative to it: -> (removed, other)."""
     prefix = os.fsdecode((git(folder, "rev-parse", "--show-prefix") or b"").strip())

@@ -168,8 +168,7 @@ class Repository:
     def tracked_files(self):
         """How many files the repository holds below the folder now (git; else on disk)."""
         if self.gitdir:
-            out = gitrepo.git(self.folder, "ls-files", "-z", check=False) or b""
-            return out.count(b"\0")
+            return len(gitrepo.tracked_files(self.folder))
         count = 0
         for root, dirs, files in os.walk(self.folder):
             dirs[:] = [d for d in dirs if d not in METADATA]

@@ -16,6 +16,9 @@ from autosync.messages import ACTIONS, printable
 log = logging.getLogger("autosync.staging")
 
 LISTED = 100  # paths kept in a status list
+# From this many new files in a batch on, a folder git knows nothing of is staged as
+# one path: `git add -A -- 10,000 paths` costs git eight times one of 100 folders.
+COLLAPSE_FROM = 200
 
 
 def arg(path):
@@ -89,6 +92,7 @@ class Staging:
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in (c for c in changes if c["action"] == "moved"):
             failed += self.move(move)
+        by_action["added"] = self.collapse_new_folders(by_action["added"])
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
@@ -116,6 +120,26 @@ class Staging:
             except CommandFailed as e:
                 failed.append((one["path"], e))
         return failed
+
+    def collapse_new_folders(self, added):
+        """Many new files: each under a folder the repository holds nothing of is
+        replaced by the topmost such folder (git: adding it adds them, and what the
+        excludes file leaves out stays out)."""
+        if not self.gitdir or len(added) < COLLAPSE_FROM:
+            return added
+        known = set()  # folders holding a tracked file, and their parents
+        for path in gitrepo.tracked_files(self.folder):
+            folder = os.path.dirname(path)
+            while folder and folder not in known:
+                known.add(folder)
+                folder = os.path.dirname(folder)
+        out = set()
+        for path in added:
+            parts = path.split("/")
+            new = next((i for i in range(1, len(parts)) if "/".join(parts[:i]) not in known),
+                       None)
+            out.add(path if new is None else "/".join(parts[:new]))
+        return sorted(out)
 
     def rescan(self):
         """Let the DVCS find every change itself; -> [(path, CommandFailed)] left out.

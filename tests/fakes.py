@@ -208,6 +208,7 @@ class FakeRepository:
         self.report = report
         self.calls = []
         self.commit_error = None
+        self.blocked = None
         self.push_ok = True
         self.pushed_new = True
         self.pull_ok = True

@@ -110,3 +110,27 @@ def test_a_few_removals_are_not_a_mass_delete(repo):
         (repo.path / ("f%d" % i)).unlink()
     assert r.commit([], rescan=True)  # 19 of 20: many, but under the 20 that counts
     assert not [a for a, _ in reports.named("event") if a[0] == "mass-delete"]
+
+
+def test_many_new_files_in_new_folders_are_staged_folder_by_folder(repo):
+    r, reports = repo(addcmd="git add -A -- %s")
+    (repo.path / "old").mkdir()
+    (repo.path / "old" / "kept.txt").write_text("x")
+    assert r.commit([], rescan=True)
+    added = []
+    for d in range(10):
+        for f in range(30):
+            rel = "new%d/sub/f%d.txt" % (d, f)
+            os.makedirs(repo.path / os.path.dirname(rel), exist_ok=True)
+            (repo.path / rel).write_text(rel)
+            added.append(rel)
+    for f in range(5):  # new files in a folder the repository already has
+        (repo.path / "old" / ("n%d" % f)).write_text("x")
+        added.append("old/n%d" % f)
+    (repo.path / "new0" / ".f1.txt.swp").write_text("vim")  # left out as ever
+    assert r.staging.collapse_new_folders(added) == \
+        ["new%d" % d for d in range(10)] + ["old/n%d" % f for f in range(5)]
+    assert r.commit([{"action": "added", "path": p} for p in added])
+    (message, listed), _ = reports.named("committed")[-1]
+    assert message.startswith("autosync on testhost: 305 added")
+    assert sorted(c["path"] for c in listed) == sorted(added)
