@@ -407,7 +407,7 @@ def install_hook(remote, *machines):
 # Syncthing, the peer: two instances on loopback sharing one folder
 
 SYNCTHING_DELAYS = (1, 10)  # fsWatcherDelayS: its fastest, and its default
-SYNCTHING_INSTALL = "Syncthing not found: `apt-get install -y syncthing` (Debian) gives its columns"
+SYNCTHING_INSTALL = "Syncthing not found (install it with `apt-get install -y syncthing`)"
 PROPAGATION_AIMS = {"defaults": 0.25, "lowest": 0.1}
 
 
@@ -666,7 +666,11 @@ def propagation(run, sizes):
     if run.peers:
         for delay in SYNCTHING_DELAYS:
             print("  Syncthing at fsWatcherDelayS %d ..." % delay, flush=True)
-            peers[delay] = syncthing_propagation(run, delay, sizes["trials"])
+            try:
+                peers[delay] = syncthing_propagation(run, delay, sizes["trials"])
+            except Exception as e:  # ours still count
+                print("  ! Syncthing at delay %d failed: %s" % (delay, e))
+                peers[delay] = []
 
     rows = []
     floor_median = median(floor)
@@ -768,8 +772,11 @@ def burst(run, sizes):
     st_pairs = {}
     if run.peers:
         for delay in SYNCTHING_DELAYS:
-            st_pairs[delay] = SyncthingPair(run, "burst", delay)
             sides["st%d" % delay] = {"arrived": []}
+            try:
+                st_pairs[delay] = SyncthingPair(run, "burst", delay)
+            except Exception as e:  # ours still count
+                print("  ! Syncthing at delay %d failed: %s" % (delay, e))
 
     def ours(profile, prefix, archive):
         a, b, remote, events, delays = pairs[profile]
@@ -869,7 +876,7 @@ def burst(run, sizes):
     rows = []
     bare = sides["floor"]
     floor_arrived, floor_pushed = median(bare["arrived"]), median(bare["pushed"])
-    peers = {d: sides["st%d" % d]["arrived"] for d in st_pairs}
+    peers = {d: sides["st%d" % d]["arrived"] for d in SYNCTHING_DELAYS if run.peers}
     for profile in PROFILES:
         side, delays = sides[profile], pairs[profile][4]
         label = "burst of %d files, %s (%s): untar to on B" % (count, profile,
@@ -1285,13 +1292,14 @@ def main():
         print("interrupted")
     finally:
         run.close()
+        # The table first: removing a 100,000-file tree takes a while.
+        print()
+        print_table(rows, peers=run.peers)
+        print(flush=True)
         if args.keep:
             print("kept %s" % base)
         else:
             shutil.rmtree(base, ignore_errors=True)
-
-    print()
-    print_table(rows, peers=run.peers)
     return 0
 
 
