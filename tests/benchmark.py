@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
-"""Benchmark of the real dvcs-autosync suite, each figure beside bare git.
+"""Benchmark of the real dvcs-autosync suite, each figure beside bare git and Syncthing.
 
-    python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--keep]
+    python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--no-peers] [--keep]
 
 Not a test: nothing is asserted, the script exits 0 even when an aim is
 missed. Everything runs in a temporary folder with a private HOME: real
 supervisors (`python -m autosync.supervisor CONFIG`), real git, bare
 remotes on disk, and (with --sync xmpp, the default) a private prosody on
-127.0.0.1 (tests/prosody.py). How to read the output: docs/benchmark.md.
+127.0.0.1 (tests/prosody.py). Syncthing (Debian's `syncthing`), when
+installed and not turned off with --no-peers, runs as two instances on
+127.0.0.1 beside us. Our machines run at the product's shipped defaults (no
+delay written in their config) and at the lowest settings (FAST). How to
+read the output: docs/benchmark.md.
 
 Measurements (NAME for --only):
-  propagation  a small file written on A until B has it, beside the bare-git floor
-  burst        N small files untarred until committed and pushed, beside add/commit/push
+  propagation  a small file written on A until B has it, beside the bare-git floor and Syncthing
+  burst        N small files untarred into A until B has them all (and until pushed)
+  machines     8 machines on one account: a change on one until all 7 others have it
+  slowwriter   a file written over 15 s: was a half-written version pushed before maxwait?
   scale        start-up time and memory on a large committed tree, beside `git status`
   idle         CPU time of the whole suite over an idle period
 """
 import argparse
 import io
+import json
 import os
 import platform
 import shutil
@@ -29,21 +36,30 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.request
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)   # the product under test: this checkout
 sys.path.insert(0, HERE)   # prosody.py
 
-from autosync import protocol  # noqa: E402
+from autosync import config as autosync_config, protocol  # noqa: E402
+from prosody import free_port  # noqa: E402
 
 FULL = dict(trials=20, burst_files=10_000, burst_trials=3, tree_files=100_000,
-            tree_folders=10_000, idle_seconds=60, tree_idle_seconds=20)
-QUICK = dict(trials=5, burst_files=2_000, burst_trials=1, tree_files=10_000,
-             tree_folders=1_000, idle_seconds=10, tree_idle_seconds=5)
+            tree_folders=10_000, idle_seconds=60, tree_idle_seconds=20, machines=8,
+            many_trials=20, slow_seconds=15)
+QUICK = dict(trials=3, burst_files=2_000, burst_trials=1, tree_files=10_000,
+             tree_folders=1_000, idle_seconds=10, tree_idle_seconds=5, machines=8,
+             many_trials=3, slow_seconds=15)
 
 # The lowest delays the configuration allows for a fast round trip.
 FAST = dict(readfrequency="0.2", pushdelay="0")
+# The machines' settings: "defaults" writes no delay into the config, so the
+# product's own defaults (autosync.config.KEYS) apply, whatever they are today.
+PROFILES = {"defaults": {}, "lowest": FAST}
+DELAY_KEYS = ("readfrequency", "pushdelay", "maxwait")
 PASSWORD = "bench-Pa55word"
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -208,7 +224,7 @@ def commit_count(remote):
 class Machine:
     """A clone of a remote with a config file, and the real suite running on it."""
 
-    def __init__(self, base, name, remote, xmpp=None):
+    def __init__(self, base, name, remote, xmpp=None, settings=None):
         self.name = name
         self.remote = remote
         self.path = os.path.join(base, name)
@@ -219,13 +235,18 @@ class Machine:
         git("clone", "-q", remote, self.path)
         lines = ["[autosync]", "path = " + self.path, "socket = " + self.socket,
                  "syncmethod = " + ("xmpp" if xmpp else "none"), "notifymethod = none",
-                 "pullinterval = 0"] + ["%s = %s" % kv for kv in FAST.items()]
+                 "pullinterval = 0"] + ["%s = %s" % kv for kv in (settings or {}).items()]
         if xmpp:
             lines += ["[xmpp]", "username = " + xmpp.jid, "password = " + PASSWORD,
                       "host = 127.0.0.1", "port = %d" % xmpp.port, "tls = required",
                       "cafile = " + xmpp.cafile, "resource = autosync-" + name]
         with open(os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write("\n".join(lines) + "\n")
+
+    def delays(self):
+        """{readfrequency, pushdelay, maxwait} as the product reads this machine's config."""
+        cfg = autosync_config.load(self.config)
+        return {key: getattr(cfg, key) for key in DELAY_KEYS}
 
     def start(self):
         self.logfile = open(self.log, "ab")
@@ -334,6 +355,8 @@ class Run:
         self.jid = None
         self.port = None
         self.cafile = None
+        self.peers = False          # run Syncthing beside us
+        self.peers_running = []
 
     def start_prosody(self):
         if self.server:
@@ -347,13 +370,13 @@ class Run:
         self.server.start()
         self.port, self.cafile = self.server.port, self.server.cafile
 
-    def machine(self, name, remote):
+    def machine(self, name, remote, settings=FAST):
         """A machine on `remote`, set up for the chosen sync method (not started)."""
         xmpp = None
         if self.sync == "xmpp":
             self.start_prosody()
             xmpp = self
-        m = Machine(self.base, name, remote, xmpp)
+        m = Machine(self.base, name, remote, xmpp, settings)
         self.machines.append(m)
         return m
 
@@ -365,6 +388,8 @@ class Run:
 
     def close(self):
         self.stop()
+        for pair in self.peers_running:
+            pair.stop()
         if self.server:
             self.server.stop()
 
@@ -379,12 +404,192 @@ def install_hook(remote, *machines):
 
 
 # --------------------------------------------------------------------------
+# Syncthing, the peer: two instances on loopback sharing one folder
+
+SYNCTHING_DELAYS = (1, 10)  # fsWatcherDelayS: its fastest, and its default
+SYNCTHING_INSTALL = "Syncthing not found (install it with `apt-get install -y syncthing`)"
+PROPAGATION_AIMS = {"defaults": 0.25, "lowest": 0.1}
+
+
+def syncthing_missing():
+    return None if shutil.which("syncthing") else SYNCTHING_INSTALL
+
+
+class Syncthing:
+    """One instance: its own home, GUI/REST and sync port on 127.0.0.1, nothing else.
+
+    No discovery (global or local), no relays, NAT, STUN, usage reporting, crash
+    reporting or upgrades: all off in config.xml, and STNOUPGRADE in its environment."""
+
+    def __init__(self, base, name):
+        self.name = name
+        self.home = os.path.join(base, "st-" + name)
+        self.log = os.path.join(base, "st-" + name + ".log")
+        self.proc = None
+        out = subprocess.run(["syncthing", "generate", "--home=" + self.home,
+                              "--no-default-folder", "--skip-port-probing"],
+                             env=self.environment(), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             check=True).stdout
+        self.tree = ET.parse(os.path.join(self.home, "config.xml"))
+        root = self.tree.getroot()
+        self.id = root.find("device").get("id")
+        self.apikey = root.find("gui/apikey").text
+        self.gui_port, self.port = free_port(), free_port()
+        assert self.id in out, out
+
+    def environment(self):
+        env = dict(os.environ, STNOUPGRADE="1", STNORESTART="1", STNODEFAULTFOLDER="1",
+                   STNOUPGRADECHECK="1")
+        for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                     "ALL_PROXY"):
+            env.pop(name, None)
+        return env
+
+    def configure(self, peer, folder, delay):
+        """Loopback only; `peer` by ID at its port; one folder shared with it, watched."""
+        root = self.tree.getroot()
+        root.find("gui").find("address").text = "127.0.0.1:%d" % self.gui_port
+        options = root.find("options")
+        for key, value in (("listenAddress", "tcp://127.0.0.1:%d" % self.port),
+                           ("globalAnnounceServer", ""), ("globalAnnounceEnabled", "false"),
+                           ("localAnnounceEnabled", "false"), ("relaysEnabled", "false"),
+                           ("natEnabled", "false"), ("urAccepted", "-1"), ("urSeen", "3"),
+                           ("autoUpgradeIntervalH", "0"), ("crashReportingEnabled", "false"),
+                           ("startBrowser", "false"), ("announceLANAddresses", "false"),
+                           ("stunKeepaliveStartS", "0"), ("stunServer", ""),
+                           ("releasesURL", ""), ("urURL", ""), ("crashReportingURL", ""),
+                           ("setLowPriority", "false")):
+            element = options.find(key)
+            if element is None:
+                element = ET.SubElement(options, key)
+            element.text = value
+        device = ET.SubElement(root, "device", id=peer.id, name=peer.name, compression="metadata",
+                               introducer="false", skipIntroductionRemovals="false",
+                               introducedBy="")
+        ET.SubElement(device, "address").text = "tcp://127.0.0.1:%d" % peer.port
+        ET.SubElement(device, "paused").text = "false"
+        ET.SubElement(device, "autoAcceptFolders").text = "false"
+        os.makedirs(os.path.join(folder, ".stfolder"), exist_ok=True)
+        shared = ET.SubElement(root, "folder", id="bench", label="bench", path=folder,
+                               type="sendreceive", rescanIntervalS="3600",
+                               fsWatcherEnabled="true", fsWatcherDelayS=str(delay),
+                               ignorePerms="false", autoNormalize="true")
+        for device_id in (self.id, peer.id):
+            ET.SubElement(shared, "device", id=device_id, introducedBy="")
+        self.tree.write(os.path.join(self.home, "config.xml"))
+        self.folder = folder
+
+    def start(self):
+        self.logfile = open(self.log, "ab")
+        self.proc = subprocess.Popen(["syncthing", "serve", "--home=" + self.home, "--no-browser",
+                                      "--no-restart", "--no-upgrade"],
+                                     env=self.environment(), stdin=subprocess.DEVNULL,
+                                     stdout=self.logfile, stderr=subprocess.STDOUT)
+
+    def rest(self, path):
+        request = urllib.request.Request("http://127.0.0.1:%d%s" % (self.gui_port, path),
+                                         headers={"X-API-Key": self.apikey})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=5) as response:
+                return json.load(response)
+        except (OSError, ValueError):
+            return None
+
+    def connected(self, peer):
+        answer = self.rest("/rest/system/connections") or {}
+        return (answer.get("connections") or {}).get(peer.id, {}).get("connected")
+
+    def idle(self):
+        answer = self.rest("/rest/db/status?folder=bench") or {}
+        return answer.get("state") == "idle" and answer.get("needTotalItems") == 0
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.logfile.close()
+            self.proc = None
+
+
+class SyncthingPair:
+    """A and B, one shared folder each, watcher delay `delay`; started and connected."""
+
+    def __init__(self, run, label, delay):
+        base = os.path.join(run.base, "st-%s-%d" % (label, delay))
+        os.makedirs(base)
+        self.a, self.b = Syncthing(base, "a"), Syncthing(base, "b")
+        self.a.configure(self.b, os.path.join(base, "folder-a"), delay)
+        self.b.configure(self.a, os.path.join(base, "folder-b"), delay)
+        run.peers_running.append(self)
+        for s in (self.a, self.b):
+            s.start()
+        if not wait_for(lambda: self.a.connected(self.b) and self.b.connected(self.a), 60, 0.1):
+            raise RuntimeError("the two Syncthing instances did not connect within 60 s; see "
+                               + base)
+        if not wait_for(self.idle, 60, 0.1):
+            raise RuntimeError("Syncthing not idle within 60 s; see " + base)
+
+    def idle(self):
+        return self.a.idle() and self.b.idle()
+
+    def stop(self):
+        for s in (self.a, self.b):
+            s.stop()
+
+
+def syncthing_propagation(run, delay, trials):
+    """Seconds from writing a small file in A's folder until B's holds the same content."""
+    pair = SyncthingPair(run, "prop", delay)
+    times = []
+    try:
+        for i in range(trials):
+            name = "trial-%03d.txt" % i
+            content = ("syncthing trial %d written at %.6f\n" % (i, time.time())).encode()
+            started = time.monotonic()
+            write_file(os.path.join(pair.a.folder, name), content)
+            if wait_for(lambda: read_file(os.path.join(pair.b.folder, name)) == content,
+                        30 + delay, 0.003):
+                times.append(time.monotonic() - started)
+            else:
+                print("  ! Syncthing trial %d: not on B within %d s" % (i, 30 + delay))
+            wait_for(pair.idle, 30, 0.05)
+            time.sleep(0.2)
+    finally:
+        pair.stop()
+    return times
+
+
+def peer_cells(peers, mine, stat=median):
+    """Syncthing's columns for a row: its figure at each delay, and fastest / ours."""
+    cells = {}
+    for delay in SYNCTHING_DELAYS:
+        values = peers.get(delay)
+        cells["st%d" % delay] = secs(stat(values)) if values else ("lost" if delay in peers
+                                                                   else "")
+    fastest = [stat(peers[d]) for d in SYNCTHING_DELAYS if peers.get(d)]
+    if fastest and mine:
+        cells["ratio"] = "%.1fx" % (min(fastest) / mine)
+    return cells
+
+
+# --------------------------------------------------------------------------
 # 1. propagation
 
-def propagation(run, sizes):
-    """A small file written on A until B has it, beside write/add/commit/push/pull by hand."""
-    remote = make_remote(os.path.join(run.base, "prop.git"))
-    a, b = run.machine("prop-a", remote), run.machine("prop-b", remote)
+def describe(delays):
+    """readfrequency/pushdelay/maxwait, as the table's labels show them."""
+    return "/".join("%g" % delays[key] for key in DELAY_KEYS) + " s"
+
+
+def start_pair(run, prefix, remote, settings):
+    """Two started machines on `remote`, ready and (XMPP) seeing each other."""
+    a, b = run.machine(prefix + "-a", remote, settings), run.machine(prefix + "-b", remote, settings)
     if run.sync == "hook":
         install_hook(remote, a, b)
     for m in (a, b):
@@ -393,40 +598,21 @@ def propagation(run, sizes):
         m.wait_ready()
     if run.sync == "xmpp" and not wait_for(lambda: a.sees(b) and b.sees(a), 30, 0.1):
         print("  ! the two XMPP listeners did not see each other within 30 s")
+    return a, b
 
+
+def propagation(run, sizes):
+    """A small file written on A until B has it: at the shipped defaults, at the lowest
+    settings, bare git doing it by hand, and Syncthing (delay 1 s and 10 s)."""
     floor_remote = make_remote(os.path.join(run.base, "floor.git"))
     c, d = os.path.join(run.base, "floor-c"), os.path.join(run.base, "floor-d")
     git("clone", "-q", floor_remote, c)
     git("clone", "-q", floor_remote, d)
+    floor = []
 
-    # Where the time goes, from the committers' own events (unix times).
-    a_events, b_events = Events(a), Events(b)
-    phases = {"A: write to committed": [], "A: committed to pushed": [],
-              "B: A's push to pull started": [], "B: pull (git pull)": []}
-
-    suite, floor, missed = [], [], 0
-    for i in range(sizes["trials"]):
-        # Our suite, then bare git, alternately: both see the same machine load.
-        name = "trial-%03d.txt" % i
-        content = ("trial %d written at %.6f\n" % (i, time.time())).encode()
-        wall, started = time.time(), time.monotonic()
-        write_file(os.path.join(a.path, name), content)
-        if wait_for(lambda: read_file(os.path.join(b.path, name)) == content, 30, 0.003):
-            suite.append(time.monotonic() - started)
-            wait_for(lambda: b_events.first("pull-finished", wall), 5, 0.01)
-            marks = [wall, a_events.first("committed", wall), a_events.first("pushed", wall),
-                     b_events.first("pull-started", wall), b_events.first("pull-finished", wall)]
-            if None not in marks:
-                for key, start, end in zip(phases, marks, marks[1:]):
-                    phases[key].append(end - start)
-        else:
-            missed += 1
-            print("  ! trial %d: the file did not reach B within 30 s" % i)
-            if missed >= 3 and not suite:
-                print("  ! giving up on propagation (try --sync hook)")
-                break
-        wait_for(lambda: a.settled() and b.settled(), 30, 0.05)
-
+    def floor_trial(i, profile):
+        name = "floor-%s-%03d.txt" % (profile, i)
+        content = ("floor %d written at %.6f\n" % (i, time.time())).encode()
         started = time.monotonic()
         write_file(os.path.join(c, name), content)
         git("add", "--", name, cwd=c)
@@ -435,27 +621,84 @@ def propagation(run, sizes):
         git("pull", "-q", "--no-rebase", "--no-edit", cwd=d)
         if read_file(os.path.join(d, name)) == content:
             floor.append(time.monotonic() - started)
-        time.sleep(0.2)
-    a_events.close()
-    b_events.close()
-    run.stop(a, b)
+
+    results = {}
+    for profile, settings in PROFILES.items():
+        print("  autosync at the %s ..." % profile, flush=True)
+        remote = make_remote(os.path.join(run.base, "prop-%s.git" % profile))
+        a, b = start_pair(run, "prop-" + profile, remote, settings)
+        delays = a.delays()
+        a_events, b_events = Events(a), Events(b)
+        phases = {"A: write to committed": [], "A: committed to pushed": [],
+                  "B: A's push to pull started": [], "B: pull (git pull)": []}
+        suite, missed = [], 0
+        timeout = 30 + sum(delays.values())
+        for i in range(sizes["trials"]):
+            # Our suite, then bare git, alternately: both see the same machine load.
+            name = "trial-%03d.txt" % i
+            content = ("trial %d written at %.6f\n" % (i, time.time())).encode()
+            wall, started = time.time(), time.monotonic()
+            write_file(os.path.join(a.path, name), content)
+            if wait_for(lambda: read_file(os.path.join(b.path, name)) == content, timeout, 0.003):
+                suite.append(time.monotonic() - started)
+                wait_for(lambda: b_events.first("pull-finished", wall), 5, 0.01)
+                marks = [wall, a_events.first("committed", wall), a_events.first("pushed", wall),
+                         b_events.first("pull-started", wall),
+                         b_events.first("pull-finished", wall)]
+                if None not in marks:
+                    for key, start, end in zip(phases, marks, marks[1:]):
+                        phases[key].append(end - start)
+            else:
+                missed += 1
+                print("  ! trial %d: the file did not reach B within %.0f s" % (i, timeout))
+                if missed >= 3 and not suite:
+                    print("  ! giving up on propagation (try --sync hook)")
+                    break
+            wait_for(lambda: a.settled() and b.settled(), 30, 0.05)
+            floor_trial(i, profile)
+            time.sleep(0.2)
+        a_events.close()
+        b_events.close()
+        run.stop(a, b)
+        results[profile] = (delays, suite, phases, missed)
+
+    peers = {}
+    if run.peers:
+        for delay in SYNCTHING_DELAYS:
+            print("  Syncthing at fsWatcherDelayS %d ..." % delay, flush=True)
+            try:
+                peers[delay] = syncthing_propagation(run, delay, sizes["trials"])
+            except Exception as e:  # ours still count
+                print("  ! Syncthing at delay %d failed: %s" % (delay, e))
+                peers[delay] = []
 
     rows = []
     floor_median = median(floor)
-    if suite:
-        ok = floor_median is not None and median(suite) <= floor_median + 0.5
-        rows.append(("propagation median (%d trials, %s)" % (len(suite), run.sync),
-                     secs(median(suite)), secs(floor_median),
-                     "<= floor + 0.5 s", ok))
-        rows.append(("propagation 90th percentile", secs(p90(suite)), secs(p90(floor)),
-                     "", None))
-        rows.append(("propagation min / max", "%s / %s" % (secs(min(suite)), secs(max(suite))),
-                     "%s / %s" % (secs(min(floor)), secs(max(floor))), "", None))
-        for key, values in phases.items():
-            if values:
-                rows.append(("  of which " + key, secs(median(values)), "", "", None))
-    if missed:
-        rows.append(("propagation trials lost (30 s)", str(missed), "0", "0", False))
+    for profile, (delays, suite, phases, missed) in results.items():
+        slack = PROPAGATION_AIMS[profile]
+        label = "propagation, %s (%s): median" % (profile, describe(delays))
+        if suite:
+            mine = median(suite)
+            ok = floor_median is not None and mine <= floor_median + slack
+            rows.append(row(label, secs(mine), secs(floor_median), "<= floor + %g s" % slack, ok,
+                            "%d trials, %s" % (len(suite), run.sync), **peer_cells(peers, mine)))
+            rows.append(row("  90th percentile", secs(p90(suite)), secs(p90(floor)),
+                            **peer_cells(peers, p90(suite), p90)))
+            rows.append(row("  min / max", "%s / %s" % (secs(min(suite)), secs(max(suite))),
+                            "%s / %s" % (secs(min(floor)), secs(max(floor)))))
+            for key, values in phases.items():
+                if values:
+                    rows.append(row("  of which " + key, secs(median(values))))
+        else:
+            rows.append(row(label, "lost", secs(floor_median), "", False))
+        if missed:
+            rows.append(row("  trials lost", str(missed), "0", "0", False))
+    if peers:
+        best = min((median(v) for v in peers.values() if v), default=None)
+        mine = median(results["defaults"][1])
+        if best and mine:
+            rows.append(row("propagation: Syncthing's fastest / ours at the defaults",
+                            "%.1fx" % (best / mine), "", ">= 3x", best / mine >= 3))
     return rows
 
 
@@ -488,54 +731,95 @@ def files_under(remote, prefix):
                    prefix).splitlines())
 
 
+def count_files(folder, prefix):
+    """Files (not Syncthing's hidden temporaries) under folder/prefix/*/."""
+    total = 0
+    try:
+        subfolders = os.listdir(os.path.join(folder, prefix))
+    except OSError:
+        return 0
+    for sub in subfolders:
+        try:
+            total += sum(1 for n in os.listdir(os.path.join(folder, prefix, sub))
+                         if not n.startswith("."))
+        except OSError:
+            pass
+    return total
+
+
 def burst(run, sizes):
-    """N files untarred into the folder until the remote has them, beside add/commit/push."""
+    """N files untarred into A until B has them all (and until the remote has them), at
+    the shipped defaults and the lowest settings, beside bare git (untar, add, commit,
+    push, pull) and Syncthing (untar until all are in B's folder)."""
     count = sizes["burst_files"]
-    remote = make_remote(os.path.join(run.base, "burst.git"))
+    limit = 300
     floor_remote = make_remote(os.path.join(run.base, "burst-floor.git"))
-    a = run.machine("burst-a", remote)
-    a.start()
-    a.wait_ready()
+    floor_d = os.path.join(run.base, "burst-floor-d")
+    git("clone", "-q", floor_remote, floor_d)
 
-    events = Events(a)
-    suite, floor, commits = [], [], []
-    # Where the time goes: the suite from its committer's events, bare git step by step.
-    phases = {"untar (tar -xf)": [], "untar end to last commit": [],
-              "last commit to pushed": []}
-    floor_phases = {"untar (tar -xf)": [], "git add -A": [], "git commit": [], "git push": []}
+    sides = {}     # name: {"arrived": [], "pushed": [], "commits": [], "phases": {...}}
+    pairs = {}
+    for profile, settings in PROFILES.items():
+        remote = make_remote(os.path.join(run.base, "burst-%s.git" % profile))
+        a, b = start_pair(run, "burst-" + profile, remote, settings)
+        pairs[profile] = (a, b, remote, Events(a), a.delays())
+        sides[profile] = {"arrived": [], "pushed": [], "commits": [],
+                          "phases": {"untar (tar -xf)": [], "untar end to last commit": [],
+                                     "last commit to pushed": [], "pushed to all on B": []}}
+    sides["floor"] = {"arrived": [], "pushed": [], "phases": {
+        "untar (tar -xf)": [], "git add -A": [], "git commit": [], "git push": [],
+        "git pull": []}}
+    st_pairs = {}
+    if run.peers:
+        for delay in SYNCTHING_DELAYS:
+            sides["st%d" % delay] = {"arrived": []}
+            try:
+                st_pairs[delay] = SyncthingPair(run, "burst", delay)
+            except Exception as e:  # ours still count
+                print("  ! Syncthing at delay %d failed: %s" % (delay, e))
 
-    def suite_trial(prefix, archive):
-        before = commit_count(remote)
-        head = remote_head(remote)
+    def ours(profile, prefix, archive):
+        a, b, remote, events, delays = pairs[profile]
+        side = sides[profile]
+        before, head = commit_count(remote), remote_head(remote)
         wall, started = time.time(), time.monotonic()
         subprocess.run(["tar", "-xf", archive, "-C", a.path], check=True)
         untarred = time.time()
+        marks = {}
 
-        def all_pushed():
+        def done():
             nonlocal head
-            now = remote_head(remote)
-            if now != head:
-                head = now
-                return files_under(remote, prefix) == count
-            return False
-        if not wait_for(all_pushed, 300, 0.02):
-            print("  ! %s: not all %d files on the remote after 300 s (%d there)"
-                  % (prefix, count, files_under(remote, prefix)))
+            now = time.monotonic()
+            if "pushed" not in marks:
+                new = remote_head(remote)
+                if new != head:
+                    head = new
+                    if files_under(remote, prefix) == count:
+                        marks["pushed"] = now
+            if "arrived" not in marks and count_files(b.path, prefix) == count:
+                marks["arrived"] = now
+            return len(marks) == 2
+        if not wait_for(done, limit, 0.02):
+            print("  ! %s %s: after %d s, %d files on the remote, %d on B"
+                  % (profile, prefix, limit, files_under(remote, prefix),
+                     count_files(b.path, prefix)))
             return
-        suite.append(time.monotonic() - started)
-        commits.append(commit_count(remote) - before)
-        # The remote has the files a moment before the committer reports the push.
+        side["arrived"].append(marks["arrived"] - started)
+        side["pushed"].append(marks["pushed"] - started)
+        side["commits"].append(commit_count(remote) - before)
         wait_for(lambda: events.first("pushed", wall), 5, 0.01)
         committed = [e["time"] for e in list(events.seen)
                      if e.get("event") == "committed" and e["time"] >= wall]
         pushed = events.first("pushed", max(committed or [wall]))
         if committed and pushed:
-            for key, value in zip(phases, (untarred - wall, committed[-1] - untarred,
-                                           pushed - committed[-1])):
-                phases[key].append(value)
+            for key, value in zip(side["phases"], (
+                    untarred - wall, committed[-1] - untarred, pushed - committed[-1],
+                    marks["arrived"] - started - (pushed - wall))):
+                side["phases"][key].append(value)
+        wait_for(lambda: a.settled() and b.settled(), 60, 0.1)
 
-    def floor_trial(prefix, archive):
-        clone = os.path.join(run.base, "floor-" + prefix)
+    def floor(prefix, archive):
+        clone = os.path.join(run.base, "burst-floor-" + prefix)
         git("clone", "-q", floor_remote, clone)
         os.sync()
         steps = [time.monotonic()]
@@ -547,49 +831,267 @@ def burst(run, sizes):
         steps.append(time.monotonic())
         git("push", "-q", cwd=clone)
         steps.append(time.monotonic())
-        floor.append(steps[-1] - steps[0])
-        for key, start, end in zip(floor_phases, steps, steps[1:]):
-            floor_phases[key].append(end - start)
+        git("pull", "-q", "--no-rebase", "--no-edit", cwd=floor_d)
+        steps.append(time.monotonic())
+        side = sides["floor"]
+        if count_files(floor_d, prefix) == count:
+            side["arrived"].append(steps[-1] - steps[0])
+        side["pushed"].append(steps[-2] - steps[0])
+        for key, start, end in zip(side["phases"], steps, steps[1:]):
+            side["phases"][key].append(end - start)
         # The clone stays until the end of the run: deleting 10,000 files here
         # would slow the next untar (see make_archive).
 
+    def syncthing(delay, prefix, archive):
+        pair = st_pairs[delay]
+        started = time.monotonic()
+        subprocess.run(["tar", "-xf", archive, "-C", pair.a.folder], check=True)
+        if wait_for(lambda: count_files(pair.b.folder, prefix) == count, limit, 0.02):
+            sides["st%d" % delay]["arrived"].append(time.monotonic() - started)
+        else:
+            print("  ! Syncthing %d s %s: %d files on B after %d s"
+                  % (delay, prefix, count_files(pair.b.folder, prefix), limit))
+        wait_for(pair.idle, 60, 0.1)
+
+    steps = [(name, (lambda f, arg: lambda p, ar: f(arg, p, ar))(ours, name))
+             for name in PROFILES]
+    steps.append(("floor", floor))
+    steps += [("st%d" % d, (lambda arg: lambda p, ar: syncthing(arg, p, ar))(d))
+              for d in st_pairs]
     for i in range(sizes["burst_trials"]):
         prefix = "burst-%d" % i
         archive = make_archive(run.base, prefix, count, "trial %d %.6f" % (i, time.time()))
-        # Each side starts with nothing left to write back, and they take turns going first.
-        os.sync()
-        if i % 2:
-            floor_trial(prefix, archive)
+        # Each side starts with nothing left to write back; they take turns going first.
+        order = steps[i % len(steps):] + steps[:i % len(steps)]
+        for name, step in order:
+            print("  trial %d: %s ..." % (i, name), flush=True)
             os.sync()
-        suite_trial(prefix, archive)
-        wait_for(a.settled, 60, 0.1)
-        if not i % 2:
-            os.sync()
-            floor_trial(prefix, archive)
-    events.close()
-    run.stop(a)
+            step(prefix, archive)
+    for a, b, remote, events, delays in pairs.values():
+        events.close()
+        run.stop(a, b)
+    for pair in st_pairs.values():
+        pair.stop()
 
     rows = []
-    if suite:
-        ratio = median(suite) / median(floor)
-        rows.append(("burst of %d files: untar to pushed (%d runs)" % (count, len(suite)),
-                     secs(median(suite)), secs(median(floor)), "<= 1.5x bare git",
-                     ratio <= 1.5, "%.2fx" % ratio))
+    bare = sides["floor"]
+    floor_arrived, floor_pushed = median(bare["arrived"]), median(bare["pushed"])
+    peers = {d: sides["st%d" % d]["arrived"] for d in SYNCTHING_DELAYS if run.peers}
+    for profile in PROFILES:
+        side, delays = sides[profile], pairs[profile][4]
+        label = "burst of %d files, %s (%s): untar to on B" % (count, profile,
+                                                                  describe(delays))
+        if not side["arrived"]:
+            rows.append(row(label, "lost", secs(floor_arrived), "<= 1.5x bare git", False))
+            continue
+        mine = median(side["arrived"])
+        ratio = mine / floor_arrived if floor_arrived else None
+        rows.append(row(label, secs(mine), secs(floor_arrived), "<= 1.5x bare git",
+                        ratio is not None and ratio <= 1.5,
+                        "%.2fx bare git; %d runs" % (ratio, len(side["arrived"]))
+                        if ratio else "", **peer_cells(peers, mine)))
+        rows.append(row("  untar to pushed (the remote has all)", secs(median(side["pushed"])),
+                        secs(floor_pushed)))
         for key in ("untar (tar -xf)", "untar end to last commit", "last commit to pushed",
-                    "git add -A", "git commit", "git push"):
-            mine, bare = median(phases.get(key, [])), median(floor_phases.get(key, []))
-            if mine is not None or bare is not None:
-                rows.append(("  of which " + key, secs(mine), secs(bare), "", None))
-        rows.append(("burst: commits made", ", ".join(map(str, commits)), "1", "<= 2",
-                     max(commits) <= 2))
-    else:
-        rows.append(("burst of %d files" % count, "not pushed", secs(median(floor)),
-                     "<= 1.5x bare git", False))
+                    "pushed to all on B"):
+            rows.append(row("  of which " + key, secs(median(side["phases"][key]))))
+        rows.append(row("  commits made", ", ".join(map(str, side["commits"])), "1", "<= 2",
+                        max(side["commits"]) <= 2))
+        if peers.get(1):
+            rows.append(row("  sooner than Syncthing at delay 1", "", "", "yes",
+                            mine < median(peers[1])))
+    for key in ("untar (tar -xf)", "git add -A", "git commit", "git push", "git pull"):
+        rows.append(row("  bare git: " + key, "", secs(median(bare["phases"][key]))))
     return rows
 
 
 # --------------------------------------------------------------------------
-# 3. scale
+# 3. many machines
+
+def many_machines(run, sizes):
+    """N machines on one account and one bare remote: a change on one until all the
+    others have it (the last arrival), and their pulls at once, counting failures."""
+    rows = []
+    for profile in PROFILES:
+        print("  %d machines at the %s ..." % (sizes["machines"], profile), flush=True)
+        rows += many_machines_at(run, sizes, profile)
+    return rows
+
+
+def many_machines_at(run, sizes, profile):
+    n, settings = sizes["machines"], PROFILES[profile]
+    remote = make_remote(os.path.join(run.base, "many-%s.git" % profile))
+    machines = [run.machine("many-%s-%d" % (profile, i), remote, settings) for i in range(n)]
+    if run.sync == "hook":
+        install_hook(remote, *machines)
+    started = time.monotonic()
+    for m in machines:
+        m.start()
+    for m in machines:
+        m.wait_ready(300)
+    if run.sync == "xmpp" and not wait_for(
+            lambda: all(m.sees(o) for m in machines for o in machines if o is not m), 60, 0.2):
+        print("  ! not every XMPP listener saw all the others within 60 s")
+    print("  (%d machines started and ready in %.0f s)" % (n, time.monotonic() - started))
+    delays = machines[0].delays()
+    events = [Events(m) for m in machines]
+
+    floor_remote = make_remote(os.path.join(run.base, "many-floor-%s.git" % profile))
+    clones = [os.path.join(run.base, "many-floor-%s-%d" % (profile, i)) for i in range(n)]
+    for clone in clones:
+        git("clone", "-q", floor_remote, clone)
+
+    last, floor, lost = [], [], 0
+    timeout = 30 + sum(delays.values())
+    for i in range(sizes["many_trials"]):
+        writer = machines[i % n]
+        others = [m for m in machines if m is not writer]
+        name = "many-%03d.txt" % i
+        content = ("written on %s at %.6f\n" % (writer.name, time.time())).encode()
+        started = time.monotonic()
+        write_file(os.path.join(writer.path, name), content)
+        arrived = {}
+
+        def everyone():
+            for m in others:
+                if m.name not in arrived and read_file(os.path.join(m.path, name)) == content:
+                    arrived[m.name] = time.monotonic() - started
+            return len(arrived) == len(others)
+        if wait_for(everyone, timeout, 0.003):
+            last.append(max(arrived.values()))
+        else:
+            lost += 1
+            print("  ! trial %d: after %.0f s only %d of %d machines have it"
+                  % (i, timeout, len(arrived), len(others)))
+        wait_for(lambda: all(m.settled() for m in machines), 60, 0.1)
+
+        # The floor: bare git commits and pushes on one clone, then the others pull at once.
+        source = clones[i % n]
+        started = time.monotonic()
+        write_file(os.path.join(source, name), content)
+        git("add", "--", name, cwd=source)
+        git("commit", "-q", "-m", "add " + name, cwd=source)
+        git("push", "-q", cwd=source)
+        pulls = [subprocess.Popen(["git", "pull", "-q", "--no-rebase", "--no-edit"], cwd=c,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+                 for c in clones if c != source]
+        codes = [p.wait() for p in pulls]
+        if not any(codes):
+            floor.append(time.monotonic() - started)
+        time.sleep(0.2)
+
+    failed = [e for ev in events for e in list(ev.seen) if e.get("event") == "failed"]
+    failed_pulls = [e for e in failed if "pull" in str(e.get("op", ""))]
+    errors = ["%s: %s" % (m.name, m.status().get("last_error")) for m in machines
+              if m.status().get("last_error")]
+    for ev in events:
+        ev.close()
+    run.stop(*machines)
+
+    rows = []
+    label = "%d machines, %s (%s): last of %d arrivals" % (n, profile, describe(delays), n - 1)
+    if last:
+        mine, bare = median(last), median(floor)
+        rows.append(row(label + ", median", secs(mine), secs(bare), "<= floor + 0.5 s",
+                        bare is not None and mine <= bare + 0.5,
+                        "%d trials; floor: push, then %d git pulls at once" % (len(last), n - 1)))
+        rows.append(row("  90th percentile of the last arrival", secs(p90(last)),
+                        secs(p90(floor))))
+    else:
+        rows.append(row(label, "lost", secs(median(floor)), "", False))
+    if lost:
+        rows.append(row("  trials lost", str(lost), "0", "0", False))
+    rows.append(row("  failed pulls (failed events)", str(len(failed_pulls)), "", "0",
+                    not failed_pulls, "; ".join(sorted({str(e.get("error"))[:80]
+                                                        for e in failed_pulls}))[:200]))
+    if len(failed) > len(failed_pulls) or errors:
+        rows.append(row("  other failures / last_error", str(len(failed) - len(failed_pulls)),
+                        "", "", None, "; ".join(errors)[:200]))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# 4. a slow writer
+
+def slow_writer(run, sizes):
+    """A file written over N s, a line a second, the writer keeping it open: was a
+    half-written version of it pushed, and how soon after the writer opened it?
+    One machine per setting, one after the other: all machines share one XMPP
+    account, and another machine's push makes a machine pull (and commit first)."""
+    rows = []
+    for profile in PROFILES:
+        print("  at the %s ..." % profile, flush=True)
+        rows += slow_writer_at(run, sizes, profile)
+    return rows
+
+
+def slow_writer_at(run, sizes, profile):
+    settings = PROFILES[profile]
+    seconds = sizes["slow_seconds"]
+    remote = make_remote(os.path.join(run.base, "slow-%s.git" % profile))
+    a = run.machine("slow-" + profile, remote, settings)
+    if run.sync == "hook":
+        install_hook(remote, a)
+    a.start()
+    a.wait_ready()
+    # The catch-up pull after the XMPP login commits whatever is there, whatever the
+    # delays: the writer starts once it is over, so the batching alone is measured.
+    if run.sync == "xmpp" and not wait_for(lambda: "link up" in a.logtext(), 30, 0.05):
+        print("  ! %s: no 'link up' line within 30 s" % a.name)
+    time.sleep(1.0)
+    wait_for(a.settled, 30, 0.05)
+    delays = a.delays()
+    name = "slow.txt"
+    seen, stop = [], threading.Event()
+    opened = time.monotonic()
+
+    def watch_remote():
+        head = remote_head(remote)
+        while not stop.is_set():
+            new = remote_head(remote)
+            if new != head:
+                head = new
+                content = subprocess.run(
+                    ["git", "--git-dir", remote, "show", "%s:%s" % (new, name)],
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+                seen.append((time.monotonic() - opened, content))
+            time.sleep(0.05)
+    watcher = threading.Thread(target=watch_remote, daemon=True)
+    with open(os.path.join(a.path, name), "w") as f:
+        opened = time.monotonic()
+        watcher.start()
+        for k in range(seconds):
+            f.write("line %d of a slowly written file\n" % (k + 1))
+            f.flush()
+            time.sleep(1.0)
+    finished = time.monotonic() - opened
+    final = read_file(os.path.join(a.path, name))
+    arrived = wait_for(lambda: any(c == final for _, c in seen),
+                       30 + sum(delays.values()), 0.1)
+    stop.set()
+    watcher.join()
+    # Every version of the file in the remote's history, not only the heads seen.
+    revisions = git("--git-dir", remote, "log", "--format=%H", "main", "--", name).split()
+    versions = [git("--git-dir", remote, "show", "%s:%s" % (r, name)).encode()
+                for r in revisions]
+    half = [v for v in versions if v != final and final.startswith(v)]
+    early = [t for t, c in seen if c and c != final and final.startswith(c) and t < finished]
+    run.stop(a)
+    first = min(early) if early else None
+    ok = first is None or first >= delays["maxwait"]
+    note = "written over %.0f s" % finished
+    if first is not None:
+        note = "first pushed %.1f s after opening; " % first + note
+    if not arrived:
+        note += "; final content not pushed"
+    return [row("slow writer, %s (%s): half-written pushed" % (profile, describe(delays)),
+                "%d of %d versions" % (len(half), len(versions)), "", "none before maxwait",
+                ok, note)]
+
+
+# --------------------------------------------------------------------------
+# 5. scale
 
 def make_tree(folder, files, folders):
     """`files` files, 10 to a leaf folder, 100 leaf folders to a top folder."""
@@ -649,7 +1151,7 @@ def scale(run, sizes):
 
 
 # --------------------------------------------------------------------------
-# 4. idle CPU
+# 6. idle CPU
 
 def idle(run, sizes):
     """CPU time of the whole suite, over an idle period, as percent of one core."""
@@ -681,13 +1183,15 @@ def secs(value):
     return "%.0f ms" % (value * 1000) if value < 1 else "%.2f s" % value
 
 
+def version(*cmd):
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True).stdout.strip()
+    except OSError:
+        return "not installed"
+
+
 def machine_description():
-    def version(*cmd):
-        try:
-            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  text=True).stdout.strip()
-        except OSError:
-            return "not installed"
     load = open("/proc/loadavg").read().split()[:3]
     return [
         "machine: %s, %d cores (nproc), load %s" % (platform.platform(), len(os.sched_getaffinity(0)),
@@ -699,20 +1203,34 @@ def machine_description():
     ]
 
 
-def print_table(rows):
-    met = {True: "yes", False: "NO", None: ""}
-    table = [("measurement", "autosync", "bare git", "aim", "met", "note")]
+COLUMNS = (("name", "measurement"), ("ours", "autosync"), ("floor", "bare git"),
+           ("st1", "Syncthing 1s"), ("st10", "Syncthing 10s"), ("ratio", "St best/ours"),
+           ("aim", "aim"), ("met", "met"), ("note", "note"))
+
+
+def row(name, ours="", floor="", aim="", met=None, note="", **peer):
+    """One line of the table; `peer` holds Syncthing's cells (st1, st10, ratio)."""
+    return dict(peer, name=name, ours=ours, floor=floor, aim=aim, met=met, note=note)
+
+
+def print_table(rows, peers=True):
+    shown = {True: "yes", False: "NO", None: ""}
+    columns = [c for c in COLUMNS if peers or c[0] not in ("st1", "st10", "ratio")]
+    table = [[title for _, title in columns]]
     for r in rows:
-        r = tuple(r) + ("",) * (6 - len(r))
-        table.append((r[0], r[1], r[2], r[3], met[r[4]], r[5]))
-    widths = [max(len(str(r[i])) for r in table) for i in range(5)]
+        if not isinstance(r, dict):
+            r = row(*r)
+        table.append([shown[r.get(key)] if key == "met" else str(r.get(key, ""))
+                      for key, _ in columns])
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns) - 1)]
     for n, r in enumerate(table):
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + str(r[5]))
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
         if n == 0:
             print("  ".join("-" * w for w in widths) + "  " + "-" * 4)
 
 
-MEASUREMENTS = {"propagation": propagation, "burst": burst, "scale": scale, "idle": idle}
+MEASUREMENTS = {"propagation": propagation, "burst": burst, "machines": many_machines,
+                "slowwriter": slow_writer, "scale": scale, "idle": idle}
 
 
 def main():
@@ -724,22 +1242,37 @@ def main():
     p.add_argument("--sync", choices=("xmpp", "hook"), default="xmpp",
                    help="how machines learn of a push: a private prosody (default), or the "
                         "bare repository's post-receive hook")
+    p.add_argument("--no-peers", action="store_true",
+                   help="do not run Syncthing beside us (its columns stay empty)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = p.parse_args()
     sizes = QUICK if args.quick else FULL
+    peers_missing = None if args.no_peers else syncthing_missing()
 
     base = tempfile.mkdtemp(prefix="asbench-")
     private_environment(base)
     print("\n".join(machine_description()))
-    print("sync:    %s; delays: %s; sizes: %s" % (
+    defaults = {key: autosync_config.KEYS["autosync"][key].default for key in DELAY_KEYS}
+    print("sync:    %s; sizes: %s" % (
         "XMPP through a private prosody on 127.0.0.1 (STARTTLS)" if args.sync == "xmpp"
         else "the bare repository's post-receive hook (autosync-notify pushed)",
-        ", ".join("%s = %s" % kv for kv in FAST.items()),
         "quick" if args.quick else "full"))
+    print("delays:  readfrequency/pushdelay/maxwait; defaults = the product's (%s); lowest = "
+          "%s (maxwait not set)" % (describe(defaults),
+                                   ", ".join("%s %s s" % kv for kv in FAST.items())))
+    if args.no_peers:
+        print("peers:   Syncthing not run (--no-peers)")
+    elif peers_missing:
+        print("peers:   " + peers_missing + "; its columns are skipped")
+    else:
+        print("peers:   %s, two instances on 127.0.0.1, fsWatcherDelayS %s" % (
+            version("syncthing", "--version").split(" (")[0],
+            " and ".join(map(str, SYNCTHING_DELAYS))))
     print("folder:  %s" % base)
     print()
 
     run = Run(base, args.sync)
+    run.peers = not (args.no_peers or peers_missing)
     rows = []
     try:
         for name, measure in MEASUREMENTS.items():
@@ -759,13 +1292,14 @@ def main():
         print("interrupted")
     finally:
         run.close()
+        # The table first: removing a 100,000-file tree takes a while.
+        print()
+        print_table(rows, peers=run.peers)
+        print(flush=True)
         if args.keep:
             print("kept %s" % base)
         else:
             shutil.rmtree(base, ignore_errors=True)
-
-    print()
-    print_table(rows)
     return 0
 
 
