@@ -22,7 +22,7 @@ import os
 import shlex
 import time
 
-from autosync import conflicts, excludes, git_environment, gitrepo, recovery
+from autosync import conflicts, excludes, git_environment, gitrepo, hgmerge, recovery
 from autosync.commands import CommandFailed, Template
 from autosync.config import default_path
 from autosync.messages import commit_message, merge_message
@@ -221,11 +221,19 @@ class Repository:
             self.report.failed("merge", e, retry="commit")
             return False
         self.report.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
+        self.announce(copies)
+        return True
+
+    def announce(self, copies):
+        """Each conflict copy told once: status, a `conflict` event, the log (git's
+        conflicts.resolve says it already)."""
         for c in copies:
+            if not self.gitdir:
+                log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
+                            c["path"], c["host"], c["copy"])
             self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
             self.report.status(conflicts=list(self.conflicts))
             self.report.event("conflict", **c)
-        return True
 
     # --- the remote --------------------------------------------------------------------
 
@@ -268,13 +276,19 @@ class Repository:
         for attempt in (1, 2):
             self.report.state("pulling")
             try:
-                self.cmd["pullcmd"].run(cwd=self.folder)
+                output = self.cmd["pullcmd"].run(cwd=self.folder).output
                 error = None
             except CommandFailed as e:
                 error = e
             if self.gitdir and conflicts.merging(self.gitdir):
                 return self.finish_merge()
             if error is None:
+                # A pullcmd's helper (autosync-hgmerge) that merged and kept both versions.
+                copies = hgmerge.reported(output)
+                if copies:
+                    self.report.committed(merge_message(self.host, copies),
+                                          [{"action": "added", "path": c["copy"]} for c in copies])
+                    self.announce(copies)
                 self.report.succeeded("pull")
                 return True
             # Local changes the merge would overwrite: commit them and try once more.

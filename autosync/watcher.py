@@ -21,6 +21,8 @@ import pathspec
 import pyinotify
 
 from autosync import cli, watchlimit
+from autosync.excludes import EDITOR_JUNK
+from autosync.paths import METADATA
 from autosync.protocol import LineReader, NoDaemon, ProtocolError, connect, decode
 
 log = logging.getLogger("autosync.watcher")
@@ -29,14 +31,9 @@ MASK = (pyinotify.IN_CREATE | pyinotify.IN_MODIFY | pyinotify.IN_CLOSE_WRITE
         | pyinotify.IN_ATTRIB | pyinotify.IN_DELETE | pyinotify.IN_MOVED_FROM
         | pyinotify.IN_MOVED_TO | pyinotify.IN_MOVE_SELF | pyinotify.IN_DELETE_SELF)
 
-# Never synced, whatever the config says: DVCS metadata.
-METADATA = {".git", ".hg", ".bzr", ".svn", "_darcs", ".fossil"}
-# Editors' temporary, backup, swap and lock files (vim, emacs, gedit, kate, LibreOffice).
-# ("\\#": a leading "#" would make the pattern a comment.)
-EDITOR_JUNK = pathspec.GitIgnoreSpec.from_lines([
-    "*~", "*.swp", "*.swx", "*.swo", ".*.sw?", "4913", "\\#*#", ".#*", ".~lock.*#",
-    ".goutputstream-*", "*.kate-swp", "*.tmp.[0-9]*",
-])
+# Never synced, whatever the config says: DVCS metadata, and editors' temporary,
+# backup, swap and lock files (the same patterns git's own scans leave out).
+EDITOR_JUNK_SPEC = pathspec.GitIgnoreSpec.from_lines(EDITOR_JUNK)
 
 
 class Ignore:
@@ -71,7 +68,7 @@ class Ignore:
 
     def __call__(self, rel, isdir=False):
         parts = rel.split("/")
-        if METADATA.intersection(parts) or EDITOR_JUNK.match_file(parts[-1]):
+        if METADATA.intersection(parts) or EDITOR_JUNK_SPEC.match_file(parts[-1]):
             return True
         if any(rel == p or rel.startswith(p + "/") for p in self.prefixes):
             return True

@@ -26,6 +26,7 @@ PROGRAMS = {
     "autosync-xmpp": "xmpp",
     "autosync-desktop": "desktop",
     "autosync-notify": "notify",
+    "autosync-hgmerge": "hgmerge",
 }
 # What a checkout holds that is not the project's own source.
 NOT_SOURCE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
