@@ -38,7 +38,7 @@ def staged_changes(folder):
     """What the next commit records, as batch changes with paths relative to `folder`;
     a folder staged as a gitlink (a repository inside) has "gitlink": True.
 
-    None when git cannot tell (no commit yet, or an error)."""
+    None when git cannot tell (an error)."""
     out = git(folder, "diff", "--cached", "--raw", "-z", "-M", "--relative", check=False)
     if out is None:
         return None

@@ -10,7 +10,7 @@ import sys
 
 from autosync import __version__, cli
 from autosync.paths import find_socket
-from autosync.protocol import NoDaemon, Untrusted, connect
+from autosync.protocol import NoDaemon, ProtocolError, Untrusted, connect
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
 
@@ -87,7 +87,7 @@ def main(argv=None):
     except Untrusted as e:
         print("autosync-notify: %s" % e, file=sys.stderr)
         return EXIT_ERROR
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ProtocolError) as e:
         print("autosync-notify: talking to %s failed: %s" % (path, e), file=sys.stderr)
         return EXIT_ERROR
     if args.json:

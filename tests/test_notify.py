@@ -242,8 +242,6 @@ def test_a_daemon_that_hangs_up_is_one_line_and_exit_1(tmp_path, capsys):
     assert err.count("\n") == 1 and "talking to %s failed" % path in err
 
 
-@pytest.mark.xfail(strict=True, reason="notify.main catches OSError and ValueError only: a reply "
-                   "that is not JSON raises protocol.ProtocolError out of main() as a traceback")
 def test_a_reply_that_is_not_json_is_one_line_and_exit_1(tmp_path, capsys):
     path, thread = misbehaving(tmp_path, b"garbage\n")
     try:
