@@ -147,8 +147,7 @@ class Staging:
         git: folders holding their own repository are left out first; and when
         startupcmd fails over one bad path (git add -A stages nothing then), the
         changes git lists are staged path by path, so the rest still goes in."""
-        if self.gitdir:
-            self.excludes.ensure()
+        if self.gitdir:  # the excludes file is in place: prepare() saw to it
             self.note_nested(gitrepo.untracked_repositories(self.folder))
         try:
             self.cmd["startupcmd"].run(cwd=self.folder)

@@ -9,6 +9,7 @@ publishes what a test hands it. FakeXmpp: an `open_session` for the Listener
 that hands out FakeSessions, so the Listener's decisions are tested without
 a server.
 """
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -172,6 +173,19 @@ class FakeXmpp:
     def session(self):
         """The newest session."""
         return self.sessions[-1]
+
+
+@contextlib.contextmanager
+def serving(path, handler):
+    """A protocol.Server on `path` with its accept thread, both gone on exit."""
+    server = protocol.Server(path, handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.close()  # shuts the listening socket down: accept() returns
+        thread.join(10)
 
 
 def config(path="/nonexistent", **fields):

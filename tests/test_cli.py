@@ -1,40 +1,22 @@
 """cli: the arguments, log format, time format, error exit and config loading every
 program of the suite shares."""
-import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from autosync import __version__, cli
 from autosync.config import Config
-from autosync.protocol import Server
 from conftest import ROOT
+from fakes import serving
 
 DOC = """autosync-example: does one thing.
 
 More text that --help does not show as the description.
 """
-
-
-@contextlib.contextmanager
-def serving(path, handler):
-    """A protocol.Server on `path`, stopped for good on exit: Server.close() alone can leave
-    its accept thread behind, which may then accept on the next test's reused descriptor."""
-    server = Server(path, handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept(), or makes the next one fail
-        thread.join(10)
-        server.close()
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,5 @@
 """autosync-notify: what it prints and its exit status, against a real protocol.Server
 with a scripted handler (no daemon), a dead socket, or a server that misbehaves."""
-import contextlib
 import json
 import os
 import socket
@@ -11,7 +10,7 @@ import threading
 import pytest
 
 from autosync import cli, notify
-from autosync.protocol import Server
+from fakes import serving
 
 STATUS = {
     "path": "/home/u/Sync", "host": "laptop", "state": "idle",
@@ -45,21 +44,6 @@ def daemon(tmp_path):
         daemon = server
         daemon.reply = lambda m: {"ok": True, "status": STATUS}
         yield server
-
-
-@contextlib.contextmanager
-def serving(path, handler):
-    """A protocol.Server on `path`, stopped for good on exit: Server.close() alone can leave
-    its accept thread behind, which may then accept on the next test's reused descriptor."""
-    server = Server(path, handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept(), or makes the next one fail
-        thread.join(10)
-        server.close()
 
 
 def lines(text):

@@ -1,35 +1,16 @@
 """supervisor: the pidfile, restarting a program that exits (with backoff), which
 programs a config starts, and stopping them in order; with real processes."""
-import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from autosync import supervisor
-from autosync.protocol import Server
-from fakes import config
-
-
-@contextlib.contextmanager
-def serving(path, handler):
-    """A protocol.Server on `path`, stopped for good on exit: Server.close() alone can leave
-    its accept thread behind, which may then accept on the next test's reused descriptor."""
-    server = Server(path, handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.sock.shutdown(socket.SHUT_RDWR)  # wakes accept(), or makes the next one fail
-        thread.join(10)
-        server.close()
+from fakes import config, serving
 
 
 @pytest.fixture

@@ -137,6 +137,17 @@ def excludes_file(machine):
     return load(machine.config).socket + ".exclude"
 
 
+def sync_with_an_ignored_key(a, remote):
+    """A key under ignorepath and a plain file, synced: -> the remote's files, checked."""
+    write(a, "private/id_rsa", b"secret key\n")
+    write(a, "notes.txt", b"synced\n")
+    assert a.notify("sync").returncode == 0
+    settle(a, remote)
+    files = remote.files()
+    assert b"notes.txt" in files and b"private/id_rsa" not in files
+    return files
+
+
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL, None])
 def test_a_second_instance_leaves_the_first_ones_files_alone(machines, remote, how):
     a = machines("a", ignorepath="private")
@@ -153,25 +164,15 @@ def test_a_second_instance_leaves_the_first_ones_files_alone(machines, remote, h
         assert b"a daemon already runs for %s" % os.fsencode(a.path) in err
     assert os.path.exists(excludes_file(a))
     assert not os.path.exists(other + ".pid")
-    write(a, "private/id_rsa", b"secret key\n")
-    write(a, "notes.txt", b"synced\n")
-    assert a.notify("sync").returncode == 0
-    settle(a, remote)
-    files = remote.files()
-    assert b"notes.txt" in files and b"private/id_rsa" not in files
+    files = sync_with_an_ignored_key(a, remote)
     assert a.status()["state"] == "idle"
 
 
 def test_a_removed_excludes_file_never_unignores_anything(machines, remote):
     a = machines("a", ignorepath="private")
     os.unlink(excludes_file(a))
-    write(a, "private/id_rsa", b"secret key\n")
     write(a, ".notes.txt.swp", b"vim\n")
-    write(a, "notes.txt", b"synced\n")
-    assert a.notify("sync").returncode == 0
-    settle(a, remote)
-    files = remote.files()
-    assert b"notes.txt" in files and b"private/id_rsa" not in files
+    files = sync_with_an_ignored_key(a, remote)
     assert b".notes.txt.swp" not in files
     assert os.path.exists(excludes_file(a))
     assert "was removed; written again before scanning" in a.logtext()
