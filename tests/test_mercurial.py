@@ -4,7 +4,6 @@ repository's changegroup hook tells the daemons that a push arrived. The
 example's pullcmd runs autosync-hgmerge (bin/ is put first on PATH), so two
 machines changing the same file while apart keep both versions, as with git."""
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, Machine, tree, wait_until
-from test_conflicts import HOST, STAMP
+from test_conflicts import committed, copies, share, sync_both
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")]
@@ -189,32 +188,6 @@ def settle(central, *machines):
                " and ".join(m.name for m in machines) + " to settle")
 
 
-def committed(m):
-    """Everything written on m is committed (pushed or not)."""
-    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
-        m.status()) and not m.dirty(), 30, 0.1, m.name + " to commit")
-
-
-def share(central, a, b):
-    settle(central, a)
-    b.notify("pull")
-    settle(central, b)
-
-
-def sync_both(central, a, b):
-    """b pushes (new head refused, pulls, merges, pushes again); then a pulls the merge."""
-    assert b.notify("sync").returncode == 0
-    settle(central, b)
-    a.notify("pull")
-    settle(central, a)
-
-
-def copies(files, stem, ext):
-    pattern = re.compile(r"%s \(conflict from %s %s\)%s$" % (re.escape(stem), HOST, STAMP,
-                                                             re.escape(ext)))
-    return {p: c for p, c in files.items() if pattern.match(p)}
-
-
 def no_markers_in_history(central):
     history = hg("log", "-p", "--git", cwd=central)
     assert "<<<<<<<" not in history and ">>>>>>>" not in history
@@ -235,7 +208,7 @@ def test_mercurial_every_kind_of_conflict_keeps_both_versions(central, pair):
         write(a, name, b"base of %s\n" % name.encode())
     write(a, "pic.bin", b"\x89PNG\0base\xff")
     write(a, "merged.txt", b"one\ntwo\nthree\nfour\nfive\n")
-    share(central, a, b)
+    share(a, b, central)
     b.cut_off()
     # b, apart: its versions are committed first, so they are the older ones.
     write(b, "notes.txt", b"b's notes\n")
@@ -254,7 +227,7 @@ def test_mercurial_every_kind_of_conflict_keeps_both_versions(central, pair):
     write(a, "merged.txt", b"one by a\ntwo\nthree\nfour\nfive\n")
     settle(central, a)
     b.reconnect()
-    sync_both(central, a, b)
+    sync_both(a, b, central)
 
     files = a.files()
     assert b.files() == files
@@ -288,7 +261,7 @@ def test_mercurial_every_kind_of_conflict_keeps_both_versions(central, pair):
 
     # Syncing goes on afterwards.
     write(b, "after.txt", b"after\n")
-    share(central, b, a)
+    share(b, a, central)
     assert a.files()["after.txt"] == b"after\n"
 
 
@@ -300,7 +273,7 @@ def socket_host():
 def test_mercurial_merging_side_keeps_its_newer_version(central, pair):
     a, b = pair
     write(a, "doc/plan.md", b"v1\n")
-    share(central, a, b)
+    share(a, b, central)
     b.cut_off()
     write(a, "doc/plan.md", b"a's plan\n")
     settle(central, a)
@@ -308,7 +281,7 @@ def test_mercurial_merging_side_keeps_its_newer_version(central, pair):
     write(b, "doc/plan.md", b"b's plan\n")
     committed(b)
     b.reconnect()
-    sync_both(central, a, b)
+    sync_both(a, b, central)
     files = a.files()
     assert b.files() == files
     assert files["doc/plan.md"] == b"b's plan\n"
