@@ -9,6 +9,9 @@ One worker thread does all repository work, one thing at a time, and
 decides when: pushes after `pushdelay`, retries after a backoff, pulls on a
 timer while no XMPP link says when. Socket threads only queue work and wait
 for it.
+
+While paused the worker only waits; on resume it catches up as at start-up
+(pull, one commit of everything, push). Pause, resume, describe: everyday.py.
 """
 import logging
 import os
@@ -17,6 +20,7 @@ import threading
 import time
 
 from autosync import cli
+from autosync.everyday import Everyday
 from autosync.messages import ACTIONS, MESSAGE_LINES
 from autosync.protocol import EVENTS, REQUESTS, STATES, Server
 from autosync.repository import Repository
@@ -72,17 +76,18 @@ def check_change(change):
     return {k: change[k] for k in ("action", "path", "src") if k in change}
 
 
-class Committer:
+class Committer(Everyday):
     def __init__(self, cfg, server=Server, repository=Repository):
         self.cfg = cfg
         # Re-entrant: the signal handler may call stop() while this thread holds it.
         self.cond = threading.Condition(threading.RLock())
         self.pending = Pending()
         self.stopping = False
-        self.wanted = {"pull": 0, "sync": 0}  # requests made, by kind
-        self.done = {"pull": 0, "sync": 0}  # requests served
+        self.wanted = {"pull": 0, "sync": 0, "describe": 0}  # requests made, by kind
+        self.done = {"pull": 0, "sync": 0, "describe": 0}  # requests served
         self.results = {}
         self.notes = []  # what the next sync's commit message says first (e.g. a restore)
+        self.init_everyday(cfg)
         self.push_at = None  # when the next push is due
         self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
         self.backoff = backoffs()
@@ -92,7 +97,8 @@ class Committer:
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "last_error": None, "conflicts": [],
                               "held_back": [], "nested_repositories": [],
-                              "watch": None}  # the watcher's report while folders have no watch
+                              "watch": None,  # the watcher's report while folders have no watch
+                              "paused": self.paused.fields()}
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
 
@@ -116,6 +122,13 @@ class Committer:
                 self.pending.add(changes, bool(message.get("rescan")))
                 self.cond.notify_all()
             return {"ok": True, "queued": len(changes)}
+        if cmd in ("pause", "resume", "describe"):
+            try:
+                return getattr(self, cmd + "_request")(message)
+            except ValueError as e:
+                return {"ok": False, "error": str(e)}
+        if cmd in ("sync", "pull", "pushed") and self.paused.active():
+            return self.while_paused(message)
         if cmd in ("sync", "pull"):
             note = message.get("note")
             if note is not None and not (isinstance(note, str) and note.isprintable()
@@ -177,22 +190,38 @@ class Committer:
         while True:
             with self.cond:
                 self.cond.wait_for(self._has_work, timeout=self._sleep_time())
-                if self.stopping and not self.pending:
-                    break
+                if self.stopping and (not self.pending or self.paused.active()):
+                    break  # pending changes while paused: the rescan on resume finds them
             self.step()
         self.state("stopped")
 
     def startup(self):
         self.repo.recover()
-        if self.cfg.syncmethod != "none":
+        if self.paused.active():
+            log.info("paused since %s: nothing is synced until autosync-notify resume",
+                     cli.show_time(self.paused.since))
+        else:
+            self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
+        self.idle()
+
+    def catch_up(self, note, pull):
+        """Pull, commit everything that changed (a rescan), push: at start and on resume."""
+        if pull:
             self.repo.pull()
-        self.repo.commit([], rescan=True, note="changes found at start-up")
+        with self.cond:
+            changes, _ = self.pending.take()
+        self.commit(changes, True, note)
         self.push(force=True)
-        self.state("idle")
+
+    def idle(self):
+        self.state("paused" if self.paused.active() else "idle")
 
     def _has_work(self):
         now = time.monotonic()
-        return (bool(self.pending) or self.stopping
+        if self.paused.active():
+            return self.stopping or self.replan or self.paused.expired()
+        return (bool(self.pending) or self.stopping or bool(self.resuming)
+                or self.wanted["describe"] > self.done["describe"]
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
                 or (self.push_at is not None and now >= self.push_at)
@@ -200,6 +229,9 @@ class Committer:
                 or self._timer_pull_due(now))
 
     def _sleep_time(self):
+        if self.paused.active():
+            return None if self.paused.until is None else \
+                max(0.0, self.paused.until - time.time())
         deadlines = [t for t in (self.push_at, self.next_timer_pull, *self.retry_at.values())
                      if t is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
@@ -210,6 +242,19 @@ class Committer:
                 and (self.cfg.syncmethod != "xmpp" or not self.link_up))
 
     def step(self):
+        with self.cond:
+            self.replan = False
+            if self.paused.expired():
+                self.lift()
+            if self.paused.active():
+                return
+            resuming, self.resuming = self.resuming, False
+        if resuming:
+            self.catch_up("changes made while paused",
+                          resuming == "pull" or self.cfg.syncmethod != "none"
+                          or bool(self.cfg.pullinterval))
+        if self.wanted["describe"] > self.done["describe"]:
+            self.place_texts()
         with self.cond:
             changes, rescan = self.pending.take()
             pulls, syncs = self.wanted["pull"], self.wanted["sync"]
@@ -222,11 +267,11 @@ class Committer:
                 self.retry_at[op] = None
         if changes or rescan or "commit" in retry:
             # A retry rescans: the changes of the failed attempt are still in the folder.
-            self.repo.commit(changes, rescan or "commit" in retry)
+            self.commit(changes, rescan or "commit" in retry)
         if pulls > self.done["pull"] or timer_pull or "pull" in retry:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
-            committed = self.repo.commit([], rescan=True, note="; ".join(notes) or None)
+            committed = self.commit([], True, note="; ".join(notes) or None)
             error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:
@@ -236,7 +281,7 @@ class Committer:
                                         **({"error": error} if error else {})})
         elif push_due:
             self.push()
-        self.state("idle")
+        self.idle()
 
     def push(self, force=False):
         """Push if there is anything (or force); True pushed, None nothing to push, False failed.
@@ -253,6 +298,7 @@ class Committer:
         url = self.repo.remote_url()
         with self.cond:
             self.push_at = None
+            self.own_last = None  # pushed: never reworded
             self.status_fields.update(unpushed=0, last_push={"time": time.time(), "url": url},
                                       last_error=self.repo.commit_error)  # still said if so
         if self.repo.pushed_new:
@@ -311,6 +357,7 @@ class Committer:
                                                  "message": message.split("\n")[0]}
             self.status_fields["unpushed"] += 1
             self.push_at = time.monotonic() + self.cfg.pushdelay
+            self.own_last = {"message": message, "rev": self.repo.head()}
         log.info("%s", message.split("\n")[0])
         self.event("committed", message=message, changes=listed[:MESSAGE_LINES],
                    count=len(listed), host=self.cfg.hostname)
@@ -318,6 +365,7 @@ class Committer:
     def pulled(self, ok):
         with self.cond:
             self.status_fields["last_pull"] = {"time": time.time(), "ok": ok}
+            self.own_last = None  # a merge or another's commit may be on top now
             if self.cfg.pullinterval:
                 self.next_timer_pull = time.monotonic() + self.cfg.pullinterval
             if ok and self.status_fields["unpushed"]:

@@ -14,6 +14,7 @@ import math
 import hashlib
 import os
 import re
+import shutil
 import socket
 import typing
 
@@ -26,6 +27,7 @@ log = logging.getLogger("autosync.config")
 
 SECONDS = "a number of seconds >= 0"
 ADDRESS = "an XMPP address like user@example.org"
+ZENITY = "zenity --entry --title=dvcs-autosync --text='What was this change?'"
 FINGERPRINT = "a SHA-256 fingerprint (64 hex digits) like sha256:AB:CD:...:EF, or nothing"
 
 
@@ -62,6 +64,9 @@ KEYS = {
         "notifylevel": Key("option('quiet', 'normal', 'verbose')", "normal",
                            "quiet, normal or verbose"),
         "hostname": Key("string", "", "a name for this machine", "the host name"),
+        # A notification's "Describe..." runs it; its output describes the change.
+        "describecmd": Key("string", "", "a command, or off",
+                           "`%s` when zenity is installed, else off" % ZENITY),
     },
     # The git defaults; none reads git's (translatable) output. "" means "do not run".
     "dvcs": {
@@ -84,6 +89,8 @@ KEYS = {
         "listcmd": _command("git ls-tree -r -z %s -- %s", 2, "the revision, then the path"),
         "restorecmd": _command("git cat-file --filters %s:./%s"),
         "contextcmd": _command(""),
+        # Rewords the last commit, not pushed yet, with `autosync-notify describe` ("": never).
+        "amendcmd": _command("git commit -q --amend --only -m %s", 1, "the message"),
     },
     "xmpp": {
         "username": Key("string", "", ADDRESS, "(required for XMPP)"),
@@ -152,6 +159,7 @@ class Config:
     socket: str = _A["socket"]
     notifylevel: str = _A["notifylevel"]
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
+    describecmd: str = _A["describecmd"]
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
     xmpp: Xmpp = dataclasses.field(default_factory=Xmpp)
 
@@ -343,6 +351,9 @@ def _build(file, values, known, warnings):
                                                                         a["readfrequency"]),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
         notifylevel=a["notifylevel"], hostname=host,
+        # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
+        describecmd="" if a["describecmd"].strip() == "off"
+        else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
         xmpp=_xmpp(file, x, base, warnings, path, host))

@@ -16,11 +16,13 @@ import sys
 import time
 
 from autosync import cli, commands
-from autosync.messages import describe, printable
+from autosync.messages import describe, printable, text_of
 from autosync.paths import METADATA
 from autosync.protocol import NoDaemon, Untrusted, connect
 
-Version = collections.namedtuple("Version", "rev time author host action")
+# text: what the user said the change was (autosync-notify describe), or None.
+Version = collections.namedtuple("Version", "rev time author host action text",
+                                 defaults=(None,))
 
 AGO = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>second|minute|hour|day|week)s?\s+ago")
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
@@ -52,7 +54,7 @@ def parse_log(output, rel, folder_like):
             raise HistoryError("logcmd printed %r as a time, expected seconds since 1970"
                                % stamp[:40]) from None
         host, action = describe(message, rel, folder_like)
-        versions.append(Version(rev, when, author, host or author, action))
+        versions.append(Version(rev, when, author, host or author, action, text_of(message)))
     return versions
 
 
@@ -444,8 +446,8 @@ def rewind(cfg, history, rel, at, dry_run):
 def print_versions(versions, out=sys.stdout):
     width = max([len(v.host) for v in versions] + [4])
     for v in versions:
-        out.write("%s  %s  %-*s  %s\n" % (cli.show_time(v.time), v.rev[:12], width, v.host,
-                                          v.action))
+        out.write("%s  %s  %-*s  %s%s\n" % (cli.show_time(v.time), v.rev[:12], width, v.host,
+                                            v.action, "  -- " + v.text if v.text else ""))
 
 
 def parse(argv):

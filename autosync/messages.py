@@ -15,12 +15,21 @@ The format, one commit:
 
 and a merge that kept both versions of files: `autosync on HOST: merged, N conflicts`
 with one `conflict: PATH (other version kept as COPY)` line each.
+
+A commit the user described (`autosync-notify describe TEXT`) has the text at
+the top, the summary in brackets after it, so that a one-line log shows both
+and every reader still finds the host:
+
+    TEXT (autosync on HOST: 2 added, 1 moved)
 """
 import re
 
 ACTIONS = ("added", "modified", "removed", "moved")
 MESSAGE_LINES = 200  # files named in one commit message; the rest are counted
 SUMMARY = re.compile(r"autosync on (?P<host>[^\s:]+): (?P<summary>.*)")
+# The last " (autosync on ...)" of a line: the user's text may hold brackets too.
+DESCRIBED = re.compile(r"(?P<text>.*) \((?P<head>autosync on [^\s:]+: .*)\)")
+TEXT_MAX = 300  # characters of one description
 
 
 def printable(path):
@@ -30,7 +39,34 @@ def printable(path):
     return ascii(path)
 
 
-def commit_message(host, changes, note=None, context=None):
+def check_text(text):
+    """A description as given (describe request, describecmd's output) -> one clean line;
+    ValueError (one line) if it is not text one can put in a message."""
+    if not isinstance(text, str):
+        raise ValueError("text must be a string")
+    text = " ".join(text.split())  # a dialog's newline or a tab is a blank
+    if not text or not text.isprintable() or len(text) > TEXT_MAX:
+        raise ValueError("text must be one printable line of 1 to %d characters" % TEXT_MAX)
+    return text
+
+
+def split_subject(subject):
+    """(the user's text or None, the summary line) of a message's first line."""
+    subject = subject.strip()
+    found = DESCRIBED.fullmatch(subject)
+    if found and SUMMARY.fullmatch(found.group("head")):
+        return found.group("text"), found.group("head")
+    return None, subject
+
+
+def described(message, text):
+    """`message` with `text` at its top (after a text it has already: "old; new")."""
+    subject, newline, rest = message.partition("\n")
+    old, head = split_subject(subject)
+    return "%s (%s)" % ("%s; %s" % (old, text) if old else text, head) + newline + rest
+
+
+def commit_message(host, changes, note=None, context=None, text=None):
     counts = {a: 0 for a in ACTIONS}
     lines = []
     for change in changes:
@@ -45,7 +81,8 @@ def commit_message(host, changes, note=None, context=None):
     if len(lines) > MESSAGE_LINES:
         lines[MESSAGE_LINES:] = ["... and %d more" % (len(lines) - MESSAGE_LINES)]
     body = ([note] if note and summary else []) + lines + ([context] if context else [])
-    return head + ("\n\n" + "\n".join(body) if body else "")
+    message = head + ("\n\n" + "\n".join(body) if body else "")
+    return described(message, text) if text else message
 
 
 def merge_message(host, copies):
@@ -59,8 +96,13 @@ def merge_message(host, copies):
 
 def host_of(subject):
     """The host a summary line names, or None for a commit made by hand."""
-    found = SUMMARY.match(subject.strip())
+    found = SUMMARY.match(split_subject(subject)[1])
     return found.group("host") if found else None
+
+
+def text_of(message):
+    """The user's description of a commit, or None."""
+    return split_subject(message.lstrip("\n").partition("\n")[0])[0]
 
 
 def describe(message, rel, folder_like):
@@ -69,7 +111,7 @@ def describe(message, rel, folder_like):
     A commit made by hand, or one that does not list the path, says "changed";
     its host is then unknown (the caller falls back to the author)."""
     lines = message.strip("\n").split("\n")
-    head = SUMMARY.fullmatch(lines[0].strip())
+    head = SUMMARY.fullmatch(split_subject(lines[0])[1])
     host = head.group("host") if head else None
     if folder_like:
         return host, head.group("summary") if head else lines[0].strip()

@@ -9,6 +9,8 @@ import os
 import sys
 
 from autosync import __version__, cli
+from autosync.messages import check_text
+from autosync.pause import parse_duration
 from autosync.paths import find_socket
 from autosync.protocol import NoDaemon, ProtocolError, Untrusted, connect
 
@@ -24,9 +26,32 @@ def parse(argv):
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds to wait for sync or pull to finish (default 600)")
     p.add_argument("--version", action="version", version="%(prog)s " + __version__)
-    p.add_argument("message", choices=["status", "sync", "pull", "pushed"])
-    p.add_argument("url", nargs="?", help="with pushed: the address that was pushed to")
-    return p.parse_args(argv)
+    p.add_argument("message", choices=["status", "sync", "pull", "pushed", "pause", "resume",
+                                       "describe"])
+    p.add_argument("words", nargs="*", metavar="ARG",
+                   help="pushed URL: the address that was pushed to; pause DURATION: 90s, "
+                        "30m, 2h, 1d (none: until resumed); describe TEXT: what the change was")
+    args = p.parse_args(argv)
+    takes = {"pushed": 1, "pause": 1, "describe": None}.get(args.message, 0)
+    if takes is not None and len(args.words) > takes:
+        p.error("%s takes %s" % (args.message, "no argument" if not takes else "one argument"))
+    if args.message == "describe" and not args.words:
+        p.error("describe needs the TEXT that says what the change was")
+    return args
+
+
+def request_for(args):
+    """The request a command line asks for; ValueError (one line) for a bad argument."""
+    request = {"cmd": args.message}
+    if args.message == "pushed" and args.words:
+        request["url"] = args.words[0]
+    if args.message in ("sync", "pull", "describe"):
+        request["timeout"] = args.timeout
+    if args.message == "pause":
+        request["seconds"] = parse_duration(args.words[0]) if args.words else None
+    if args.message == "describe":
+        request["text"] = check_text(" ".join(args.words))
+    return request
 
 
 def socket_path(args):
@@ -43,6 +68,7 @@ def status_text(status):
     lines = [
         "folder:      %s (on %s)" % (status.get("path"), status.get("host")),
         "state:       %s" % status.get("state"),
+        "paused:      %s" % (paused_text(status["paused"]) if status.get("paused") else "no"),
         "pending:     %d paths" % len(status.get("pending") or []),
         "last commit: %s" % ("%s  %s" % (cli.show_time(commit["time"]), commit.get("message", ""))
                              if commit else "none yet"),
@@ -66,6 +92,26 @@ def status_text(status):
     return "\n".join(lines)
 
 
+def paused_text(paused):
+    """'since 2024-05-01 14:30:00 until 16:30:00' (or 'until resumed')."""
+    return "since %s until %s" % (cli.show_time(paused["since"]), cli.show_time(paused["until"])
+                                  if paused.get("until") else "resumed")
+
+
+def reply_text(reply):
+    """What a pause, resume, describe or deferred pull did, in one line (or "")."""
+    if "paused" in reply:
+        return "paused %s" % paused_text(reply["paused"])
+    if "resumed" in reply:
+        return "resumed: syncing again" if reply["resumed"] else "not paused"
+    if reply.get("to") == "last":
+        return "described the last commit%s (not pushed yet)" % (
+            " " + reply["rev"][:12] if reply.get("rev") else "")
+    if reply.get("to") == "next":
+        return "the text goes at the top of the next commit"
+    return reply.get("deferred", "")
+
+
 def main(argv=None):
     args = parse(argv)
     path = socket_path(args)
@@ -73,11 +119,11 @@ def main(argv=None):
         print("autosync-notify: no dvcs-autosync daemon runs for %s or a folder above it "
               "(use --config or --socket)" % os.getcwd(), file=sys.stderr)
         return EXIT_NO_DAEMON
-    request = {"cmd": args.message}
-    if args.message == "pushed" and args.url:
-        request["url"] = args.url
-    if args.message in ("sync", "pull"):
-        request["timeout"] = args.timeout
+    try:
+        request = request_for(args)
+    except ValueError as e:
+        print("autosync-notify %s: %s" % (args.message, e), file=sys.stderr)
+        return EXIT_USAGE
     try:
         conn = connect(path)
         reply = conn.request(request, timeout=args.timeout + 5)
@@ -96,6 +142,10 @@ def main(argv=None):
         print("autosync-notify: %s" % reply.get("error"), file=sys.stderr)
     elif args.message == "status":
         print(status_text(reply["status"]))
+    else:
+        said = reply_text(reply)
+        if said:
+            print(said)
     return 0 if reply.get("ok") else EXIT_ERROR
 
 

@@ -23,10 +23,14 @@ def runtime_dir():
     return "/tmp/autosync-%d" % os.getuid()
 
 
+def folder_id(folder):
+    """16 hex digits that name `folder` (its real path) in the daemon's own files."""
+    return hashlib.sha256(os.fsencode(os.path.realpath(folder))).hexdigest()[:16]
+
+
 def socket_for(folder):
     """The default socket of the daemon that syncs `folder`."""
-    digest = hashlib.sha256(os.fsencode(os.path.realpath(folder))).hexdigest()
-    return os.path.join(runtime_dir(), digest[:16] + ".sock")
+    return os.path.join(runtime_dir(), folder_id(folder) + ".sock")
 
 
 def upwards(folder):

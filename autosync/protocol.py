@@ -17,12 +17,13 @@ log = logging.getLogger("autosync.protocol")
 
 # The vocabulary, each word described in docs/protocol.md (a test keeps them equal).
 # What a client may ask the committer:
-REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe")
+REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe", "pause", "resume",
+            "describe")
 # What the committer tells its subscribers:
 EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
-          "failed", "mass-delete", "stopping")
+          "failed", "mass-delete", "stopping", "paused", "resumed")
 # What the committer's worker is doing (status "state"):
-STATES = ("starting", "idle", "committing", "pulling", "pushing", "stopped")
+STATES = ("starting", "idle", "committing", "pulling", "pushing", "paused", "stopped")
 
 MAX_LINE = 16 * 1024 * 1024  # a 100,000-file batch fits; anything longer is refused
 # A client may sit between requests for ever (the suite's own connections do);

@@ -103,8 +103,9 @@ class Repository:
 
     # --- commits -----------------------------------------------------------------------
 
-    def commit(self, changes, rescan=False, note=None):
-        """Stage and commit one batch; True if a commit was made."""
+    def commit(self, changes, rescan=False, note=None, text=None):
+        """Stage and commit one batch (`text`: the user's description); True if a commit
+        was made."""
         self.report.state("committing")
         if not self.safe("commit"):
             return False
@@ -127,7 +128,7 @@ class Repository:
                 return False  # nothing to commit
             listed = self.listed(changes)
             message = commit_message(self.host, listed, note or (rescan and "rescan"),
-                                     self.context())
+                                     self.context(), text)
             before = time.time()
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError) as e:
@@ -142,6 +143,27 @@ class Repository:
         self.report.committed(message, listed)
         self.say_mass_delete([c["path"] for c in listed if c["action"] == "removed"], before)
         return True
+
+    def head(self):
+        """The revision checked out (git: hex digits), for amend(); None with another DVCS."""
+        rev = gitrepo.head(self.folder) if self.gitdir else None
+        return os.fsdecode(rev) if rev else None
+
+    def amend(self, message, rev):
+        """Reword our last commit, which is not pushed (the committer knows), to `message`
+        with amendcmd; -> its new revision ("" with another DVCS than git), or None when
+        that cannot be done: no amendcmd, or (git) the commit is not `rev` any more."""
+        template = self.cmd.get("amendcmd")
+        if template is None or template.empty or not self.safe("commit") \
+                or (self.gitdir and self.head() != rev):
+            return None
+        self.report.state("committing")
+        try:
+            template.run(message, cwd=self.folder)
+        except CommandFailed as e:
+            self.report.failed("commit", e)
+            return None
+        return self.head() or ""
 
     def say_mass_delete(self, removed, before):
         """Many files removed at once may be an accident (rm -rf in the wrong place), and

@@ -231,13 +231,21 @@ class FakeRepository:
     def recover(self):
         self.calls.append("recover")
 
-    def commit(self, changes, rescan=False, note=None):
+    def commit(self, changes, rescan=False, note=None, text=None):
         self.calls.append(("commit", sorted(c["path"] for c in changes), rescan))
         if note:
             self.notes.append(note)
         if changes:
-            self.report.committed("autosync on testhost: %d added" % len(changes), changes)
+            message = "autosync on testhost: %d added" % len(changes)
+            self.report.committed("%s (%s)" % (text, message) if text else message, changes)
         return bool(changes)
+
+    def head(self):
+        return "rev%d" % len(self.calls)
+
+    def amend(self, message, rev):
+        self.calls.append(("amend", message, rev))
+        return "amended"
 
     def push(self, expect_new=True):
         self.calls.append("push")

@@ -1,0 +1,117 @@
+"""The committer's pause, resume and describe: their requests and the worker's side.
+
+A mixin of committer.Committer (it uses the committer's lock, status, events
+and repository), kept apart so that each file stays readable: what the user
+asks for through `autosync-notify` or the tray, as opposed to the suite's own
+traffic. The pause itself (its file, its end) is pause.py's.
+"""
+import logging
+import time
+
+from autosync import cli
+from autosync.messages import check_text, described
+from autosync.pause import Pause, check_seconds, state_file
+
+log = logging.getLogger("autosync.committer")
+
+
+class Everyday:
+    def init_everyday(self, cfg):
+        self.asked_texts = []  # describe requests the worker has not placed yet
+        self.texts = []  # descriptions for the top of the next commit
+        self.own_last = None  # our last commit while it is not pushed: {"message", "rev"}
+        self.paused = Pause(state_file(cfg.path))
+        self.resuming = False  # the pause was lifted: the worker catches up ("pull": pull too)
+        self.replan = False  # a pause began: the worker's wait must end at its end
+
+    # --- requests, on socket threads -------------------------------------------------
+
+    def pause_request(self, message):
+        seconds = check_seconds(message.get("seconds"))
+        with self.cond:
+            self.paused.start(seconds)
+            fields = self.paused.fields()
+            self.status_fields["paused"] = fields
+            if self.status_fields["state"] == "idle":
+                self.status_fields["state"] = "paused"
+            self.replan = True
+            self.cond.notify_all()
+        log.info("paused %s", "until %s" % cli.show_time(fields["until"])
+                 if fields["until"] else "until resumed")
+        self.event("paused", **fields)
+        return {"ok": True, "paused": fields}
+
+    def resume_request(self, message):
+        with self.cond:
+            if not self.paused.active():
+                return {"ok": True, "resumed": False}
+            self.lift()
+        return {"ok": True, "resumed": True}
+
+    def lift(self):
+        """End the pause (asked, or run out); the worker then catches up."""
+        with self.cond:
+            owed = self.paused.lift()
+            self.resuming = "pull" if owed or self.resuming == "pull" else True
+            self.status_fields["paused"] = None
+            self.cond.notify_all()
+        log.info("resumed: syncing what changed while paused")
+        self.event("resumed")
+
+    def describe_request(self, message):
+        text = check_text(message.get("text"))
+        with self.cond:
+            if self.paused.active():  # an amend is a commit too: the text waits
+                self.texts.append(text)
+                return {"ok": True, "to": "next"}
+            self.asked_texts.append(text)
+        return self.wait_for("describe", message.get("timeout", 600))
+
+    def while_paused(self, message):
+        """sync is refused; a pull asked for or another machine's push waits for the resume."""
+        cmd = message["cmd"]
+        if cmd == "sync":
+            return {"ok": False, "error": "syncing is paused since %s: nothing is committed, "
+                                          "pushed or pulled until autosync-notify resume"
+                                          % cli.show_time(self.paused.since)}
+        with self.cond:
+            self.paused.owe_pull()
+        if cmd == "pushed":  # still passed on (XMPP): only our own pull waits
+            self.event("pushed", url=str(message.get("url") or ""), source="notify")
+            return {"ok": True}
+        return {"ok": True, "pulled": False, "deferred": "paused: pulled on resume"}
+
+    # --- the worker's side -----------------------------------------------------------
+
+    def commit(self, changes, rescan, note=None):
+        """A commit with the descriptions waiting for it; True if one was made."""
+        with self.cond:
+            texts, self.texts = self.texts, []
+        made = self.repo.commit(changes, rescan, note=note, text="; ".join(texts) or None)
+        if not made and texts:
+            with self.cond:
+                self.texts[:0] = texts
+        return made
+
+    def place_texts(self):
+        """Descriptions asked for: on our last commit while it is not pushed (amendcmd),
+        else at the top of the next commit."""
+        with self.cond:
+            ticket, texts, self.asked_texts = self.wanted["describe"], self.asked_texts, []
+            last = self.own_last
+        rev = None
+        if last is not None and texts:
+            message = described(last["message"], "; ".join(texts))
+            rev = self.repo.amend(message, last["rev"])
+        if rev is not None:
+            with self.cond:
+                self.own_last = {"message": message, "rev": rev}
+                self.status_fields["last_commit"] = {"time": time.time(),
+                                                     "message": message.split("\n")[0]}
+            log.info("described the last commit: %s", message.split("\n")[0])
+            result = {"ok": True, "to": "last", "rev": rev}
+        else:
+            with self.cond:
+                self.texts.extend(texts)
+            result = {"ok": True, "to": "next"}
+        self.finish("describe", ticket, result)
