@@ -8,18 +8,28 @@ a notification service it logs the messages instead, after one warning.
 The subscription (client.Subscription) reconnects with backoff when the
 committer goes away, so it can be started before the committer and outlives
 a committer restart. SIGTERM and SIGINT only queue a stop for the loop.
+
+With `describecmd`, a notification about changes made here offers
+"Describe...": when the user picks it (the server's ActionInvoked signal,
+on the connection that sent the notification) the command runs, in a thread
+of its own, and its output goes to the committer as a `describe` request.
 """
 import logging
 import os
 import queue
 import sys
+import threading
 import time
 
-from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
-from jeepney.io.blocking import open_dbus_connection
+from jeepney import DBusAddress, HeaderFields, MatchRule, MessageType, new_method_call
+from jeepney.bus_messages import message_bus
+from jeepney.io.common import RouterClosed
+from jeepney.io.threading import DBusRouter, open_dbus_connection
 
-from autosync import cli, client
-from autosync.notifications import CRITICAL, Summariser
+from autosync import cli, client, protocol
+from autosync.commands import CommandFailed, Template
+from autosync.messages import check_text
+from autosync.notifications import CRITICAL, DESCRIBE, Summariser
 from autosync.retry import Backoff, Trouble
 from autosync.stopflag import StopFlag
 
@@ -31,6 +41,10 @@ NOTIFICATIONS = DBusAddress("/org/freedesktop/Notifications",
                             interface="org.freedesktop.Notifications")
 CALL_TIMEOUT = 5.0  # a notification service that hangs must not stall the events
 BACKOFF_MIN, BACKOFF_MAX = 0.2, 10.0  # seconds between tries to reach the committer
+DIALOG_TIMEOUT = 3600.0  # seconds describecmd (a dialog the user answers) may take
+ACTIONS_KEPT = 50  # notifications whose action is still answered
+ACTION_INVOKED = MatchRule(type="signal", interface=NOTIFICATIONS.interface,
+                           member="ActionInvoked", path=NOTIFICATIONS.object_path)
 
 _STOP = object()  # stop() was called
 
@@ -43,8 +57,11 @@ class DBusNotifications:
     """A client of org.freedesktop.Notifications: shows messages as desktop
     notifications, or logs them while that cannot be done."""
 
-    def __init__(self):
-        self.conn = None
+    def __init__(self, on_action=None):
+        """on_action(id, key): the user picked an action of notification `id` (called on
+        the D-Bus receiving thread: it must not block)."""
+        self.conn = self.router = None
+        self.on_action = on_action
         self.trouble = Trouble(log, logging.WARNING)  # warn once, until it works again
 
     def start(self):
@@ -55,21 +72,28 @@ class DBusNotifications:
             self._warn(e)
 
     def send(self, message):
-        """Show one Message; True if the desktop took it."""
+        """Show one Message; its id (true) if the desktop took it, else False."""
         try:
-            self._notify(message)
+            number = self._notify(message)
         except NotifyFailed as e:
             self._warn(e)
             log.info("notification: %s", message.text().replace("\n", " -- "))
             return False
         self.trouble.recovered("desktop notifications work again")
         log.debug("notified: %s", message.title)
-        return True
+        return number
 
     def close(self):
         if self.conn is not None:
+            self.router.close()
             self.conn.close()
-            self.conn = None
+            self.conn = self.router = None
+
+    def put_nowait(self, signal):
+        """The router hands matching signals here (as to a queue)."""
+        number, key = signal.body
+        if self.on_action is not None:
+            self.on_action(number, key)
 
     def _warn(self, reason):
         self.trouble.failed("no desktop notifications, logging them instead: %s", reason)
@@ -83,17 +107,29 @@ class DBusNotifications:
             self.conn = open_dbus_connection("SESSION")
         except (OSError, RuntimeError, ValueError) as e:
             raise NotifyFailed("cannot connect to the D-Bus session bus: %s" % e) from None
+        # A router: replies and signals on one connection, which is where a server
+        # sends ActionInvoked (some only to the notification's sender).
+        self.router = DBusRouter(self.conn)
+        if self.on_action is not None:
+            self.router.filter(ACTION_INVOKED, queue=self)
+            self._call(message_bus.AddMatch(ACTION_INVOKED))
 
     def _notify(self, message):
         self._connect()
         icon = "dialog-warning" if message.urgency == CRITICAL else ""
         hints = {"urgency": ("y", message.urgency)}
-        # replaces_id 0 (a new bubble), no actions, the server's default timeout (-1).
+        actions = [word for action in message.actions for word in action]
+        # replaces_id 0 (a new bubble), the server's default timeout (-1).
         call = new_method_call(NOTIFICATIONS, "Notify", "susssasa{sv}i",
-                               (APP_NAME, 0, icon, message.title, message.body, [], hints, -1))
+                               (APP_NAME, 0, icon, message.title, message.body, actions,
+                                hints, -1))
+        return self._call(call).body[0]
+
+    def _call(self, call):
+        """The reply to a method call; NotifyFailed if there is none or it is an error."""
         try:
-            reply = self.conn.send_and_get_reply(call, timeout=CALL_TIMEOUT)
-        except (OSError, ValueError) as e:
+            reply = self.router.send_and_get_reply(call, timeout=CALL_TIMEOUT)
+        except (OSError, ValueError, TimeoutError, RouterClosed) as e:
             self.close()  # the bus went away or hung: connect afresh next time
             raise NotifyFailed("the D-Bus session bus failed: %s" % e) from None
         if reply.header.message_type == MessageType.error:
@@ -101,14 +137,56 @@ class DBusNotifications:
             detail = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
             raise NotifyFailed("no notification service on the session bus (%s%s)"
                                % (name, ": " + detail if detail else ""))
+        return reply
+
+
+class Describer:
+    """Runs describecmd for a notification's "Describe..." and sends what it prints to the
+    committer: the same as `autosync-notify describe TEXT`."""
+
+    def __init__(self, command, folder, socket_path):
+        self.template = Template("describecmd", command)
+        self.folder, self.socket_path = folder, socket_path
+
+    def start(self):
+        """In a thread: the dialog waits for the user, the notifications must not."""
+        threading.Thread(target=self.run, name="describe", daemon=True).start()
+
+    def run(self):
+        try:
+            text = check_text(self.template.output(cwd=self.folder, timeout=DIALOG_TIMEOUT))
+        except CommandFailed as e:  # a dialog cancelled exits non-zero
+            log.info("no description: %s", e)
+            return
+        except ValueError as e:
+            log.info("no description: describecmd's output: %s", e)
+            return
+        try:
+            conn = protocol.connect(self.socket_path)
+            try:
+                reply = conn.request({"cmd": "describe", "text": text}, timeout=60.0)
+            finally:
+                conn.close()
+        except (protocol.NoDaemon, protocol.Untrusted, protocol.ProtocolError, OSError) as e:
+            log.warning("the description %r was not sent: %s", text, e)
+            return
+        if reply.get("ok"):
+            log.info("described the %s commit: %s", reply.get("to"), text)
+        else:
+            log.warning("the committer refused the description: %s", reply.get("error"))
 
 
 class Desktop:
     """The event loop: committer events in, summarised notifications out."""
 
-    def __init__(self, socket_path, summariser, notifications):
+    def __init__(self, socket_path, summariser, notifications, describer=None):
+        """describer: what "Describe..." runs, or None."""
         self.summariser = summariser
         self.notifications = notifications
+        self.describer = describer
+        if describer is not None:
+            notifications.on_action = self.action
+        self.offered = []  # ids of the notifications that offer "Describe...", newest last
         # SimpleQueue: its put() is safe from a signal handler (stop()).
         self.inbox = queue.SimpleQueue()
         self.events = client.Subscription(socket_path, self.inbox.put, logger=log,
@@ -128,7 +206,9 @@ class Desktop:
                 item = self._next()
                 if item is _STOP:
                     return
-                if item is not None:
+                if isinstance(item, tuple):
+                    self._picked(*item[1:])
+                elif item is not None:
                     self._show(self.summariser.feed(item, time.monotonic()))
                 self._show(self.summariser.due(time.monotonic()))
         finally:
@@ -140,6 +220,10 @@ class Desktop:
         """Make run() return; safe from another thread and from a signal handler."""
         self.inbox.put(_STOP)
 
+    def action(self, number, key):
+        """The user picked action `key` of notification `number` (any program's)."""
+        self.inbox.put(("action", number, key))
+
     def _next(self):
         """The next event, or None when a summary is due first."""
         due = self.summariser.next_due()
@@ -150,7 +234,13 @@ class Desktop:
 
     def _show(self, messages):
         for message in messages:
-            self.notifications.send(message)
+            number = self.notifications.send(message)
+            if number and DESCRIBE in message.actions:
+                self.offered = (self.offered + [number])[-ACTIONS_KEPT:]
+
+    def _picked(self, number, key):
+        if key == DESCRIBE[0] and number in self.offered and self.describer is not None:
+            self.describer.start()
 
 
 def main(argv=None):
@@ -159,11 +249,13 @@ def main(argv=None):
         log.info("notifymethod is %s: no desktop notifications to send", cfg.notifymethod)
         return 0
     level = cfg.notifylevel
+    describer = Describer(cfg.describecmd, cfg.path, cfg.socket) if cfg.describecmd else None
     try:
-        summariser = Summariser(level, folder=os.path.basename(cfg.path))
+        summariser = Summariser(level, folder=os.path.basename(cfg.path),
+                                describe=describer is not None)
     except ValueError as e:
         cli.die("%s: [autosync] notifylevel: %s" % (cfg.file, e))
-    desktop = Desktop(cfg.socket, summariser, DBusNotifications())
+    desktop = Desktop(cfg.socket, summariser, DBusNotifications(), describer)
     StopFlag(wake=desktop.stop).install()
     desktop.run()
     return 0

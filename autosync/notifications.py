@@ -10,7 +10,12 @@ Levels (the `notifylevel` key):
 * normal  -- failures and conflicts at once, plus one summary per sync burst,
              at most one summary every `min_interval` seconds;
 * verbose -- failures and conflicts, plus one message per commit and per pull.
+
+A pause and its end are told once each, at normal and verbose. With
+`describe` on, a message about changes made here carries the action
+DESCRIBE (the desktop shows it as a "Describe..." button).
 """
+import time
 from dataclasses import dataclass
 
 LEVELS = ("quiet", "normal", "verbose")
@@ -20,6 +25,7 @@ DEFAULT_LEVEL = "normal"
 LOW, NORMAL, CRITICAL = 0, 1, 2
 
 MAX_NAMES = 3  # file names shown in a summary before "and N more"
+DESCRIBE = ("describe", "Describe...")  # an action: its key, its label
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class Message:
     title: str
     body: str = ""
     urgency: int = NORMAL
+    actions: tuple = ()  # (key, label) pairs the user may pick
 
     def text(self):
         """Title and body as plain text, for a chat message or a log line."""
@@ -86,7 +93,7 @@ class Burst:
         self.local = Changes()
         self.remote = Changes()
 
-    def message(self, folder):
+    def message(self, folder, actions=()):
         remote, local = self.remote, self.local
         if remote:
             hosts = " and ".join(remote.hosts)
@@ -106,16 +113,18 @@ class Burst:
             lines.append(("Saved here: " if remote else "") + local.listing())
         # Changes from another machine are news; the user's own saves are not.
         urgency = NORMAL if remote else LOW
-        return Message(_titled(folder, what), "\n".join(lines), urgency)
+        return Message(_titled(folder, what), "\n".join(lines), urgency,
+                       actions if local else ())
 
 
 class Summariser:
     """Feed it events; show the Messages that feed(), due() and flush() return."""
 
     def __init__(self, level=DEFAULT_LEVEL, min_interval=60.0, settle=2.0, folder="",
-                 repeat_after=600.0):
+                 repeat_after=600.0, describe=False):
         """`settle`: quiet seconds that end a burst. `repeat_after`: how long the
-        very same failure, repeated with no success in between, stays unsaid."""
+        very same failure, repeated with no success in between, stays unsaid.
+        `describe`: messages about local changes offer DESCRIBE."""
         if level not in LEVELS:
             raise ValueError("expected one of %s, got %r" % (", ".join(LEVELS), level))
         self.level = level
@@ -126,6 +135,7 @@ class Summariser:
         self.burst = None
         self.last_summary = None  # when the last burst summary went out
         self.failures = {}  # op -> (error, when it was told)
+        self.actions = (DESCRIBE,) if describe else ()
 
     def feed(self, event, now):
         """Messages to show now for this event (often none)."""
@@ -137,6 +147,8 @@ class Summariser:
             "pulled": self._pulled,
             "pushed": self._pushed,
             "stopping": self._stopping,
+            "paused": self._paused,
+            "resumed": self._resumed,
         }.get(event.get("event"))
         return handler(event, now) if handler else []
 
@@ -162,7 +174,7 @@ class Summariser:
         """The waiting summary now, whatever the time (the daemon is stopping)."""
         if self.burst is None:
             return []
-        message = self.burst.message(self.folder)
+        message = self.burst.message(self.folder, self.actions)
         self.burst = None
         self.last_summary = now
         return [message]
@@ -216,6 +228,23 @@ class Summariser:
             self.failures.pop("push", None)
         return []
 
+    def _paused(self, event, now):
+        if self.level == "quiet":  # the user paused it: no error
+            return []
+        until = event.get("until")
+        if isinstance(until, (int, float)) and not isinstance(until, bool):
+            body = "Syncing starts again at %s." % time.strftime("%Y-%m-%d %H:%M",
+                                                                  time.localtime(until))
+        else:
+            body = "Syncing starts again when you run autosync-notify resume."
+        return [Message(_titled(self.folder, "Paused"), body + " Changes are kept and "
+                        "committed then, in one commit.", NORMAL)]
+
+    def _resumed(self, event, now):
+        if self.level == "quiet":
+            return []
+        return [Message(_titled(self.folder, "Syncing again"), "", LOW)]
+
     def _stopping(self, event, now):
         return self.flush(now)  # the committer goes: tell what is waiting now
 
@@ -226,7 +255,7 @@ class Summariser:
         getattr(burst, side).add(paths, count, hosts)
         burst.last = now
         if self.level == "verbose":
-            return [burst.message(self.folder)]
+            return [burst.message(self.folder, self.actions)]
         self.burst = burst
         return []
 

@@ -3,15 +3,17 @@
 SessionBus starts `dbus-daemon --nofork --print-address` (Debian package
 `dbus`) with its own config in a temporary folder: no service activation, so
 nothing of the machine's desktop can answer. Recorder owns
-org.freedesktop.Notifications on that bus and records every Notify call.
+org.freedesktop.Notifications on that bus and records every Notify call; its
+invoke() plays the user clicking one of a notification's actions.
 """
 import os
+import queue
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 
-from jeepney import HeaderFields, MessageType, new_error, new_method_return
+from jeepney import DBusAddress, HeaderFields, MessageType, new_error, new_method_return, new_signal
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
 
@@ -75,6 +77,8 @@ class Notification:
     summary: str
     body: str
     urgency: int  # None when the hint is missing
+    actions: tuple = ()  # (key, label) pairs
+    sender: str = ""  # the unique bus name of the program that sent it
 
 
 class Recorder:
@@ -85,6 +89,7 @@ class Recorder:
         self.calls = []
         self.cond = threading.Condition()
         self.stopped = threading.Event()
+        self.outbox = queue.SimpleQueue()  # signals to send, from the serving thread
         self.conn = None
         self.thread = None
 
@@ -119,8 +124,20 @@ class Recorder:
                 if len(self.calls) == seen:
                     return list(self.calls)
 
+    def invoke(self, number, key):
+        """The user picks action `key` of notification `number`: ActionInvoked is sent to
+        the notification's sender only (as GNOME Shell does), not broadcast."""
+        sender = self.calls[number - 1].sender
+        signal = new_signal(DBusAddress("/org/freedesktop/Notifications",
+                                        interface="org.freedesktop.Notifications"),
+                            "ActionInvoked", "us", (number, key))
+        signal.header.fields[HeaderFields.destination] = sender
+        self.outbox.put(signal)
+
     def _serve(self):
         while not self.stopped.is_set():
+            while not self.outbox.empty():
+                self.conn.send(self.outbox.get())
             try:
                 msg = self.conn.receive(timeout=0.1)
             except TimeoutError:
@@ -131,10 +148,13 @@ class Recorder:
     def _answer(self, msg):
         member = msg.header.fields.get(HeaderFields.member)
         if member == "Notify":
-            app, replaces, icon, summary, body, _actions, hints, _timeout = msg.body
+            app, replaces, icon, summary, body, actions, hints, _timeout = msg.body
             urgency = hints.get("urgency", (None, None))[1]
+            pairs = tuple(zip(actions[::2], actions[1::2]))
+            sender = msg.header.fields.get(HeaderFields.sender, "")
             with self.cond:
-                self.calls.append(Notification(app, replaces, icon, summary, body, urgency))
+                self.calls.append(Notification(app, replaces, icon, summary, body, urgency,
+                                               pairs, sender))
                 self.cond.notify_all()
                 number = len(self.calls)
             return new_method_return(msg, "u", (number,))

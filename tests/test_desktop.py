@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from autosync.desktop import DBusNotifications, Desktop
+from autosync.desktop import DBusNotifications, Describer, Desktop
 from autosync.notifications import Summariser
 from conftest import ROOT, git, wait_until
+from test_describe import committed, subject
 from dbus_session import Recorder, SessionBus
 from fakes import FakeCommitter
 
@@ -47,9 +48,10 @@ def desktop(committer):
     """desktop(level) -> a running Desktop subscribed to the fake committer."""
     running = []
 
-    def start(level="normal"):
+    def start(level="normal", describer=None):
         d = Desktop(committer.path, Summariser(level, min_interval=1.0, settle=SETTLE,
-                                               folder="notes"), DBusNotifications())
+                                               folder="notes", describe=bool(describer)),
+                    DBusNotifications(), describer)
         thread = threading.Thread(target=d.run, daemon=True)
         thread.start()
         running.append((d, thread))
@@ -164,6 +166,59 @@ def test_a_dead_bus_address_gives_one_warning(committer, desktop, caplog, monkey
     committer.emit("failed", op="pull", error="two")
     wait_until(lambda: "Pull failed" in caplog.text, 10, what="both failures in the log")
     assert len(desktop_warnings(caplog)) == 1
+
+
+# --- "Describe...": the notification action ------------------------------------
+
+
+def test_describe_action_runs_describecmd_and_sends_its_output(recorder, committer, desktop,
+                                                               tmp_path):
+    desktop(describer=Describer("echo 'Holiday   photos'", str(tmp_path), committer.path))
+    commit_burst(committer, 2)
+    [saved] = recorder.wait_for(1)
+    assert saved.actions == (("describe", "Describe..."),) and saved.sender
+    committer.emit("pulled", changed=True, count=1, host="laptop", files=["l.txt"])
+    committer.emit("failed", op="push", error="remote unreachable")
+    calls = recorder.wait_for(3)
+    assert all(c.actions == () for c in calls[1:])  # only our own changes are described
+    recorder.invoke(2, "describe")  # not offered there: nothing runs
+    recorder.invoke(1, "default")
+    recorder.invoke(1, "describe")
+    wait_until(lambda: any(m.get("cmd") == "describe" for _, m in committer.requests), 10,
+               what="the describe request")
+    time.sleep(0.3)
+    assert [m for _, m in committer.requests if m.get("cmd") == "describe"] == [
+        {"cmd": "describe", "text": "Holiday photos"}]
+
+
+def test_without_describecmd_no_action_is_offered(recorder, committer, desktop):
+    desktop()
+    commit_burst(committer, 2)
+    assert recorder.wait_for(1)[0].actions == ()
+
+
+def test_a_cancelled_dialog_describes_nothing(recorder, committer, desktop, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="autosync.desktop")
+    desktop(describer=Describer("false", str(tmp_path), committer.path))
+    commit_burst(committer, 1)
+    recorder.wait_for(1)
+    recorder.invoke(1, "describe")
+    wait_until(lambda: "no description" in caplog.text, 10, what="the log line")
+    assert not [m for _, m in committer.requests if m.get("cmd") == "describe"]
+
+
+def test_the_describe_action_end_to_end_rewords_the_commit(recorder, machines):
+    a = machines("a", notifymethod="desktop", notifylevel="verbose", pushdelay="60",
+                 describecmd="echo Holiday photos")
+    with open(os.path.join(a.path, "beach.jpg"), "w") as f:
+        f.write("sand\n")
+    committed(a, 1)
+    [saved] = recorder.wait_for(1)
+    assert saved.summary == "a: 1 file saved" and saved.actions
+    recorder.invoke(1, "describe")
+    wait_until(lambda: subject(a.path).startswith("Holiday photos (autosync on "), 20,
+               what="the commit to be reworded")
+    assert git("show", "--name-only", "--format=", "HEAD", cwd=a.path).split() == [b"beach.jpg"]
 
 
 # --- the launcher, as the supervisor runs it -----------------------------------

@@ -196,3 +196,26 @@ def test_a_mass_delete_is_told_at_every_level_with_its_undo(level):
     assert len(messages) == 1
     assert messages[0].urgency == CRITICAL
     assert "24 files removed" in messages[0].title and restore in messages[0].body
+
+
+def test_a_pause_and_its_end_are_told_once_each_but_not_when_quiet():
+    s = Summariser("normal", folder="notes")
+    [paused] = s.feed({"event": "paused", "since": 1.0, "until": None}, 0.0)
+    assert paused.title == "notes: Paused" and "autosync-notify resume" in paused.body
+    [until] = s.feed({"event": "paused", "since": 1.0, "until": 1700000000}, 0.0)
+    assert "starts again at 20" in until.body
+    [resumed] = s.feed({"event": "resumed"}, 0.0)
+    assert resumed.title == "notes: Syncing again" and resumed.urgency == LOW
+    quiet = Summariser("quiet")
+    assert quiet.feed({"event": "paused", "since": 1.0, "until": None}, 0.0) == []
+    assert quiet.feed({"event": "resumed"}, 0.0) == []
+
+
+def test_describe_is_offered_for_changes_made_here_only():
+    s = Summariser("verbose", describe=True)
+    [here] = s.feed(committed("a.txt"), 0.0)
+    assert here.actions == (("describe", "Describe..."),)
+    [there] = s.feed(pulled("b.txt"), 1.0)
+    assert there.actions == ()
+    assert s.feed(FAILED, 2.0)[0].actions == ()
+    assert Summariser("verbose").feed(committed("a.txt"), 0.0)[0].actions == ()
