@@ -90,10 +90,9 @@ class DBusNotifications:
             self.conn = self.router = None
 
     def put_nowait(self, signal):
-        """The router hands matching signals here (as to a queue)."""
-        number, key = signal.body
-        if self.on_action is not None:
-            self.on_action(number, key)
+        """The router hands matching signals here (as to a queue), on its own thread."""
+        if signal.header.fields.get(HeaderFields.signature) == "us" and self.on_action:
+            self.on_action(*signal.body)
 
     def _warn(self, reason):
         self.trouble.failed("no desktop notifications, logging them instead: %s", reason)
@@ -112,7 +111,11 @@ class DBusNotifications:
         self.router = DBusRouter(self.conn)
         if self.on_action is not None:
             self.router.filter(ACTION_INVOKED, queue=self)
-            self._call(message_bus.AddMatch(ACTION_INVOKED))
+            try:
+                self._call(message_bus.AddMatch(ACTION_INVOKED))
+            except NotifyFailed:
+                self.close()
+                raise
 
     def _notify(self, message):
         self._connect()

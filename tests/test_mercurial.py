@@ -419,3 +419,29 @@ def test_the_mercurial_example_restores_a_removed_folder(tmp_path, central):
     finally:
         a.stop(), b.stop()
     assert "Traceback" not in a.logtext() + b.logtext()
+
+
+def test_the_mercurial_example_describes_the_last_commit_until_it_is_pushed(tmp_path, central):
+    a = HgMachine(tmp_path, "a", central)
+    a.settings["pushdelay"] = "60"  # time to describe it before it goes
+    a.write_config()
+    try:
+        a.start()
+        write(a, "tax.txt", b"2025\n")
+        write(a, "draft.txt", b"not yet\n")
+        wait_until(lambda: "2 added" in hg("log", "-r", ".", "-T", "{desc}", cwd=a.path), 20,
+                   what="the commit")
+        out = a.notify("describe", "Tax forms").stdout.strip()
+        assert out == "described the last commit (not pushed yet)"
+        desc = hg("log", "-r", ".", "-T", "{desc}", cwd=a.path)
+        assert desc.startswith("Tax forms (autosync on ") and "added: tax.txt" in desc
+        assert hg("status", "--change", ".", cwd=a.path).split() == [
+            "A", "draft.txt", "A", "tax.txt"]
+        assert "Tax forms" not in hg("log", "-T", "{desc}\n", cwd=central)
+        a.notify("sync")
+        assert "Tax forms (autosync on " in hg("log", "-T", "{desc}\n", cwd=central)
+        assert a.notify("describe", "Later").stdout.strip() == \
+            "the text goes at the top of the next commit"
+    finally:
+        a.stop()
+    assert "Traceback" not in a.logtext()
