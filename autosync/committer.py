@@ -244,8 +244,10 @@ class Committer(Everyday):
     def step(self):
         with self.cond:
             self.replan = False
-            if self.paused.expired():
-                self.lift()
+            expired = self.paused.expired()
+        if expired:
+            self.lift()
+        with self.cond:
             if self.paused.active():
                 return
             resuming, self.resuming = self.resuming, False

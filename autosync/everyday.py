@@ -16,6 +16,8 @@ log = logging.getLogger("autosync.committer")
 
 
 class Everyday:
+    """Pause, resume and describe, for committer.Committer (which calls init_everyday)."""
+
     def init_everyday(self, cfg):
         self.asked_texts = []  # describe requests the worker has not placed yet
         self.texts = []  # descriptions for the top of the next commit
@@ -42,21 +44,21 @@ class Everyday:
         return {"ok": True, "paused": fields}
 
     def resume_request(self, message):
-        with self.cond:
-            if not self.paused.active():
-                return {"ok": True, "resumed": False}
-            self.lift()
-        return {"ok": True, "resumed": True}
+        return {"ok": True, "resumed": self.lift()}
 
     def lift(self):
-        """End the pause (asked, or run out); the worker then catches up."""
+        """End the pause (asked, or run out), if any; the worker then catches up.
+        Called without the lock held: the event must not keep the worker waiting."""
         with self.cond:
+            if not self.paused.active():
+                return False
             owed = self.paused.lift()
             self.resuming = "pull" if owed or self.resuming == "pull" else True
             self.status_fields["paused"] = None
             self.cond.notify_all()
         log.info("resumed: syncing what changed while paused")
         self.event("resumed")
+        return True
 
     def describe_request(self, message):
         text = check_text(message.get("text"))

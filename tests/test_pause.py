@@ -1,7 +1,7 @@
 """Pause and resume: the pause file (pause.py), and end to end with real git and the
 real suite: across a restart of the suite and across another machine's push."""
-import json
 import os
+import signal
 import time
 
 import pytest
@@ -131,3 +131,21 @@ def test_bad_pause_arguments_are_usage_errors(machines):
     assert result.returncode == 2 and "expected a duration" in result.stderr
     assert a.notify("pause", "1m", "2m", check=False).returncode == 2
     assert a.status()["paused"] is None
+
+
+def test_a_killed_committer_comes_back_paused(machines, remote):
+    a = machines("a")
+    before = head(a)
+    a.notify("pause")
+    write(a, "kept.txt", "while paused\n")
+    wait_until(lambda: a.status().get("pending") == ["kept.txt"], 10, what="the batch")
+    killed = a.children()["committer"]
+    os.kill(killed, signal.SIGKILL)
+    wait_until(lambda: a.children().get("committer") not in (None, killed), 30,
+               what="the supervisor to restart the committer")
+    wait_until(lambda: a.status().get("state") == "paused", 30, what="the committer, paused")
+    time.sleep(1.5)
+    assert head(a) == before and b"kept.txt" not in remote.files()
+    a.notify("resume")
+    wait_until(lambda: a.settled(remote), 30, what="the resume")
+    assert remote.files()[b"kept.txt"] == b"while paused\n"
