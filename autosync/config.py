@@ -53,10 +53,11 @@ KEYS = {
                             "desktop, xmpp, all or none"),
         "pulllock": Key("option('conservative', 'optimized')", "conservative",
                         "conservative or optimized"),
-        "readfrequency": Key("seconds", 5.0, SECONDS),
+        # Not set: a batch closes when its writers closed their files (batch.py).
+        "readfrequency": Key("seconds_or_unset", "", SECONDS, "not set"),
         "ignorepath": Key("string", ".git .svn .hg", "paths below path"),
         "maxwait": Key("seconds", 10.0, SECONDS),  # not set: readfrequency if that is longer
-        "pushdelay": Key("seconds", 1.0, SECONDS),
+        "pushdelay": Key("seconds", 0.0, SECONDS),
         "pullinterval": Key("seconds", 300.0, SECONDS + " (0: never)"),
         "socket": Key("string", "", "a socket path", "`$XDG_RUNTIME_DIR/autosync/<id>.sock`"),
         "notifylevel": Key("option('quiet', 'normal', 'verbose')", "normal",
@@ -144,7 +145,7 @@ class Config:
     syncmethod: str = _A["syncmethod"]
     notifymethod: str = _A["notifymethod"]
     pulllock: str = _A["pulllock"]
-    readfrequency: float = _A["readfrequency"]
+    readfrequency: typing.Optional[float] = None  # None: close-aware batches
     ignorepath: list = dataclasses.field(default_factory=_A["ignorepath"].split)
     maxwait: float = _A["maxwait"]
     pushdelay: float = _A["pushdelay"]
@@ -280,7 +281,8 @@ def _validate(file, known):
         spec.append("[%s]" % name)
         spec.extend("%s = %s" % (k, key.check) for k, key in keys.items())
     values = ConfigObj(given, configspec=spec, interpolation=False)
-    results = values.validate(Validator({"seconds": _seconds, "fingerprint": fingerprint}),
+    results = values.validate(Validator({"seconds": _seconds, "seconds_or_unset": _seconds_or_unset,
+                                          "fingerprint": fingerprint}),
                               preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
@@ -289,6 +291,11 @@ def _validate(file, known):
             if (name, k) in errors:
                 raise _bad(file, name, k, key.expected, known.get(name, {}).get(k))
     return values
+
+
+def _seconds_or_unset(value):
+    """configobj check: seconds, or None for a key left empty (not set)."""
+    return None if value == "" else _seconds(value)
 
 
 def _seconds(value):
@@ -340,13 +347,13 @@ def _build(file, values, known, warnings):
         ignorepath=_ignorepath(file, a["ignorepath"], path, warnings),
         # Not set, it is never below readfrequency: an original file with a long one still loads.
         maxwait=a["maxwait"] if "maxwait" in known["autosync"] else max(a["maxwait"],
-                                                                        a["readfrequency"]),
+                                                                        a["readfrequency"] or 0),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
         notifylevel=a["notifylevel"], hostname=host,
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
         xmpp=_xmpp(file, x, base, warnings, path, host))
-    if config.maxwait < config.readfrequency:
+    if config.readfrequency is not None and config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):

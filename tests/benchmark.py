@@ -54,8 +54,9 @@ QUICK = dict(trials=3, burst_files=2_000, burst_trials=1, tree_files=10_000,
              tree_folders=1_000, idle_seconds=10, tree_idle_seconds=5, machines=8,
              many_trials=3, slow_seconds=15)
 
-# The lowest delays the configuration allows for a fast round trip.
-FAST = dict(readfrequency="0.2", pushdelay="0")
+# The lowest delays the configuration allows for a fast round trip: no quiet
+# at all once every writer closed its file (no settle time), push at once.
+FAST = dict(readfrequency="0", pushdelay="0")
 # The machines' settings: "defaults" writes no delay into the config, so the
 # product's own defaults (autosync.config.KEYS) apply, whatever they are today.
 PROFILES = {"defaults": {}, "lowest": FAST}
@@ -584,7 +585,9 @@ def peer_cells(peers, mine, stat=median):
 
 def describe(delays):
     """readfrequency/pushdelay/maxwait, as the table's labels show them."""
-    return "/".join("%g" % delays[key] for key in DELAY_KEYS) + " s"
+    # readfrequency not set: the batch closes when its files are closed ("on close").
+    return "/".join("on close" if delays[key] in (None, "") else "%g" % delays[key]
+                    for key in DELAY_KEYS) + " s"
 
 
 def start_pair(run, prefix, remote, settings):

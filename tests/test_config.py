@@ -93,7 +93,7 @@ def test_original_example_is_a_working_config(tmp_path, folder):
     assert cfg.file == str(tmp_path / "autosync.ini")
     assert cfg.path == folder
     assert cfg.notifymethod == "desktop"
-    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 1.0, 300.0)
+    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 0.0, 300.0)
     assert cfg.socket == socket_for(folder)
     assert cfg.xmpp.host == "example.org" and cfg.xmpp.port == 5222
     assert cfg.xmpp.tls == "required" and cfg.xmpp.priority == 0
@@ -266,8 +266,8 @@ def test_defaults(tmp_path, folder):
     assert cfg.path == folder  # no trailing slash
     assert cfg.pidfile == file + ".pid"
     assert cfg.notifymethod == "desktop" and cfg.pulllock == "conservative"
-    assert cfg.readfrequency == 5.0 and cfg.ignorepath == [".git", ".svn", ".hg"]
-    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 1.0, 300.0)
+    assert cfg.readfrequency is None and cfg.ignorepath == [".git", ".svn", ".hg"]
+    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 0.0, 300.0)
     assert cfg.socket == socket_for(folder)
     assert cfg.commands == config.GIT_COMMANDS
     assert cfg.xmpp.username == cfg.xmpp.password == cfg.xmpp.host == ""
@@ -421,11 +421,11 @@ def test_readme_shows_every_key_with_the_default_of_keys():
 
 def test_a_readme_difference_names_the_key():
     text = readme_text()
-    text = text.replace("| autosync | `pushdelay` | `1` |", "| autosync | `pushdelay` | `2` |")
+    text = text.replace("| autosync | `pushdelay` | `0` |", "| autosync | `pushdelay` | `2` |")
     text = text.replace("| dvcs | `pushcmd` | `git push -q` |", "| dvcs | `pushcmd` | `git push` |")
     text = text.replace("| xmpp | `port` |", "| xmpp | `portt` |")
     assert readme_differences(text) == [
-        "[autosync] pushdelay: the README says `2`, KEYS `1`",
+        "[autosync] pushdelay: the README says `2`, KEYS `0`",
         "[dvcs] pushcmd: the README says `git push`, KEYS `git push -q`",
         "[xmpp] port: not in the README",
         "[xmpp] portt: in the README, not in KEYS"]
