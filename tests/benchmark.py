@@ -635,7 +635,7 @@ def propagation(run, sizes):
         phases = {"A: write to committed": [], "A: committed to pushed": [],
                   "B: A's push to pull started": [], "B: pull (git pull)": []}
         suite, missed = [], 0
-        timeout = 30 + sum(delays.values())
+        timeout = 30 + sum(v or 0 for v in delays.values())
         for i in range(sizes["trials"]):
             # Our suite, then bare git, alternately: both see the same machine load.
             name = "trial-%03d.txt" % i
@@ -945,7 +945,7 @@ def many_machines_at(run, sizes, profile):
         git("clone", "-q", floor_remote, clone)
 
     last, floor, lost = [], [], 0
-    timeout = 30 + sum(delays.values())
+    timeout = 30 + sum(v or 0 for v in delays.values())
     for i in range(sizes["many_trials"]):
         writer = machines[i % n]
         others = [m for m in machines if m is not writer]
@@ -1071,7 +1071,7 @@ def slow_writer_at(run, sizes, profile):
     finished = time.monotonic() - opened
     final = read_file(os.path.join(a.path, name))
     arrived = wait_for(lambda: any(c == final for _, c in seen),
-                       30 + sum(delays.values()), 0.1)
+                       30 + sum(v or 0 for v in delays.values()), 0.1)
     stop.set()
     watcher.join()
     # Every version of the file in the remote's history, not only the heads seen.
