@@ -354,12 +354,13 @@ class Committer(Everyday):
             self.retry_at["commit"] = time.monotonic() + seconds
 
     def committed(self, message, listed):
+        rev = self.repo.head()  # what describe may reword (a command: not under the lock)
         with self.cond:
             self.status_fields["last_commit"] = {"time": time.time(),
                                                  "message": message.split("\n")[0]}
             self.status_fields["unpushed"] += 1
             self.push_at = time.monotonic() + self.cfg.pushdelay
-            self.own_last = {"message": message, "rev": self.repo.head()}
+            self.own_last = {"message": message, "rev": rev}
         log.info("%s", message.split("\n")[0])
         self.event("committed", message=message, changes=listed[:MESSAGE_LINES],
                    count=len(listed), host=self.cfg.hostname)
