@@ -62,6 +62,7 @@ KEYS = {
         "notifylevel": Key("option('quiet', 'normal', 'verbose')", "normal",
                            "quiet, normal or verbose"),
         "hostname": Key("string", "", "a name for this machine", "the host name"),
+        "tray": Key("boolean", False, "yes or no"),
     },
     # The git defaults; none reads git's (translatable) output. "" means "do not run".
     "dvcs": {
@@ -151,6 +152,7 @@ class Config:
     pullinterval: float = _A["pullinterval"]
     socket: str = _A["socket"]
     notifylevel: str = _A["notifylevel"]
+    tray: bool = _A["tray"]
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
     xmpp: Xmpp = dataclasses.field(default_factory=Xmpp)
@@ -342,7 +344,7 @@ def _build(file, values, known, warnings):
         maxwait=a["maxwait"] if "maxwait" in known["autosync"] else max(a["maxwait"],
                                                                         a["readfrequency"]),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
-        notifylevel=a["notifylevel"], hostname=host,
+        notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
         xmpp=_xmpp(file, x, base, warnings, path, host))
