@@ -150,6 +150,8 @@ def programs(cfg, args):
         wanted.append("xmpp")
     if cfg.notifymethod in ("desktop", "all"):
         wanted.append("desktop")
+    if cfg.tray:
+        wanted.append("tray")
     return [Program(name, args) for name in wanted]
 
 

@@ -1,9 +1,11 @@
-"""A real, private D-Bus session bus for tests, and a notification recorder on it.
+"""A real, private D-Bus session bus for tests, and recorders on it.
 
 SessionBus starts `dbus-daemon --nofork --print-address` (Debian package
 `dbus`) with its own config in a temporary folder: no service activation, so
 nothing of the machine's desktop can answer. Recorder owns
-org.freedesktop.Notifications on that bus and records every Notify call.
+org.freedesktop.Notifications on that bus and records every Notify call;
+WatcherRecorder owns org.kde.StatusNotifierWatcher and records the items
+that register and the signals they send.
 """
 import os
 import subprocess
@@ -11,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from jeepney import HeaderFields, MessageType, new_error, new_method_return
+from jeepney import HeaderFields, MatchRule, MessageType, new_error, new_method_return
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
 
@@ -77,8 +79,12 @@ class Notification:
     urgency: int  # None when the hint is missing
 
 
-class Recorder:
-    """Owns org.freedesktop.Notifications on `address` and records each Notify call."""
+class Owner:
+    """Owns the bus name NAME on `address` and answers its calls (_answer) in a thread;
+    `calls` is what a subclass records."""
+
+    NAME = None
+    MATCHES = ()  # match rules for the signals it records
 
     def __init__(self, address):
         self.address = address
@@ -90,9 +96,13 @@ class Recorder:
 
     def __enter__(self):
         self.conn = open_dbus_connection(self.address)
-        reply = self.conn.send_and_get_reply(message_bus.RequestName(NAME, DO_NOT_QUEUE))
+        # Matches first: once the name is ours, calls come in, and a send_and_get_reply
+        # in between would drop them.
+        for rule in self.MATCHES:
+            self.conn.send_and_get_reply(message_bus.AddMatch(rule))
+        reply = self.conn.send_and_get_reply(message_bus.RequestName(self.NAME, DO_NOT_QUEUE))
         if reply.body[0] != PRIMARY_OWNER:
-            raise RuntimeError("could not own %s on the test bus" % NAME)
+            raise RuntimeError("could not own %s on the test bus" % self.NAME)
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
         return self
@@ -106,7 +116,7 @@ class Recorder:
         """The calls, once there are at least `count`; fails after `timeout` seconds."""
         with self.cond:
             if not self.cond.wait_for(lambda: len(self.calls) >= count, timeout):
-                raise AssertionError("expected %d Notify calls, got %d: %r"
+                raise AssertionError("expected %d calls, got %d: %r"
                                      % (count, len(self.calls), self.calls))
             return list(self.calls)
 
@@ -127,19 +137,65 @@ class Recorder:
                 continue
             if msg.header.message_type == MessageType.method_call:
                 self.conn.send(self._answer(msg))
+            elif msg.header.message_type == MessageType.signal:
+                self._heard(msg)
+
+    def _heard(self, msg):
+        pass
+
+    def _record(self, call):
+        with self.cond:
+            self.calls.append(call)
+            self.cond.notify_all()
+            return len(self.calls)
+
+
+class Recorder(Owner):
+    """Owns org.freedesktop.Notifications on `address` and records each Notify call."""
+
+    NAME = NAME
 
     def _answer(self, msg):
         member = msg.header.fields.get(HeaderFields.member)
         if member == "Notify":
             app, replaces, icon, summary, body, _actions, hints, _timeout = msg.body
             urgency = hints.get("urgency", (None, None))[1]
-            with self.cond:
-                self.calls.append(Notification(app, replaces, icon, summary, body, urgency))
-                self.cond.notify_all()
-                number = len(self.calls)
+            number = self._record(Notification(app, replaces, icon, summary, body, urgency))
             return new_method_return(msg, "u", (number,))
         if member == "GetCapabilities":
             return new_method_return(msg, "as", (["body"],))
         if member == "GetServerInformation":
             return new_method_return(msg, "ssss", ("recorder", "tests", "0", "1.2"))
         return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
+
+
+class WatcherRecorder(Owner):
+    """Owns org.kde.StatusNotifierWatcher: `calls` are the (sender, service) of each
+    RegisterStatusNotifierItem; `signals` the (member, body) of the items' signals."""
+
+    NAME = "org.kde.StatusNotifierWatcher"
+    MATCHES = (MatchRule(type="signal", interface="org.kde.StatusNotifierItem"),
+               MatchRule(type="signal", interface="com.canonical.dbusmenu"))
+
+    def __init__(self, address):
+        super().__init__(address)
+        self.signals = []
+
+    def _answer(self, msg):
+        if msg.header.fields.get(HeaderFields.member) == "RegisterStatusNotifierItem":
+            self._record((msg.header.fields.get(HeaderFields.sender), msg.body[0]))
+            return new_method_return(msg)
+        return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
+
+    def _heard(self, msg):
+        with self.cond:
+            self.signals.append((msg.header.fields.get(HeaderFields.member), msg.body))
+            self.cond.notify_all()
+
+    def wait_signal(self, member, timeout=10.0):
+        """The bodies of the `member` signals heard, once there is one."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: any(m == member for m, _ in self.signals),
+                                      timeout):
+                raise AssertionError("no %s signal; heard %r" % (member, self.signals))
+            return [body for m, body in self.signals if m == member]
