@@ -16,6 +16,7 @@ import sys
 import time
 
 from autosync import cli, commands
+from autosync.ignore import Ignore
 from autosync.messages import describe, printable
 from autosync.paths import METADATA
 from autosync.protocol import NoDaemon, Untrusted, connect
@@ -215,7 +216,6 @@ class Rewind:
     daemon's watcher sees one quick burst, and the sync that follows commits it."""
 
     def __init__(self, history, rev, rel, wanted):
-        from autosync.watcher import Ignore  # pyinotify: only when restoring
         self.history, self.rev, self.rel = history, rev, rel
         self.root = history.cfg.path
         self.ignore = Ignore(self.root, history.cfg.ignorepath)

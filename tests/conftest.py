@@ -189,7 +189,7 @@ class Machine:
     def dirty(self):
         """Paths git sees changed that the suite should have committed."""
         from autosync.config import load
-        from autosync.watcher import Ignore
+        from autosync.ignore import Ignore
         ignore = Ignore(self.path, load(self.config).ignorepath)
         out = git("status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
                   cwd=self.path)

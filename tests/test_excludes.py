@@ -50,7 +50,7 @@ def test_git_add_all_leaves_ignorepath_and_keeps_the_users_excludes(tmp_path, us
                                   "notes.txt.tmp.12345"])
 def test_a_rescan_leaves_editors_files_out_like_the_watcher(tmp_path, using, junk):
     """vim's swap file present during a rescan must never reach history."""
-    from autosync.watcher import Ignore
+    from autosync.ignore import Ignore
     top = tmp_path / "repo"
     git("init", "-q", str(top))
     (top / "sub").mkdir()

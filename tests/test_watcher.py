@@ -1,141 +1,13 @@
-"""The watcher's parts: ignore rules (checked against git itself) and batches."""
+"""The watcher on a real folder: what reaches the committer, what it watches."""
 import os
 import select
 import signal
-import subprocess
 from types import SimpleNamespace
 
 import pytest
 
-from autosync.watcher import Batch, Ignore, Tree, Watcher
+from autosync.watcher import Watcher
 from conftest import git
-
-
-def make(root, files):
-    for rel, content in files.items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(content)
-
-
-GITIGNORES = {
-    ".gitignore": "*.log\n!keep.log\nbuild/\n**/cache\n/rootonly.txt\ndocs/*.pdf\n",
-    "sub/.gitignore": "!*.log\nlocal.txt\nnested/**/deep.txt\n",
-    "sub/nested/.gitignore": "*.tmp\n",
-}
-PATHS = ["a.log", "keep.log", "build/out.o", "src/build/x.o", "x/cache/c", "cache",
-         "rootonly.txt", "sub/rootonly.txt", "docs/a.pdf", "docs/more/b.pdf", "sub/a.log",
-         "sub/local.txt", "local.txt", "sub/nested/a/b/deep.txt", "sub/nested/x.tmp",
-         "sub/other/x.tmp", "plain.txt", "sub/nested/keep.txt"]
-
-
-def test_ignore_rules_agree_with_git(tmp_path):
-    root = str(tmp_path / "repo")
-    git("init", "-q", root)
-    make(root, GITIGNORES)
-    make(root, {p: "x" for p in PATHS})
-    with open(os.path.join(root, ".git", "info", "exclude"), "a") as f:
-        f.write("excluded-by-info\n")
-    make(root, {"excluded-by-info": "x"})
-    ignore = Ignore(root)
-    for rel in PATHS + ["excluded-by-info"]:
-        by_git = subprocess.run(["git", "check-ignore", "-q", "--no-index", rel],
-                                cwd=root).returncode == 0
-        assert ignore(rel) == by_git, rel
-
-
-def test_ignorepath_metadata_and_editor_junk(tmp_path):
-    ignore = Ignore(str(tmp_path), ["src/packages", "big/"])
-    for rel in ("src/packages/x", "big/y", ".git/config", "sub/.hg/store", "notes.txt~",
-                ".notes.txt.swp", "4913", "#notes#", ".#notes", ".~lock.doc.odt#"):
-        assert ignore(rel), rel
-    for rel in ("src/packagesX", "notes.txt", "big.txt", "src/p"):
-        assert not ignore(rel), rel
-
-
-def test_a_changed_gitignore_is_read_again(tmp_path):
-    root = str(tmp_path)
-    make(root, {".gitignore": "*.a\n"})
-    ignore = Ignore(root)
-    assert ignore("x.a") and not ignore("x.b")
-    make(root, {".gitignore": "*.b\n"})
-    ignore.forget("")
-    assert ignore("x.b") and not ignore("x.a")
-
-
-def close(root, tree, ignore, steps):
-    batch = Batch()
-    for step in steps:
-        step(batch)
-    return sorted(batch.close(root, tree, ignore), key=lambda c: c["path"])
-
-
-@pytest.fixture
-def folder(tmp_path):
-    root = str(tmp_path)
-    make(root, {"a.txt": "a", "dir/b.txt": "b", "dir/c.txt": "c"})
-    tree, ignore = Tree(), Ignore(root)
-    for rel in tree.scan(root, "", ignore):
-        tree.add(rel)
-    return root, tree, ignore
-
-
-def test_created_then_removed_in_one_batch_is_nothing(folder):
-    root, tree, ignore = folder
-    make(root, {"tmp.txt": "x"})
-    os.unlink(os.path.join(root, "tmp.txt"))
-    assert close(root, tree, ignore, [lambda b: b.touch("tmp.txt")]) == []
-
-
-def test_backup_dance_is_one_modification(folder):
-    root, tree, ignore = folder
-    p = lambda r: os.path.join(root, r)
-    os.rename(p("a.txt"), p("a.bak"))
-    make(root, {"a.txt": "new"})
-    os.unlink(p("a.bak"))
-    changes = close(root, tree, ignore, [lambda b: b.move("a.txt", "a.bak", False),
-                                         lambda b: b.touch("a.txt"),
-                                         lambda b: b.touch("a.bak")])
-    assert changes == [{"action": "modified", "path": "a.txt"}]
-
-
-def test_chained_moves_become_one_move(folder):
-    root, tree, ignore = folder
-    p = lambda r: os.path.join(root, r)
-    os.rename(p("a.txt"), p("b1.txt"))
-    os.rename(p("b1.txt"), p("c1.txt"))
-    changes = close(root, tree, ignore, [lambda b: b.move("a.txt", "b1.txt", False),
-                                         lambda b: b.move("b1.txt", "c1.txt", False)])
-    assert changes == [{"action": "moved", "path": "c1.txt", "src": "a.txt"}]
-    assert tree.has("c1.txt") and not tree.has("a.txt")
-
-
-def test_folder_moved_out_removes_what_it_held(folder):
-    root, tree, ignore = folder
-    os.rename(os.path.join(root, "dir"), os.path.join(os.path.dirname(root), "gone-dir"))
-    changes = close(root, tree, ignore, [lambda b: b.touch("dir", True)])
-    assert changes == [{"action": "removed", "path": "dir/b.txt"},
-                       {"action": "removed", "path": "dir/c.txt"}]
-    assert not tree.has("dir/b.txt")
-
-
-def test_folder_renamed_inside_is_one_move(folder):
-    root, tree, ignore = folder
-    os.rename(os.path.join(root, "dir"), os.path.join(root, "renamed"))
-    changes = close(root, tree, ignore, [lambda b: b.move("dir", "renamed", True)])
-    assert changes == [{"action": "moved", "path": "renamed", "src": "dir"}]
-    assert tree.has("renamed/b.txt") and not tree.has("dir/b.txt")
-
-
-def test_batch_timing_quiet_and_longest_wait():
-    b = Batch()
-    assert b.due(0.0, 1.0, 5.0) is None
-    b.touch("x", now=10.0)
-    assert b.due(10.5, 1.0, 5.0) == pytest.approx(0.5)
-    for t in range(11, 16):  # a file that keeps changing
-        b.touch("x", now=float(t))
-    assert b.due(15.0, 1.0, 5.0) == 0.0  # closed by maxwait, not starved
 
 
 def test_a_folders_own_times_change_no_file(machines, remote):
@@ -156,12 +28,12 @@ def settle_watches(watcher):
 
     Watching through a link to /usr takes minutes: an alarm ends that."""
     def too_long(*_):
-        raise AssertionError("still adding watches after 20 s: %d" % len(watcher.wm.watches))
+        raise AssertionError("still adding watches after 20 s: %d" % len(watcher.inotify))
     old = signal.signal(signal.SIGALRM, too_long)
     signal.alarm(20)
     try:
         watcher.drain()
-        while select.select([watcher.wm.get_fd()], [], [], 0.2)[0]:
+        while select.select([watcher.inotify], [], [], 0.2)[0]:
             watcher.drain()
     finally:
         signal.alarm(0)
@@ -176,7 +48,7 @@ def watcher(tmp_path):
                                 readfrequency=0.2, maxwait=3))
     w.start_watching()
     yield w
-    w.wm.close()
+    w.inotify.wm.close()
 
 
 def test_symlinks_are_entries_never_followed(watcher):
@@ -187,7 +59,7 @@ def test_symlinks_are_entries_never_followed(watcher):
     os.symlink("..", os.path.join(root, "unpacked", "loop"))
     os.symlink("/usr", os.path.join(root, "usr-link"))
     settle_watches(watcher)
-    assert sorted(w.path for w in watcher.wm.watches.values()) == [
+    assert sorted(watcher.inotify.watched()) == [
         root, os.path.join(root, "unpacked"), os.path.join(root, "unpacked", "deep")]
     changes = watcher.batch.close(root, watcher.tree, watcher.ignore)
     assert sorted((c["action"], c["path"]) for c in changes) == [

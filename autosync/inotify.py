@@ -1,0 +1,103 @@
+"""pyinotify as the watcher needs it: two patches and a quiet log.
+
+pyinotify 0.9.6 decodes file names as strict UTF-8 and dies on any other
+bytes, encodes watched paths strictly, and hides why a watch failed. The
+watcher gets names decoded as os.fsdecode does, and a call when the kernel
+has no watch left (ENOSPC), said once by watchlimit.py instead of a log
+line per folder.
+"""
+import ctypes
+import errno
+import logging
+import os
+
+import pyinotify
+
+MASK = (pyinotify.IN_CREATE | pyinotify.IN_MODIFY | pyinotify.IN_CLOSE_WRITE
+        | pyinotify.IN_ATTRIB | pyinotify.IN_DELETE | pyinotify.IN_MOVED_FROM
+        | pyinotify.IN_MOVED_TO | pyinotify.IN_MOVE_SELF | pyinotify.IN_DELETE_SELF)
+
+
+def _add_watch_calls(wm, refused):
+    """pyinotify encodes watched paths strictly: let undecodable names through.
+    And pyinotify hides why a watch failed: call refused(path) when the
+    kernel has no watch left (ENOSPC), wherever pyinotify adds one."""
+    wrapper = wm._inotify_wrapper
+    libc = getattr(wrapper, "_libc", None)
+    if libc is None:
+        return
+
+    def add_watch(fd, path, mask):
+        wd = libc.inotify_add_watch(fd, ctypes.create_string_buffer(os.fsencode(path)), mask)
+        if wd < 0 and ctypes.get_errno() == errno.ENOSPC:
+            refused(path)
+        return wd
+    wrapper._inotify_add_watch = add_watch
+
+
+class _NoWatchLeft(logging.Filter):
+    """pyinotify logs one error per folder refused a watch; we say it once, with the fix."""
+
+    def filter(self, record):
+        return "(ENOSPC)" not in record.getMessage()
+
+
+class Notifier(pyinotify.Notifier):
+    """pyinotify's Notifier, decoding file names the way os.fsdecode does.
+
+    pyinotify 0.9.6 decodes names as strict UTF-8 and dies on any other bytes.
+    """
+
+    def read_events(self):
+        try:
+            data = os.read(self._fd, 1 << 20)
+        except BlockingIOError:
+            return
+        offset = 0
+        while offset < len(data):
+            wd, mask, cookie, length = pyinotify.struct.unpack_from("iIII", data, offset)
+            name = data[offset + 16:offset + 16 + length].rstrip(b"\0")
+            self._eventq.append(pyinotify._RawEvent(wd, mask, cookie, os.fsdecode(name)))
+            offset += 16 + length
+
+
+class Inotify:
+    """One inotify instance: watches added recursively, events read without waiting.
+
+    `on_event(event)` gets pyinotify's events (moves paired, pathname set);
+    `refused(path)` is called when the kernel has no watch left for a folder;
+    `excluded(path)` says which folders are never watched.
+    """
+
+    def __init__(self, on_event, refused, excluded, follow_root=False):
+        self.wm = pyinotify.WatchManager()
+        _add_watch_calls(self.wm, refused)
+        if not any(isinstance(f, _NoWatchLeft) for f in pyinotify.log.filters):
+            pyinotify.log.addFilter(_NoWatchLeft())
+        self.notifier = Notifier(self.wm, on_event)
+        os.set_blocking(self.wm.get_fd(), False)  # drain() must never wait
+        self.excluded = excluded
+        # IN_DONT_FOLLOW: a watch never goes through a link (unless the synced
+        # folder itself is one: then its target is what the user syncs).
+        self.mask = MASK | (0 if follow_root else pyinotify.IN_DONT_FOLLOW)
+
+    def fileno(self):
+        return self.wm.get_fd()
+
+    def watch(self, folder, recursive):
+        """Watch `folder` (and, if recursive, every folder below it); False if refused."""
+        wds = self.wm.add_watch(folder, self.mask, rec=recursive, auto_add=True,
+                                exclude_filter=self.excluded, quiet=True)
+        return wds.get(folder, -1) >= 0
+
+    def watched(self):
+        """The folders that have a watch."""
+        return {w.path for w in self.wm.watches.values()}
+
+    def __len__(self):
+        return len(self.wm.watches)
+
+    def drain(self):
+        """Hand every event the kernel has queued to on_event; never waits."""
+        self.notifier.read_events()
+        self.notifier.process_events()

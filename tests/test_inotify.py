@@ -1,0 +1,59 @@
+"""inotify.py: pyinotify with names decoded as os.fsdecode does, and never waiting."""
+import os
+import select
+import time
+
+import pyinotify
+
+from autosync.inotify import Inotify
+
+
+def collect(tmp_path, excluded=lambda path: False):
+    events, refused = [], []
+    ino = Inotify(events.append, refused.append, excluded)
+    return ino, events, refused
+
+
+def settle(ino):
+    while select.select([ino], [], [], 0.2)[0]:
+        ino.drain()
+
+
+def test_a_name_that_is_not_utf8_comes_through(tmp_path):
+    ino, events, _ = collect(tmp_path)
+    assert ino.watch(str(tmp_path), recursive=True)
+    name = os.fsencode(str(tmp_path)) + b"/caf\xe9.txt"  # Latin-1, not UTF-8
+    with open(name, "wb") as f:
+        f.write(b"x")
+    settle(ino)
+    names = {e.pathname for e in events}
+    assert os.fsdecode(name) in names
+    assert any(e.mask & pyinotify.IN_CLOSE_WRITE for e in events)
+
+
+def test_drain_never_waits_and_new_folders_are_watched(tmp_path):
+    ino, events, _ = collect(tmp_path)
+    ino.watch(str(tmp_path), recursive=True)
+    started = time.monotonic()
+    ino.drain()  # nothing queued: returns at once
+    assert time.monotonic() - started < 0.1
+    os.makedirs(tmp_path / "a" / "b")
+    settle(ino)
+    (tmp_path / "a" / "b" / "f").write_text("x")
+    settle(ino)
+    assert str(tmp_path / "a" / "b") in ino.watched()
+    assert str(tmp_path / "a" / "b" / "f") in {e.pathname for e in events}
+
+
+def test_excluded_folders_and_links_get_no_watch(tmp_path):
+    tmp_path = tmp_path / "root"
+    tmp_path.mkdir()
+    (tmp_path / "skip").mkdir()
+    (tmp_path / "keep").mkdir()
+    os.symlink("/usr", tmp_path / "link")
+    ino, _, refused = collect(tmp_path, excluded=lambda p: p.endswith("/skip"))
+    ino.watch(str(tmp_path), recursive=True)
+    assert ino.watched() == {str(tmp_path), str(tmp_path / "keep")}
+    assert len(ino) == 2
+    assert not ino.watch(str(tmp_path / "missing"), recursive=False)
+    assert refused == []  # a missing folder is not the kernel running out of watches
