@@ -70,6 +70,7 @@ KEYS = {
         # A notification's "Describe..." runs it; its output describes the change.
         "describecmd": Key("string", "", "a command, or off",
                            "`%s` when zenity is installed, else off" % ZENITY),
+        "tray": Key("boolean", False, "yes or no"),
     },
     # The git defaults; none reads git's (translatable) output. "" means "do not run".
     "dvcs": {
@@ -154,6 +155,7 @@ class Config:
     pullinterval: float = _A["pullinterval"]
     socket: str = _A["socket"]
     notifylevel: str = _A["notifylevel"]
+    tray: bool = _A["tray"]
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     describecmd: str = _A["describecmd"]
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
@@ -286,7 +288,7 @@ def _build(file, values, known, warnings):
         maxwait=a["maxwait"] if "maxwait" in known["autosync"] else max(a["maxwait"],
                                                                         a["readfrequency"] or 0),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
-        notifylevel=a["notifylevel"], hostname=host,
+        notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"
         else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),

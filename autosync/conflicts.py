@@ -15,6 +15,7 @@ winner, so they converge instead of trading copies. Files are written from
 the committed blobs, so conflict markers never reach the tree or a commit.
 The caller commits the result (docs/conflicts.md).
 """
+import collections
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ import time
 
 from autosync.gitrepo import git
 from autosync.messages import host_of
+from autosync.paths import METADATA
 
 log = logging.getLogger("autosync.conflicts")
 
@@ -124,6 +126,39 @@ def copy_name(path, host, stamp, free):
         if free(name):
             return name
     raise RuntimeError("no free conflict name for %s" % path)
+
+
+Copy = collections.namedtuple("Copy", "copy path host time")
+# copy_name's pattern; the greedy stem takes a copy of a copy as a copy of a copy.
+COPY_NAME = re.compile(r"(?P<stem>.+) \(conflict from (?P<host>.+) "
+                       r"(?P<when>\d{4}-\d\d-\d\d \d{6})(?: \d+)?\)(?P<ext>[^/]*)", re.S)
+
+
+def read_copy_name(rel):
+    """copy_name read back: a conflict copy's path -> Copy (its original's path, the host
+    and unix time of the version it holds), or None for any other name."""
+    folder, base = os.path.split(rel)
+    found = COPY_NAME.fullmatch(base)
+    if not found:
+        return None
+    try:
+        stamp = time.mktime(time.strptime(found.group("when"), "%Y-%m-%d %H%M%S"))
+    except (ValueError, OverflowError):
+        return None
+    return Copy(rel, os.path.join(folder, found.group("stem") + found.group("ext")),
+                found.group("host"), stamp)
+
+
+def find_copies(folder):
+    """Every conflict copy below `folder` (DVCS metadata skipped), sorted by path."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in METADATA)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            copy = read_copy_name(os.path.relpath(os.path.join(root, name), folder))
+            if copy:
+                found.append(copy)
+    return sorted(found)
 
 
 def write_blob(folder, rel, mode, blob):

@@ -1,8 +1,9 @@
 """dvcs-autosync: checks the config, takes the pidfile, runs the suite.
 
-Starts the committer, then the watcher (and the XMPP listener and desktop
-notifier when the config asks for them), restarts any that exits, and stops
-them all on SIGINT or SIGTERM.
+Starts the committer, then the watcher (and the XMPP listener, desktop
+notifier and tray icon when the config asks for them), restarts any that
+exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
+go to history.py, `dvcs-autosync conflicts` to settle.py.
 """
 import ctypes
 import errno
@@ -149,6 +150,8 @@ def programs(cfg, args):
         wanted.append("xmpp")
     if cfg.notifymethod in ("desktop", "all"):
         wanted.append("desktop")
+    if cfg.tray:
+        wanted.append("tray")
     return [Program(name, args) for name in wanted]
 
 
@@ -178,13 +181,17 @@ def stop(running):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    # `dvcs-autosync log|restore ...`; a config file that is named `log` still wins.
+    # `dvcs-autosync log|restore|conflicts ...`; a config file that is named `log` still wins.
     if argv and argv[0] in ("log", "restore") and not os.path.isfile(argv[0]):
         from autosync import history
         return history.main(argv)
+    if argv and argv[0] == "conflicts" and not os.path.isfile(argv[0]):
+        from autosync import settle
+        return settle.main(argv)
     parser = cli.parser("dvcs-autosync", __doc__)
     parser.epilog = ("Old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
-                     "[--at WHEN]; --help after either tells more.")
+                     "[--at WHEN]; conflict copies: dvcs-autosync conflicts [--keep "
+                     "mine|theirs PATH]; --help after any tells more.")
     args = parser.parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)

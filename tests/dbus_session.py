@@ -1,10 +1,12 @@
-"""A real, private D-Bus session bus for tests, and a notification recorder on it.
+"""A real, private D-Bus session bus for tests, and recorders on it.
 
 SessionBus starts `dbus-daemon --nofork --print-address` (Debian package
 `dbus`) with its own config in a temporary folder: no service activation, so
 nothing of the machine's desktop can answer. Recorder owns
 org.freedesktop.Notifications on that bus and records every Notify call; its
 invoke() plays the user clicking one of a notification's actions.
+WatcherRecorder owns org.kde.StatusNotifierWatcher and records the items
+that register and the signals they send.
 """
 import os
 import queue
@@ -13,7 +15,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from jeepney import DBusAddress, HeaderFields, MessageType, new_error, new_method_return, new_signal
+from jeepney import (DBusAddress, HeaderFields, MatchRule, MessageType, new_error,
+                     new_method_return, new_signal)
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
 
@@ -81,8 +84,12 @@ class Notification:
     sender: str = ""  # the unique bus name of the program that sent it
 
 
-class Recorder:
-    """Owns org.freedesktop.Notifications on `address` and records each Notify call."""
+class Owner:
+    """Owns the bus name NAME on `address` and answers its calls (_answer) in a thread;
+    `calls` is what a subclass records."""
+
+    NAME = None
+    MATCHES = ()  # match rules for the signals it records
 
     def __init__(self, address):
         self.address = address
@@ -95,9 +102,13 @@ class Recorder:
 
     def __enter__(self):
         self.conn = open_dbus_connection(self.address)
-        reply = self.conn.send_and_get_reply(message_bus.RequestName(NAME, DO_NOT_QUEUE))
+        # Matches first: once the name is ours, calls come in, and a send_and_get_reply
+        # in between would drop them.
+        for rule in self.MATCHES:
+            self.conn.send_and_get_reply(message_bus.AddMatch(rule))
+        reply = self.conn.send_and_get_reply(message_bus.RequestName(self.NAME, DO_NOT_QUEUE))
         if reply.body[0] != PRIMARY_OWNER:
-            raise RuntimeError("could not own %s on the test bus" % NAME)
+            raise RuntimeError("could not own %s on the test bus" % self.NAME)
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
         return self
@@ -111,7 +122,7 @@ class Recorder:
         """The calls, once there are at least `count`; fails after `timeout` seconds."""
         with self.cond:
             if not self.cond.wait_for(lambda: len(self.calls) >= count, timeout):
-                raise AssertionError("expected %d Notify calls, got %d: %r"
+                raise AssertionError("expected %d calls, got %d: %r"
                                      % (count, len(self.calls), self.calls))
             return list(self.calls)
 
@@ -124,16 +135,6 @@ class Recorder:
                 if len(self.calls) == seen:
                     return list(self.calls)
 
-    def invoke(self, number, key):
-        """The user picks action `key` of notification `number`: ActionInvoked is sent to
-        the notification's sender only (as GNOME Shell does), not broadcast."""
-        sender = self.calls[number - 1].sender
-        signal = new_signal(DBusAddress("/org/freedesktop/Notifications",
-                                        interface="org.freedesktop.Notifications"),
-                            "ActionInvoked", "us", (number, key))
-        signal.header.fields[HeaderFields.destination] = sender
-        self.outbox.put(signal)
-
     def _serve(self):
         while not self.stopped.is_set():
             while not self.outbox.empty():
@@ -144,6 +145,33 @@ class Recorder:
                 continue
             if msg.header.message_type == MessageType.method_call:
                 self.conn.send(self._answer(msg))
+            elif msg.header.message_type == MessageType.signal:
+                self._heard(msg)
+
+    def _heard(self, msg):
+        pass
+
+    def _record(self, call):
+        with self.cond:
+            self.calls.append(call)
+            self.cond.notify_all()
+            return len(self.calls)
+
+
+class Recorder(Owner):
+    """Owns org.freedesktop.Notifications on `address` and records each Notify call."""
+
+    NAME = NAME
+
+    def invoke(self, number, key):
+        """The user picks action `key` of notification `number`: ActionInvoked is sent to
+        the notification's sender only (as GNOME Shell does), not broadcast."""
+        sender = self.calls[number - 1].sender
+        signal = new_signal(DBusAddress("/org/freedesktop/Notifications",
+                                        interface="org.freedesktop.Notifications"),
+                            "ActionInvoked", "us", (number, key))
+        signal.header.fields[HeaderFields.destination] = sender
+        self.outbox.put(signal)
 
     def _answer(self, msg):
         member = msg.header.fields.get(HeaderFields.member)
@@ -152,14 +180,43 @@ class Recorder:
             urgency = hints.get("urgency", (None, None))[1]
             pairs = tuple(zip(actions[::2], actions[1::2]))
             sender = msg.header.fields.get(HeaderFields.sender, "")
-            with self.cond:
-                self.calls.append(Notification(app, replaces, icon, summary, body, urgency,
+            number = self._record(Notification(app, replaces, icon, summary, body, urgency,
                                                pairs, sender))
-                self.cond.notify_all()
-                number = len(self.calls)
             return new_method_return(msg, "u", (number,))
         if member == "GetCapabilities":
             return new_method_return(msg, "as", (["body"],))
         if member == "GetServerInformation":
             return new_method_return(msg, "ssss", ("recorder", "tests", "0", "1.2"))
         return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
+
+
+class WatcherRecorder(Owner):
+    """Owns org.kde.StatusNotifierWatcher: `calls` are the (sender, service) of each
+    RegisterStatusNotifierItem; `signals` the (member, body) of the items' signals."""
+
+    NAME = "org.kde.StatusNotifierWatcher"
+    MATCHES = (MatchRule(type="signal", interface="org.kde.StatusNotifierItem"),
+               MatchRule(type="signal", interface="com.canonical.dbusmenu"))
+
+    def __init__(self, address):
+        super().__init__(address)
+        self.signals = []
+
+    def _answer(self, msg):
+        if msg.header.fields.get(HeaderFields.member) == "RegisterStatusNotifierItem":
+            self._record((msg.header.fields.get(HeaderFields.sender), msg.body[0]))
+            return new_method_return(msg)
+        return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
+
+    def _heard(self, msg):
+        with self.cond:
+            self.signals.append((msg.header.fields.get(HeaderFields.member), msg.body))
+            self.cond.notify_all()
+
+    def wait_signal(self, member, timeout=10.0):
+        """The bodies of the `member` signals heard, once there is one."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: any(m == member for m, _ in self.signals),
+                                      timeout):
+                raise AssertionError("no %s signal; heard %r" % (member, self.signals))
+            return [body for m, body in self.signals if m == member]

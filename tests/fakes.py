@@ -37,6 +37,7 @@ class FakeCommitter:
         self.path = path
         self.pull_seconds = pull_seconds
         self.requests = []
+        self.answers = {}  # cmd -> the reply to give instead of {"ok": true}
         self.server = None
         if start:
             self.start()
@@ -55,7 +56,7 @@ class FakeCommitter:
         if message.get("cmd") == "pull":
             time.sleep(self.pull_seconds)
             return {"ok": True, "pulled": True}
-        return {"ok": True}
+        return self.answers.get(message.get("cmd"), {"ok": True})
 
     def emit(self, name, **fields):
         self.server.publish(dict(fields, event=name, time=time.time()))
@@ -69,6 +70,10 @@ class FakeCommitter:
             if time.monotonic() > deadline:
                 raise AssertionError("timed out after %gs waiting for a subscriber" % timeout)
             time.sleep(0.01)
+
+    def asked(self, cmd):
+        """The requests with this cmd, oldest first."""
+        return [m for _, m in self.requests if m.get("cmd") == cmd]
 
     def pulls(self):
         return sum(1 for _, m in self.requests if m.get("cmd") == "pull")

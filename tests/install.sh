@@ -30,7 +30,7 @@ chmod -R a+rX /opt/autosync-test
 # The launchers pip wrote there must run (tests/test_install.py does the same
 # in a fresh venv, from a copy of the checkout with a stale build/ folder).
 for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp \
-               autosync-desktop autosync-notify autosync-hgmerge; do
+               autosync-desktop autosync-tray autosync-notify autosync-hgmerge; do
     env -u PYTHONPATH "/opt/autosync-test/venv/bin/$program" --help >/dev/null ||
         { echo "$program --help failed in /opt/autosync-test/venv" >&2; exit 1; }
 done

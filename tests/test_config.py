@@ -142,7 +142,9 @@ def test_new_example_file_loads_with_every_key(tmp_path, folder):
         assert set(parsed[section]) == set(keys), section  # the example shows every key
         for name, key in keys.items():  # with its default, or empty where that is worked out
             shown = "" if key.derived or key.default is None else key.default
-            if not isinstance(shown, str):
+            if isinstance(shown, bool):
+                shown = "yes" if shown else "no"
+            elif not isinstance(shown, str):
                 shown = "%g" % shown
             if name not in ("path", "username", "password"):  # those are examples
                 assert parsed[section][name][0] == shown, (section, name)
@@ -372,6 +374,8 @@ def readme_differences(text):
                 want = key.derived
             elif key.default == "":
                 want = "empty"
+            elif isinstance(key.default, bool):
+                want = "`yes`" if key.default else "`no`"
             elif isinstance(key.default, str):  # a command's lines: `first` then `second`
                 want = " then ".join("`%s`" % line for line in key.default.split("\n"))
             else:

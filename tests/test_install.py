@@ -25,6 +25,7 @@ PROGRAMS = {
     "autosync-watcher": "watcher",
     "autosync-xmpp": "xmpp",
     "autosync-desktop": "desktop",
+    "autosync-tray": "tray",
     "autosync-notify": "notify",
     "autosync-hgmerge": "hgmerge",
 }

@@ -225,6 +225,12 @@ def test_programs_follow_syncmethod_and_notifymethod(syncmethod, notifymethod, w
     assert all(p.argv[-1] == "/x.ini" for p in got)
 
 
+def test_the_tray_is_started_when_the_config_asks():
+    got = supervisor.programs(config(syncmethod="none", notifymethod="desktop", tray=True), [])
+    assert [p.name for p in got][-2:] == ["autosync-desktop", "autosync-tray"]
+    assert "autosync-tray" not in [p.name for p in supervisor.programs(config(), [])]
+
+
 # On SIGTERM each program writes its name to a file in `log`; the committer also says
 # whether the watcher had already stopped.
 STOPPING = """

@@ -1,0 +1,129 @@
+"""dvcs-autosync conflicts: the conflict copies in the folder, and settling one.
+
+A merge that kept both versions of a file left the other one beside it as
+`name (conflict from HOST YYYY-MM-DD HHMMSS).ext` (conflicts.copy_name,
+docs/conflicts.md): HOST made the version in the copy, at that time. This
+module lists those copies (conflicts.find_copies) and settles one: `--keep
+mine` keeps the version this machine made, `--keep theirs` the other one; the
+version kept ends at the path, the copy goes, and the version dropped stays
+in history. The running daemon commits the result (a `sync` request, as
+`restore` does), so it reaches every machine as one change.
+"""
+import argparse
+import os
+import sys
+
+from autosync import cli
+from autosync.conflicts import find_copies
+from autosync.history import History, HistoryError, ask_daemon
+from autosync.messages import printable
+
+NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
+
+
+def mine_is_copy(copy, host):
+    """Is the version in the copy the one this machine made? Its name says who made it;
+    otherwise this machine's is the one at the path (it was here before the merge)."""
+    return copy.host == host
+
+
+def pick(copies, rel):
+    """The copy that `rel` (a copy, or a file with exactly one copy) stands for."""
+    for copy in copies:
+        if copy.copy == rel:
+            return copy
+    mine = [c for c in copies if c.path == rel]
+    if len(mine) == 1:
+        return mine[0]
+    if not mine:
+        raise HistoryError("%s has no conflict copy (dvcs-autosync conflicts lists them)"
+                           % printable(rel))
+    raise HistoryError("%s has %d conflict copies: name the copy to settle, one of: %s"
+                       % (printable(rel), len(mine), "; ".join(printable(c.copy) for c in mine)))
+
+
+def note(copy, keep):
+    """The line the settling commit's message carries (one printable line, NOTE_MAX at most)."""
+    head = "conflict settled: kept %s version of " % ("my" if keep == "mine" else "their")
+    name = printable(copy.path)
+    if len(head) + len(name) > NOTE_MAX:
+        name = name[:NOTE_MAX - len(head) - 3] + "..."
+    return head + name
+
+
+def settle(cfg, copy, keep):
+    """Put the version to keep at the path and remove the copy -> what was done, one line."""
+    path, spare = (os.path.join(cfg.path, p) for p in (copy.path, copy.copy))
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise HistoryError("%s is a folder now: rename or remove %s by hand"
+                           % (printable(copy.path), printable(copy.copy)))
+    if (keep == "mine") == mine_is_copy(copy, cfg.hostname):
+        os.replace(spare, path)  # one rename: the path never lacks a version
+        return "%s now holds the version from %s" % (printable(copy.path), copy.host)
+    os.unlink(spare)
+    return "kept %s as it is; removed %s" % (printable(copy.path), printable(copy.copy))
+
+
+def keep_one(cfg, rel, keep):
+    copy = pick(find_copies(cfg.path), rel)
+    # The daemon commits first, so that both versions, as they are now, are in history.
+    reply = ask_daemon(cfg, {"cmd": "sync"})
+    if reply is None:
+        raise HistoryError("no dvcs-autosync runs for %s: start it first, so that both "
+                           "versions are in history before one goes" % cfg.path)
+    if not reply.get("ok") and str(reply.get("error", "")).startswith("commit"):
+        raise HistoryError("the daemon could not commit the folder as it is now, so nothing "
+                           "was settled: %s" % reply.get("error"))
+    print(settle(cfg, copy, keep))
+    reply = ask_daemon(cfg, {"cmd": "sync", "note": note(copy, keep)})
+    if reply is None or not reply.get("ok"):
+        print("the daemon did not commit it yet: %s" % (
+            "it is not running" if reply is None else reply.get("error")), file=sys.stderr)
+        return 1
+    print("committed%s" % (" and pushed" if reply.get("pushed") else ""))
+    return 0
+
+
+def listing(cfg, out=sys.stdout):
+    copies = find_copies(cfg.path)
+    if not copies:
+        out.write("no conflict copies in %s\n" % cfg.path)
+        return
+    width = max(len(c.host) for c in copies)
+    for c in copies:
+        whose = "mine" if mine_is_copy(c, cfg.hostname) else "theirs"
+        out.write("%s  %-*s  %-6s  %s  (copy of %s)\n" % (
+            cli.show_time(c.time), width, c.host, whose, printable(c.copy), printable(c.path)))
+    out.write("%d conflict cop%s; settle one with: dvcs-autosync conflicts --keep mine|theirs "
+              "PATH\n" % (len(copies), "y" if len(copies) == 1 else "ies"))
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="dvcs-autosync conflicts",
+                                description="List the conflict copies in the synced folder, "
+                                            "or settle one.")
+    p.add_argument("--keep", choices=("mine", "theirs"),
+                   help="keep this machine's version (mine) or the other one (theirs) of PATH")
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="a conflict copy, or a file that has one copy")
+    p.add_argument("--config", help="configuration file (default: ~/.autosync)")
+    args = p.parse_args(argv)
+    if bool(args.keep) != bool(args.path):
+        p.error("--keep and PATH go together: --keep mine|theirs PATH")
+    return args
+
+
+def main(argv):
+    """`dvcs-autosync conflicts ...`: argv starts with "conflicts"."""
+    args = parse_args(argv[1:])
+    cfg = cli.load(args.config)
+    try:
+        if not args.keep:
+            listing(cfg)
+            return 0
+        return keep_one(cfg, History(cfg).relative(args.path), args.keep)
+    except (HistoryError, OSError) as e:
+        print("dvcs-autosync conflicts: %s" % (e if isinstance(e, HistoryError) else
+                                               "%s: %s" % (e.filename, e.strerror)),
+              file=sys.stderr)
+        return 1

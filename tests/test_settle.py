@@ -1,0 +1,113 @@
+"""dvcs-autosync conflicts: listing the conflict copies and settling one, after a
+real two-machine conflict."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autosync import conflicts, settle
+from autosync.history import HistoryError
+from conftest import git, tree
+from test_conflicts import committed, cut_off, reconnect, share, sync_both
+from test_sync import settle as settled, write
+
+STAMP = time.mktime((2026, 12, 3, 10, 15, 2, 0, 0, -1))
+
+
+def test_pick_wants_one_copy(tmp_path):
+    copies = [conflicts.read_copy_name(conflicts.copy_name("f.txt", "x", STAMP + i,
+                                                           lambda n: True)) for i in (0, 1)]
+    assert settle.pick(copies, copies[1].copy) == copies[1]
+    with pytest.raises(HistoryError, match="has 2 conflict copies: name the copy"):
+        settle.pick(copies, "f.txt")
+    with pytest.raises(HistoryError, match="g.txt has no conflict copy"):
+        settle.pick(copies, "g.txt")
+    assert settle.pick(copies[:1], "f.txt") == copies[0]
+
+
+def test_note_is_one_bounded_line():
+    copy = conflicts.Copy("c", "x" * 400 + "\n", "h", STAMP)
+    text = settle.note(copy, "theirs")
+    assert text.startswith("conflict settled: kept their version of ")
+    assert len(text) <= settle.NOTE_MAX and text.isprintable()
+
+
+def conflicts_cmd(machine, *args):
+    return subprocess.run([sys.executable, "-m", "autosync.supervisor", "conflicts",
+                           "--config", machine.config] + list(args), cwd="/",
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_without_a_daemon_nothing_is_settled(tmp_path):
+    folder = tmp_path / "f"
+    git("init", "-q", str(folder))
+    copy = conflicts.copy_name("a.txt", "x", STAMP, lambda n: True)
+    (folder / "a.txt").write_text("mine\n")
+    (folder / copy).write_text("theirs\n")
+    cfgfile = tmp_path / "c.autosync"
+    cfgfile.write_text("[autosync]\npath = %s\nsocket = %s\nsyncmethod = none\n"
+                       "notifymethod = none\n" % (folder, tmp_path / "s.sock"))
+    os.chmod(cfgfile, 0o600)
+    done = subprocess.run([sys.executable, "-m", "autosync.supervisor", "conflicts", "--keep",
+                           "theirs", "a.txt", "--config", str(cfgfile)], cwd="/",
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith("dvcs-autosync conflicts: no dvcs-autosync runs for ")
+    assert (folder / copy).read_text() == "theirs\n" and (folder / "a.txt").read_text() == "mine\n"
+    bad = subprocess.run([sys.executable, "-m", "autosync.supervisor", "conflicts", "--keep",
+                          "mine", "--config", str(cfgfile)], stderr=subprocess.PIPE, text=True)
+    assert bad.returncode == 2 and "--keep and PATH go together" in bad.stderr
+
+
+@pytest.mark.e2e
+def test_list_and_settle_both_ways_after_a_real_conflict(machines, remote):
+    a = machines("a", hostname="hosta")
+    b = machines("b", hostname="hostb")
+    assert conflicts_cmd(a).stdout == "no conflict copies in %s\n" % a.path
+    write(a, "doc/plan.md", b"v1\n")
+    write(a, "list.txt", b"v1\n")
+    share(a, b, remote)
+    url = cut_off(b)
+    write(a, "doc/plan.md", b"a's plan\n")
+    write(a, "list.txt", b"a's list\n")
+    settled(a, remote)
+    time.sleep(1.1)  # b's versions are the newer ones: they stay at the paths
+    write(b, "doc/plan.md", b"b's plan\n")
+    write(b, "list.txt", b"b's list\n")
+    committed(b)
+    reconnect(b, url)
+    sync_both(a, b, remote)
+    files = tree(a)
+    assert tree(b) == files
+    plan_copy, list_copy = sorted(p for p in files if "(conflict from hosta " in p)
+
+    # Both machines list the two copies: from hosta, a's version, "mine" on a only.
+    for machine, whose in ((a, "mine"), (b, "theirs")):
+        listed = conflicts_cmd(machine)
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert len(lines) == 3 and lines[2].startswith("2 conflict copies; settle one with")
+        for line, copy, path in zip(lines, (plan_copy, list_copy), ("doc/plan.md", "list.txt")):
+            assert line.endswith("  hosta  %-6s  %s  (copy of %s)" % (whose, copy, path))
+
+    # On a: keep mine (a's plan, in the copy), keep theirs (b's list, at the path).
+    done = conflicts_cmd(a, "--keep", "mine", "doc/plan.md")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "doc/plan.md now holds the version from hosta\ncommitted and pushed\n"
+    done = conflicts_cmd(a, "--keep", "theirs", list_copy)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "kept list.txt as it is; removed %s\ncommitted and pushed\n" % list_copy
+    b.notify("pull")
+    settled(b, remote)
+    files = tree(b)
+    assert tree(a) == files
+    assert files["doc/plan.md"] == b"a's plan\n" and files["list.txt"] == b"b's list\n"
+    assert not [p for p in files if "conflict from" in p]
+    assert conflicts_cmd(b).stdout == "no conflict copies in %s\n" % b.path
+    # The versions dropped stay in history; the commits say what was settled.
+    log = remote.log("-p", "--format=%B")
+    assert "+b's plan" in log and "+a's list" in log
+    assert "conflict settled: kept my version of doc/plan.md" in log
+    assert "conflict settled: kept their version of list.txt" in log

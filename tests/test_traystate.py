@@ -1,0 +1,96 @@
+"""traystate.View: the committer's status and events -> what the tray shows."""
+import time
+
+import pytest
+
+from autosync.history import Version
+from autosync.traystate import LOOKS, View, summary
+
+NOW = time.time()
+
+
+@pytest.fixture
+def view(tmp_path):
+    v = View(str(tmp_path / "notes"))
+    (tmp_path / "notes").mkdir()
+    v.status({"state": "idle", "unpushed": 0, "paused": None, "conflicts": []})
+    return v
+
+
+def test_every_state_has_an_icon_and_a_status():
+    assert set(LOOKS) == {"idle", "syncing", "paused", "offline", "conflict", "error"}
+    assert {status for _, status in LOOKS.values()} == {"Active", "Passive", "NeedsAttention"}
+
+
+def test_summary_reads_the_daemons_subject_and_keeps_others():
+    assert summary("autosync on laptop: 2 added, 1 moved\n\nadded: a") == "laptop: 2 added, 1 moved"
+    assert summary("fixed the index by hand") == "fixed the index by hand"
+
+
+@pytest.mark.parametrize("status, state, words", [
+    ({"state": "idle"}, "idle", "Everything is synced"),
+    ({"state": "pulling"}, "syncing", "Syncing"),
+    ({"state": "committing"}, "idle", "Everything is synced"),  # no event ends it: not shown
+    ({"unpushed": 2}, "syncing", "Syncing"),
+    ({"last_pull": {"time": NOW, "ok": False}}, "offline", "Offline: the last pull failed"),
+    ({"last_error": "push: remote away"}, "offline", "Offline: push: remote away"),
+    ({"last_error": "commit: disk full"}, "error", "Error: commit: disk full"),
+    ({"paused": {"since": NOW, "until": None}}, "paused", "Paused until resumed"),
+    ({"paused": {"since": NOW, "until": NOW + 3600}, "last_error": "pull: x"}, "paused",
+     "Paused until %s" % time.strftime("%H:%M", time.localtime(NOW + 3600))),
+])
+def test_a_status_says_the_state(view, status, state, words):
+    view.status(status)
+    assert (view.name(), view.headline()[:len(words)]) == (state, words)
+
+
+def test_conflict_copies_count_while_they_are_in_the_folder(view):
+    copy = "a (conflict from laptop 2026-12-03 101502).txt"
+    view.event({"event": "conflict", "path": "a.txt", "copy": copy, "time": NOW})
+    assert view.name() == "idle"  # not in the folder: nothing to look at
+    open(view.folder + "/" + copy, "w").close()
+    view.event({"event": "conflict", "path": "a.txt", "copy": copy, "time": NOW})
+    pulled = "b (conflict from desk 2026-12-03 101502).md"
+    open(view.folder + "/" + pulled, "w").close()
+    view.event({"event": "pulled", "changed": True, "files": [pulled, "b.md"], "count": 2,
+                "hosts": ["desk"], "time": NOW})
+    assert (view.name(), view.headline()) == ("conflict", "2 conflict copies to look at")
+    assert view.tooltip()[1].endswith("Conflict copies: 2")
+
+
+def test_recent_changes_newest_first_log_then_events(view):
+    view.history([Version("r2", NOW - 60, "t", "desk", "1 modified"),
+                  Version("r1", NOW - 120, "t", "laptop", "3 added")])
+    view.event({"event": "committed", "message": "autosync on vm: 1 removed", "changes": [],
+                "count": 1, "host": "vm", "time": NOW - 30})
+    view.event({"event": "pulled", "changed": True, "files": ["x"], "count": 1,
+                "hosts": ["desk"], "time": NOW})
+    view.event({"event": "pulled", "changed": False, "files": [], "count": 0, "time": NOW})
+    assert [label.split("  ", 1)[1] for label in view.changes()] == [
+        "desk: 1 file pulled", "vm: 1 removed", "desk: 1 modified", "laptop: 3 added"]
+    for i in range(10):
+        view.event({"event": "committed", "message": "autosync on vm: %d added" % i,
+                    "changes": [], "count": i, "host": "vm", "time": NOW + i})
+    assert len(view.changes()) == 5 and view.changes()[0].endswith("vm: 9 added")
+
+
+def test_events_move_the_state(view):
+    def after(name, **fields):
+        view.event(dict(fields, event=name, time=NOW))
+        return view.name()
+
+    assert after("committed", message="autosync on vm: 1 added", changes=[], count=1) == "syncing"
+    assert after("failed", op="push", error="no route") == "offline"
+    assert after("pushed", url="u", source="notify") == "offline"  # someone else's push
+    assert after("pushed", url="u", source="committer") == "idle"
+    assert after("pull-started") == "syncing"
+    assert after("pull-finished", ok=False) == "idle"
+    assert after("failed", op="pull", error="no route") == "offline"
+    assert after("pull-finished", ok=True) == "idle"
+    assert after("paused", since=NOW, until=None) == "paused"
+    assert after("failed", op="merge", error="x") == "error"
+    assert after("committed", message="m", changes=[], count=1) == "paused"
+    assert after("resumed") == "syncing"
+    assert after("stopping") == "offline" and view.headline() == "Offline: the daemon stopped"
+    view.status({"state": "idle"})
+    assert view.name() == "idle"
