@@ -1,13 +1,24 @@
 """What a batch of file events amounts to.
 
-A Batch records only which paths were touched and which moves happened;
-when it closes, each touched path is compared with what the folder held
+A Batch records only which paths were touched, which moves happened, and
+which files a writer still holds open (written, not yet closed: the kernel
+says when a writer is done, so no timer has to guess). When it closes, each touched path is compared with what the folder held
 when the batch opened (the Tree). That makes editors' save dances (rename
 to a backup, write anew, delete the backup) and a file created and removed
 within a batch come out right whatever order the events came in.
 """
 import os
 import time
+
+# How long the folder must be quiet after every file written in a batch was
+# closed. Measured (vim, sed -i, write-then-rename): an editor's last rename,
+# chmod or backup removal follows its close within a millisecond; 50 ms
+# leaves room for a loaded machine.
+SETTLE = 0.05
+# A burst that has run for a while (an untar, an rsync) may pause longer than
+# an editor between two files: the pause that ends a batch grows with the
+# batch's age (a tenth of it), up to this.
+SETTLE_MAX = 1.0
 
 
 class Tree:
@@ -76,6 +87,7 @@ class Batch:
         self.dirs = set()
         self.moves = {}  # destination -> where its content was when the batch opened
         self.dir_moves = []  # (src, dst) of folders
+        self.writing = set()  # files written and not closed by their writer yet
         self.rescan = False
         self.first = self.last = None
 
@@ -85,8 +97,39 @@ class Batch:
         self.first = self.first or now
         self.last = now
 
+    def written(self, rel):
+        """Written to and not closed yet: the batch waits for the close."""
+        self.writing.add(rel)
+
+    def closed(self, rel):
+        """Closed by its writer, or gone (removed)."""
+        self.writing.discard(rel)
+
+    def closed_under(self, folder):
+        self.writing = {w for w in self.writing if not w.startswith(folder + "/")}
+
+    def forget_vanished(self, root):
+        """Files moved out of the folder while open say nothing more: stop waiting for them."""
+        if self.writing:
+            self.writing = {w for w in self.writing if os.path.lexists(os.path.join(root, w))}
+
+    def rescan_all(self, now=None):
+        """Ask the committer to rescan everything when this batch closes."""
+        self.rescan = True
+        self.writing.clear()  # what was open is found by the rescan
+        now = time.monotonic() if now is None else now
+        self.first = self.first or now
+        self.last = now
+
     def move(self, src, dst, isdir, now=None):
+        # A file renamed while open is closed under its new name.
+        if src in self.writing:
+            self.writing.discard(src)
+            self.writing.add(dst)
         if isdir:
+            prefix = src + "/"
+            self.writing = {dst + w[len(src):] if w.startswith(prefix) else w
+                            for w in self.writing}
             self.dir_moves.append((src, dst))
             self.touch(src, True, now)
             self.touch(dst, True, now)
@@ -95,11 +138,24 @@ class Batch:
             self.touch(src, False, now)
             self.touch(dst, False, now)
 
-    def due(self, now, quiet, longest):
-        """Seconds until this batch should close (0: now), or None if empty."""
+    def quiet(self, readfrequency):
+        """The quiet that closes the batch: the user's readfrequency, or the settle time."""
+        if readfrequency is not None:
+            return readfrequency
+        return min(SETTLE_MAX, max(SETTLE, (self.last - self.first) / 10))
+
+    def due(self, now, readfrequency, longest):
+        """Seconds until this batch should close (0: now), or None if empty.
+
+        It closes once no file in it is still open for writing and the folder
+        was then quiet (readfrequency if set, else the settle time), or at
+        `longest` (maxwait) after it opened, whatever is still open."""
         if self.first is None:
             return None
-        return max(0.0, min(self.last + quiet, self.first + longest) - now)
+        end = self.first + longest
+        if not self.writing:
+            end = min(end, self.last + self.quiet(readfrequency))
+        return max(0.0, end - now)
 
     def close(self, root, tree, ignore):
         """The changes this batch amounts to; brings the tree up to date."""

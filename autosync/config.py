@@ -2,7 +2,7 @@
 
 Users keep the file the original dvcs-autosync read with Python's
 RawConfigParser (indented continuation lines, `#` inside values, `key: value`),
-which configobj cannot parse. `_parse_ini` reads it by RawConfigParser's rules
+which configobj cannot parse. ini.py reads it by RawConfigParser's rules
 (tests compare the two), keeping each key's line for warnings; configobj gets
 the values as a dict, over the defaults, and its validator converts them.
 Every key's check and default is in one table, KEYS: the dataclasses take
@@ -20,6 +20,8 @@ import typing
 from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
+from autosync import ini
+from autosync.ini import ConfigError  # noqa: F401 (raised here too; callers catch it here)
 from autosync.paths import find_marker, socket_for
 
 log = logging.getLogger("autosync.config")
@@ -53,10 +55,11 @@ KEYS = {
                             "desktop, xmpp, all or none"),
         "pulllock": Key("option('conservative', 'optimized')", "conservative",
                         "conservative or optimized"),
-        "readfrequency": Key("seconds", 5.0, SECONDS),
+        # Not set: a batch closes when its writers closed their files (batch.py).
+        "readfrequency": Key("seconds_or_unset", "", SECONDS, "not set"),
         "ignorepath": Key("string", ".git .svn .hg", "paths below path"),
         "maxwait": Key("seconds", 10.0, SECONDS),  # not set: readfrequency if that is longer
-        "pushdelay": Key("seconds", 1.0, SECONDS),
+        "pushdelay": Key("seconds", 0.0, SECONDS),
         "pullinterval": Key("seconds", 300.0, SECONDS + " (0: never)"),
         "socket": Key("string", "", "a socket path", "`$XDG_RUNTIME_DIR/autosync/<id>.sock`"),
         "notifylevel": Key("option('quiet', 'normal', 'verbose')", "normal",
@@ -104,15 +107,8 @@ _A, _X = ({k: key.default for k, key in KEYS[name].items()} for name in ("autosy
 # Accepted and not used: the original's planned but never written sync server.
 IGNORED_SECTIONS = ("autosync-server",)
 
-# RawConfigParser's own patterns: a header is [anything]; the key ends at the first = or :.
-SECTION_LINE = re.compile(r"\[(?P<name>.+)\]")
-KEY_LINE = re.compile(r"(?P<key>.*?)\s*[=:]\s*(?P<value>.*)$")
 ADDRESS_RE = re.compile(r"[^@/\s]+@[^@/\s]+")
 NO_XMPP = {"xmpp": "none", "all": "desktop"}  # notifymethod without its XMPP part
-
-
-class ConfigError(Exception):
-    """A configuration that cannot be used; str() is one line naming file, section and key."""
 
 
 @dataclasses.dataclass(repr=False)
@@ -144,7 +140,7 @@ class Config:
     syncmethod: str = _A["syncmethod"]
     notifymethod: str = _A["notifymethod"]
     pulllock: str = _A["pulllock"]
-    readfrequency: float = _A["readfrequency"]
+    readfrequency: typing.Optional[float] = None  # None: close-aware batches
     ignorepath: list = dataclasses.field(default_factory=_A["ignorepath"].split)
     maxwait: float = _A["maxwait"]
     pushdelay: float = _A["pushdelay"]
@@ -164,7 +160,8 @@ def load(path: str, check_path: bool = True) -> Config:
     """Read, check and complete the configuration in `path`; raise ConfigError if unusable."""
     file = os.path.abspath(os.path.expanduser(path))
     warnings = []
-    sections = _parse_ini(file, _read_text(file), warnings)
+    sections = ini.parse(file, ini.read_text(file), warnings,
+                         secret=("xmpp",) + IGNORED_SECTIONS)
     if "autosync" not in sections:
         raise ConfigError("%s: [autosync]: expected a section [autosync] with path = FOLDER, "
                           "got no such section" % file)
@@ -178,73 +175,6 @@ def load(path: str, check_path: bool = True) -> Config:
         log.warning("%s", warning)
     config.warnings = warnings
     return config
-
-
-def _read_text(file):
-    try:
-        with open(file, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ConfigError("%s: cannot read: %s" % (file, e.strerror or e)) from None
-    try:
-        text = data.decode("utf-8-sig")  # a BOM from a Windows editor is not content
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ConfigError("%s: line %d: expected UTF-8 text, got bytes that are not"
-                          % (file, line)) from None
-    # Universal newlines, as Python's text files give RawConfigParser.
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _parse_ini(file, text, warnings):
-    """Read `text` by RawConfigParser's rules into {section: {key: (value, line number)}}.
-
-    A line indented deeper than the key line continues its value, joined with
-    a newline; comment lines (`#` or `;`, even indented) are skipped, also
-    between continuation lines; blank lines inside a value are kept and those
-    at its end dropped; `#` inside a value is kept; keys are lowercased.
-    """
-    sections = {}  # section -> key -> (its line number, its value's lines)
-    section = value = None  # value: the lines of the key being read
-    indent = 0
-    for number, line in enumerate(text.split("\n"), start=1):
-        stripped = line.strip()
-        if stripped.startswith(("#", ";")):
-            continue
-        if not stripped:
-            if value is not None:
-                value.append("")
-            continue
-        this_indent = len(line) - len(line.lstrip())
-        if value is not None and this_indent > indent:
-            value.append(stripped)
-            continue
-        indent = this_indent
-        header = SECTION_LINE.match(stripped)
-        if header:
-            section, value = header.group("name"), None
-            if section in sections:
-                warnings.append("%s: line %d: section [%s] appears again; its keys are merged"
-                                % (file, number, section))
-            sections.setdefault(section, {})
-            continue
-        option = KEY_LINE.match(stripped)
-        if section is None or not option or not option.group("key"):
-            expected = ("a [section] header before any key" if section is None
-                        else "'key = value' or a [section] header")
-            # A malformed line where passwords live might be one: do not echo it.
-            secret = section == "xmpp" or section in IGNORED_SECTIONS
-            got = "a line that is neither" if secret else repr(stripped[:60])
-            raise ConfigError("%s: line %d: expected %s, got %s" % (file, number, expected, got))
-        key = option.group("key").rstrip().lower()
-        if key in sections[section]:
-            # The original (Python 2) let the last one win; Python 3 would refuse.
-            warnings.append("%s: line %d: [%s] %s is set again; the last value counts"
-                            % (file, number, section, key))
-        value = [option.group("value")]
-        sections[section][key] = (number, value)
-    return {name: {k: ("\n".join(v).rstrip(), n) for k, (n, v) in keys.items()}
-            for name, keys in sections.items()}
 
 
 def _known_keys(file, sections, warnings):
@@ -280,7 +210,8 @@ def _validate(file, known):
         spec.append("[%s]" % name)
         spec.extend("%s = %s" % (k, key.check) for k, key in keys.items())
     values = ConfigObj(given, configspec=spec, interpolation=False)
-    results = values.validate(Validator({"seconds": _seconds, "fingerprint": fingerprint}),
+    results = values.validate(Validator({"seconds": _seconds, "seconds_or_unset": _seconds_or_unset,
+                                          "fingerprint": fingerprint}),
                               preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
@@ -289,6 +220,11 @@ def _validate(file, known):
             if (name, k) in errors:
                 raise _bad(file, name, k, key.expected, known.get(name, {}).get(k))
     return values
+
+
+def _seconds_or_unset(value):
+    """configobj check: seconds, or None for a key left empty (not set)."""
+    return None if value == "" else _seconds(value)
 
 
 def _seconds(value):
@@ -340,13 +276,13 @@ def _build(file, values, known, warnings):
         ignorepath=_ignorepath(file, a["ignorepath"], path, warnings),
         # Not set, it is never below readfrequency: an original file with a long one still loads.
         maxwait=a["maxwait"] if "maxwait" in known["autosync"] else max(a["maxwait"],
-                                                                        a["readfrequency"]),
+                                                                        a["readfrequency"] or 0),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
         notifylevel=a["notifylevel"], hostname=host,
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
         xmpp=_xmpp(file, x, base, warnings, path, host))
-    if config.maxwait < config.readfrequency:
+    if config.readfrequency is not None and config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):

@@ -2,7 +2,9 @@
 
 inotify is read continuously (inotify.py), so the kernel queue does not
 overflow while we wait; the waiting happens here, in a Batch (batch.py),
-which closes after `readfrequency` quiet or at `maxwait`. What is never
+which closes once every file written in it was closed by its writer and
+the folder was then quiet for a moment (`readfrequency`, if the user set
+it), or at `maxwait`. What is never
 synced is decided by ignore.py. The committer's events come in through a
 client.Subscription: around its pulls the watcher sets the pull's own
 writes aside (the pull lock). SIGTERM and SIGINT are only recorded; the
@@ -70,7 +72,7 @@ class Watcher:
     def on_event(self, event):
         if event.mask & pyinotify.IN_Q_OVERFLOW:
             log.warning("the kernel's event queue overflowed: rescanning everything")
-            self.batch.rescan = True
+            self.batch.rescan_all()
             self.batch.touch("", True)
             return
         path = event.pathname
@@ -100,6 +102,21 @@ class Watcher:
             return  # a folder's own times or mode: no DVCS records them
         if not self.ignore(rel, isdir):
             batch.touch(rel, isdir)
+            self.follow_writer(batch, event.mask, rel, isdir)
+
+    @staticmethod
+    def follow_writer(batch, mask, rel, isdir):
+        """Which files a writer still holds open: the batch waits for their close."""
+        if mask & pyinotify.IN_CLOSE_WRITE:
+            batch.closed(rel)
+        elif mask & (pyinotify.IN_DELETE | pyinotify.IN_MOVED_FROM) and isdir:
+            batch.closed_under(rel)
+        elif mask & pyinotify.IN_DELETE:
+            batch.closed(rel)
+        elif not isdir and mask & pyinotify.IN_MODIFY:
+            # Not IN_CREATE: pyinotify makes those up for what a new folder already
+            # holds, finished files among them, whose close came before the watch.
+            batch.written(rel)
 
     def send(self, changes, rescan=False):
         if not changes and not rescan:
@@ -169,10 +186,18 @@ class Watcher:
             self.drain()
             batch, self.pull_batch = self.pull_batch, None
             changes = batch.close(self.root, self.tree, self.ignore)
+            # A file a local writer still holds open waits for its close, in
+            # the open batch, whichever lock: committed half-written, it would
+            # reach every machine so.
+            for rel in batch.writing:
+                self.batch.touch(rel)
+                self.batch.written(rel)
             if self.cfg.pulllock == "optimized":
                 # Replay: what the pull wrote is already committed, so adding
                 # it again changes nothing; local changes made meanwhile are kept.
-                self.send(changes)
+                self.send([c for c in changes if c["path"] not in batch.writing])
+            elif self.batch.writing:
+                self.batch.rescan = True  # below: once the writers closed their files
             else:
                 # conservative: what we threw away may hold a local edit made the
                 # instant a pulled file appeared. A rescan asked for now runs after
@@ -265,6 +290,7 @@ class Watcher:
                 self.drain()
             if self.poll_at is not None and time.monotonic() >= self.poll_at:
                 self.poll_unwatched()
+            self.batch.forget_vanished(self.root)
             if self.batch.due(time.monotonic(), self.cfg.readfrequency, self.cfg.maxwait) == 0:
                 self.close_batch()
         if self.stop:

@@ -54,8 +54,9 @@ QUICK = dict(trials=3, burst_files=2_000, burst_trials=1, tree_files=10_000,
              tree_folders=1_000, idle_seconds=10, tree_idle_seconds=5, machines=8,
              many_trials=3, slow_seconds=15)
 
-# The lowest delays the configuration allows for a fast round trip.
-FAST = dict(readfrequency="0.2", pushdelay="0")
+# The lowest delays the configuration allows for a fast round trip: no quiet
+# at all once every writer closed its file (no settle time), push at once.
+FAST = dict(readfrequency="0", pushdelay="0")
 # The machines' settings: "defaults" writes no delay into the config, so the
 # product's own defaults (autosync.config.KEYS) apply, whatever they are today.
 PROFILES = {"defaults": {}, "lowest": FAST}
@@ -584,7 +585,9 @@ def peer_cells(peers, mine, stat=median):
 
 def describe(delays):
     """readfrequency/pushdelay/maxwait, as the table's labels show them."""
-    return "/".join("%g" % delays[key] for key in DELAY_KEYS) + " s"
+    # readfrequency not set: the batch closes when its files are closed ("on close").
+    return "/".join("on close" if delays[key] in (None, "") else "%g" % delays[key]
+                    for key in DELAY_KEYS) + " s"
 
 
 def start_pair(run, prefix, remote, settings):
@@ -632,7 +635,7 @@ def propagation(run, sizes):
         phases = {"A: write to committed": [], "A: committed to pushed": [],
                   "B: A's push to pull started": [], "B: pull (git pull)": []}
         suite, missed = [], 0
-        timeout = 30 + sum(delays.values())
+        timeout = 30 + sum(v or 0 for v in delays.values())
         for i in range(sizes["trials"]):
             # Our suite, then bare git, alternately: both see the same machine load.
             name = "trial-%03d.txt" % i
@@ -962,7 +965,7 @@ def many_machines_at(run, sizes, profile):
         git("clone", "-q", floor_remote, clone)
 
     last, floor, lost = [], [], 0
-    timeout = 30 + sum(delays.values())
+    timeout = 30 + sum(v or 0 for v in delays.values())
     for i in range(sizes["many_trials"]):
         writer = machines[i % n]
         others = [m for m in machines if m is not writer]
@@ -1088,7 +1091,7 @@ def slow_writer_at(run, sizes, profile):
     finished = time.monotonic() - opened
     final = read_file(os.path.join(a.path, name))
     arrived = wait_for(lambda: any(c == final for _, c in seen),
-                       30 + sum(delays.values()), 0.1)
+                       30 + sum(v or 0 for v in delays.values()), 0.1)
     stop.set()
     watcher.join()
     # Every version of the file in the remote's history, not only the heads seen.

@@ -121,9 +121,10 @@ class Machine:
         self.config = str(base / (name + ".autosync"))
         self.log = str(base / (name + ".log"))
         git("clone", "-q", remote.path, self.path)
+        # readfrequency and pushdelay as shipped (not set: close-aware batches,
+        # pushed at once); maxwait shorter, so that a test of an open file is quick.
         self.settings = dict(path=self.path, syncmethod="none", notifymethod="none",
-                             readfrequency="0.2", maxwait="3", pushdelay="0",
-                             pullinterval="0")
+                             maxwait="3", pullinterval="0")
         self.settings.update(settings)
         self.dvcs = dict(dvcs or {})
         self.xmpp = {}

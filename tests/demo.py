@@ -55,8 +55,6 @@ def write_config(base, name, path, server, jid):
 path = {path}
 syncmethod = xmpp
 notifymethod = none
-readfrequency = 0.2
-pushdelay = 0
 hostname = {name}
 
 [xmpp]

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from autosync.batch import Batch, Tree
+from autosync.batch import SETTLE, SETTLE_MAX, Batch, Tree
 from autosync.ignore import Ignore
 from test_ignore import make
 
@@ -80,3 +80,45 @@ def test_batch_timing_quiet_and_longest_wait():
     for t in range(11, 16):  # a file that keeps changing
         b.touch("x", now=float(t))
     assert b.due(15.0, 1.0, 5.0) == 0.0  # closed by maxwait, not starved
+
+
+def test_a_batch_waits_for_its_writers_to_close_their_files():
+    b = Batch()
+    b.touch("big.iso", now=10.0)
+    b.written("big.iso")
+    # Open for writing: not before maxwait, whatever the quiet (set or not).
+    assert b.due(12.0, None, 10.0) == pytest.approx(8.0)
+    assert b.due(12.0, 0.2, 10.0) == pytest.approx(8.0)
+    b.touch("big.iso", now=12.0)
+    b.closed("big.iso")
+    # Closed: the settle time (50 ms for a young batch), or the user's quiet.
+    assert b.due(12.0, None, 10.0) == pytest.approx(0.2)  # 2 s old: a tenth of its age
+    assert b.due(12.0, 5.0, 10.0) == pytest.approx(5.0)
+    young = Batch()
+    young.touch("a", now=1.0)
+    assert young.due(1.0, None, 10.0) == pytest.approx(SETTLE)
+    old = Batch()
+    old.touch("a", now=5.0)
+    old.touch("a", now=65.0)
+    assert old.due(65.0, None, 100.0) == pytest.approx(SETTLE_MAX)
+
+
+def test_a_file_renamed_or_removed_while_open(tmp_path):
+    b = Batch()
+    b.touch("d/part", now=1.0)
+    b.written("d/part")
+    b.move("d/part", "d/done", False, now=1.0)
+    assert b.writing == {"d/done"}
+    b.move("d", "e", True, now=1.0)
+    assert b.writing == {"e/done"}
+    b.closed("e/done")
+    assert b.due(1.0, None, 10.0) == pytest.approx(SETTLE)
+    b.written("gone")
+    b.written("kept")
+    (tmp_path / "kept").write_text("x")
+    b.forget_vanished(str(tmp_path))  # "gone" was moved out of the folder while open
+    assert b.writing == {"kept"}
+    b.closed_under("")  # nothing under a folder named "": not everything
+    assert b.writing == {"kept"}
+    b.rescan_all(now=2.0)
+    assert b.rescan and b.writing == set()

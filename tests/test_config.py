@@ -3,12 +3,11 @@ import configparser
 import dataclasses
 import logging
 import os
-import random
 import socket
 
 import pytest
 
-from autosync import config
+from autosync import config, ini
 from autosync.config import ConfigError
 from autosync.paths import socket_for
 
@@ -59,7 +58,7 @@ def original_text(**replace):
 def test_original_example_reads_exactly_as_rawconfigparser():
     text = original_text()
     assert "openuat \n" in text and "git rm %s \n" in text  # the trailing spaces are there
-    parsed = config._parse_ini("f", text, [])
+    parsed = ini.parse("f", text, [])
     assert {s: {k: v for k, (v, _) in keys.items()} for s, keys in parsed.items()} == raw(text)
 
 
@@ -93,7 +92,7 @@ def test_original_example_is_a_working_config(tmp_path, folder):
     assert cfg.file == str(tmp_path / "autosync.ini")
     assert cfg.path == folder
     assert cfg.notifymethod == "desktop"
-    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 1.0, 300.0)
+    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 0.0, 300.0)
     assert cfg.socket == socket_for(folder)
     assert cfg.xmpp.host == "example.org" and cfg.xmpp.port == 5222
     assert cfg.xmpp.tls == "required" and cfg.xmpp.priority == 0
@@ -138,7 +137,7 @@ def test_new_example_file_loads_with_every_key(tmp_path, folder):
     cfg = config.load(write(tmp_path, text))
     assert cfg.warnings == []
     assert cfg.commands == config.GIT_COMMANDS
-    parsed = config._parse_ini("f", text, [])
+    parsed = ini.parse("f", text, [])
     for section, keys in config.KEYS.items():
         assert set(parsed[section]) == set(keys), section  # the example shows every key
         for name, key in keys.items():  # with its default, or empty where that is worked out
@@ -180,36 +179,6 @@ def test_value_is_what_rawconfigparser_gives(tmp_path, folder, line):
     cfg = config.load(write(tmp_path, text))
     assert cfg.commands["logcmd"] == raw(text)["dvcs"]["logcmd"]
     assert cfg.commands["pushcmd"] == "git push"
-
-
-# Lines to build files from, each a case RawConfigParser has a rule for.
-PIECES = ["[a]", "[b]", "[a b]", "[]", "[[x]]", "  [c]", "x = 1", "X: 2", "y=", "a:b=c",
-          "key =   spaced   ", "k = v # h", "z = '''" + '"""', "x = 1 \\", "é = é",
-          " cont", "\tcont2", "", "  ", "# c", "  ; c", "junk", "= v", "  = w"]
-
-
-def test_reader_agrees_with_rawconfigparser_on_generated_files():
-    """Values, and the line of the first syntax error, as RawConfigParser(strict=False) has them.
-
-    (Not compared: [DEFAULT], which is an ordinary section here, see below.)"""
-    rnd = random.Random(9)
-    for _ in range(3000):
-        text = "\n".join(rnd.choice(PIECES) for _ in range(rnd.randint(0, 10)))
-        text += rnd.choice(["", "\n"])
-        parser = configparser.RawConfigParser(strict=False)
-        try:
-            parser.read_string(text)
-            want = {s: dict(parser.items(s)) for s in parser.sections()}
-        except configparser.MissingSectionHeaderError as e:
-            want = "line %d" % e.lineno
-        except configparser.ParsingError as e:
-            want = "line %d" % e.errors[0][0]
-        try:
-            got = {s: {k: v for k, (v, _) in keys.items()}
-                   for s, keys in config._parse_ini("f", text, []).items()}
-        except ConfigError as e:
-            got = str(e).split(":")[1].strip()
-        assert got == want, text
 
 
 def test_default_section_is_an_ordinary_unknown_one(tmp_path, folder):
@@ -266,8 +235,8 @@ def test_defaults(tmp_path, folder):
     assert cfg.path == folder  # no trailing slash
     assert cfg.pidfile == file + ".pid"
     assert cfg.notifymethod == "desktop" and cfg.pulllock == "conservative"
-    assert cfg.readfrequency == 5.0 and cfg.ignorepath == [".git", ".svn", ".hg"]
-    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 1.0, 300.0)
+    assert cfg.readfrequency is None and cfg.ignorepath == [".git", ".svn", ".hg"]
+    assert (cfg.maxwait, cfg.pushdelay, cfg.pullinterval) == (10.0, 0.0, 300.0)
     assert cfg.socket == socket_for(folder)
     assert cfg.commands == config.GIT_COMMANDS
     assert cfg.xmpp.username == cfg.xmpp.password == cfg.xmpp.host == ""
@@ -421,11 +390,11 @@ def test_readme_shows_every_key_with_the_default_of_keys():
 
 def test_a_readme_difference_names_the_key():
     text = readme_text()
-    text = text.replace("| autosync | `pushdelay` | `1` |", "| autosync | `pushdelay` | `2` |")
+    text = text.replace("| autosync | `pushdelay` | `0` |", "| autosync | `pushdelay` | `2` |")
     text = text.replace("| dvcs | `pushcmd` | `git push -q` |", "| dvcs | `pushcmd` | `git push` |")
     text = text.replace("| xmpp | `port` |", "| xmpp | `portt` |")
     assert readme_differences(text) == [
-        "[autosync] pushdelay: the README says `2`, KEYS `1`",
+        "[autosync] pushdelay: the README says `2`, KEYS `0`",
         "[dvcs] pushcmd: the README says `git push`, KEYS `git push -q`",
         "[xmpp] port: not in the README",
         "[xmpp] portt: in the README, not in KEYS"]

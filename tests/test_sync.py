@@ -24,7 +24,7 @@ def write(machine, rel, content):
 
 
 def settle(machine, remote, timeout=60):
-    # Let the watcher's open batch close (readfrequency is 0.2 s) before judging.
+    # Let the watcher's open batch close (tens of milliseconds) before judging.
     time.sleep(0.5)
     wait_until(lambda: machine.settled(remote), timeout, 0.1, "%s to settle" % machine.name)
 

@@ -2,12 +2,13 @@
 import os
 import select
 import signal
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from autosync.watcher import Watcher
-from conftest import git
+from conftest import git, wait_until
 
 
 def test_a_folders_own_times_change_no_file(machines, remote):
@@ -97,3 +98,73 @@ def test_symlinks_are_committed_as_links(machines, remote):
     assert remote.files()[b"unpacked/deep/usr"] == b"/usr"
     assert watches_of(a.children()["watcher"]) == 3  # the folder, unpacked, deep
     assert "cannot watch" not in a.logtext() and "Traceback" not in a.logtext()
+
+
+def write_slowly(path, chunks, pause, during=None):
+    """One writer holding the file open: a chunk every `pause` seconds."""
+    with open(path, "wb") as f:
+        for i, chunk in enumerate(chunks):
+            f.write(chunk)
+            f.flush()
+            if during is not None and i == 1:
+                during()
+            time.sleep(pause)
+
+
+def history_of(remote, name):
+    """Every content `name` had in the remote's history, oldest first."""
+    revs = remote.log("--format=%H", "--reverse", "--", name).split()
+    return [git("--git-dir", remote.path, "cat-file", "blob", "%s:%s" % (rev, name))
+            for rev in revs]
+
+
+def test_a_file_open_for_writing_is_committed_once_closed(machines, remote):
+    """Shipped defaults: 2.4 s of writing (maxwait 3 in these tests) is one commit, whole."""
+    from test_sync import settle
+    a = machines("a")
+    chunks = [b"part %d\n" % i for i in range(6)]
+    write_slowly(os.path.join(a.path, "slow.log"), chunks, 0.4)
+    settle(a, remote)
+    assert history_of(remote, "slow.log") == [b"".join(chunks)]
+
+
+def test_a_file_open_for_writing_is_not_committed_by_the_rescan_after_a_pull(machines, remote):
+    """Another machine pushes while the file is written; this one pulls meanwhile.
+    The rescan after that pull must not commit the half-written file."""
+    from test_sync import settle, write
+    a, b = machines("a", "b")
+    chunks = [b"part %d\n" % i for i in range(6)]
+
+    def other_machine_pushes():
+        write(b, "from-b.txt", b"b\n")
+        settle(b, remote)
+        a.notify("pull")
+        wait_until(lambda: os.path.exists(os.path.join(a.path, "from-b.txt")), 20,
+                   what="a to pull")
+    write_slowly(os.path.join(a.path, "slow.log"), chunks, 0.3, during=other_machine_pushes)
+    settle(a, remote)
+    assert history_of(remote, "slow.log") == [b"".join(chunks)]
+
+
+@pytest.mark.parametrize("pulllock", ["conservative", "optimized"])
+def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
+    """Written during the pull and still open at its end: neither the rescan nor
+    the replay takes it before its writer closes it."""
+    from autosync.batch import Batch
+    watcher.cfg.pulllock = pulllock
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    with open(os.path.join(watcher.root, "pulled.txt"), "w") as f:
+        f.write("from the pull\n")
+    with open(os.path.join(watcher.root, "local.txt"), "w") as f:
+        f.write("half")
+        watcher.pull_batch = Batch()
+        watcher.pull_batch.touch("pulled.txt")
+        watcher.pull_batch.touch("local.txt")
+        watcher.pull_batch.written("local.txt")
+        watcher.on_committer_event({"event": "pull-finished"})
+    assert watcher.batch.writing == {"local.txt"}
+    if pulllock == "optimized":
+        assert sent == [([{"action": "added", "path": "pulled.txt"}], False)]
+    else:
+        assert sent == [] and watcher.batch.rescan
