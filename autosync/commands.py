@@ -131,8 +131,9 @@ class _Line:
             self.tokens = shlex.split(text.replace("%s", _MARK))   # ValueError: bad quotes
             self.many = self.nargs == 1 and _MARK in self.tokens
         t = getattr(self, "tokens", [])
-        self.stdin = (self.many and len(t) > 2 and os.path.basename(t[0]) == "git"
-                      and t[1] in PATHSPEC_STDIN and t[-1] == _MARK)
+        self.git = t[1] if (self.many and len(t) > 2 and os.path.basename(t[0]) == "git"
+                            and t[-1] == _MARK) else None   # `git SUBCOMMAND ... %s`
+        self.stdin = self.git in PATHSPEC_STDIN
 
     def fill_stdin(self, args):
         """-> (argv, command as shown, stdin): every arg a NUL-ended pathspec on stdin."""
@@ -209,6 +210,8 @@ class Template:
         self.nargs = sum(l.nargs for l in self.lines)
         self.empty = not self.lines
         self.many = self.nargs == 1 and any(l.many for l in self.lines)
+        # A plain `git add ... %s`: a folder given to it stages exactly the files in it.
+        self.git_add = len(self.lines) == 1 and self.lines[0].git == "add"
 
     def run(self, *args, cwd, check=True, timeout=None, env=None):
         """Fill the %s with args and run; env: variables added to environment()."""

@@ -106,11 +106,13 @@ class Staging:
             # One command for both (git's default): one run, and whole folders collapse.
             by_action["added"] += by_action.pop("modified")
             by_action["modified"] = []
-        by_action["added"] = self.collapse_folders(by_action["added"])
+        files, by_action["added"] = by_action["added"], self.collapse_folders(by_action["added"])
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
                 failed += self.cmd[name].run_many([arg(p) for p in paths], cwd=self.folder)
+        if len(files) != len(by_action["added"]):
+            failed = self.unfold(failed, files)
         for path, error in failed:
             log.warning("%s", error)
         return failed
@@ -136,11 +138,12 @@ class Staging:
         return failed
 
     def collapse_folders(self, paths):
-        """Many paths (git): a folder all of whose files are among them is staged as one
+        """Many paths, git, addcmd a plain `git add ... %s`: a folder all of whose files
+        are among them is staged as one
         path instead (adding it adds exactly them; what the excludes file leaves out
         stays out). A folder holding anything else (a file not listed, an ignored or
         empty folder, a repository) is never collapsed: it would stage that too."""
-        if not self.gitdir or len(paths) < COLLAPSE_FROM:
+        if not (self.gitdir and self.cmd["addcmd"].git_add) or len(paths) < COLLAPSE_FROM:
             return paths
         listed = set(paths)
         folders = {os.path.dirname(p) for p in paths} - {""}
@@ -174,6 +177,17 @@ class Staging:
                 parent = os.path.dirname(parent)
             out.add(top)
         return sorted(out)
+
+    def unfold(self, failed, files):
+        """A collapsed folder that failed is staged again file by file (in halves), so
+        that the rest goes in and the file that cannot be staged is the one named."""
+        out = []
+        for path, error in failed:
+            rel = path[2:] if path.startswith("./-") else path  # as arg() gave it
+            inside = [f for f in files if f.startswith(rel + "/")] if rel not in files else []
+            out += self.cmd["addcmd"].run_many([arg(f) for f in inside], cwd=self.folder) \
+                if inside else [(path, error)]
+        return out
 
     def rescan(self):
         """Let the DVCS find every change itself; -> [(path, CommandFailed)] left out.

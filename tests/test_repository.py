@@ -145,6 +145,37 @@ def test_many_paths_are_staged_folder_by_folder_where_a_folder_is_all_listed(rep
     assert sorted(c["path"] for c in listed) == sorted(c["path"] for c in changes)
 
 
+def test_a_file_git_refuses_in_a_whole_folder_is_held_back_alone(repo):
+    r, reports = repo()
+    names = ["docs/f%03d" % i for i in range(120)] + ["docs/bad.txt"]
+    os.makedirs(repo.path / "docs")
+    for name in names:
+        (repo.path / name).write_text("x")
+    assert r.commit([], rescan=True)
+    # A clean filter that fails on one file: `git add` of the folder fails as a whole.
+    (repo.path / ".git" / "info" / "attributes").write_text("bad.txt filter=refuse\n")
+    git("-C", str(repo.path), "config", "filter.refuse.clean", "false")
+    git("-C", str(repo.path), "config", "filter.refuse.required", "true")
+    for name in names:
+        (repo.path / name).write_text("changed")
+    assert r.staging.collapse_folders(names) == ["docs"]
+    assert r.commit([{"action": "modified", "path": n} for n in names])
+    (message, listed), _ = reports.named("committed")[-1]
+    assert message.startswith("autosync on testhost: 120 modified")
+    assert reports.fields["held_back"] == ["docs/bad.txt"]
+
+
+@pytest.mark.parametrize("addcmd", ["test %s != x && git add -A -- %s", "hg add -- %s",
+                                    "git add %s --force"])
+def test_only_a_plain_git_add_is_given_whole_folders(repo, addcmd):
+    r, _ = repo(addcmd=addcmd)
+    names = ["docs/f%03d" % i for i in range(120)]
+    os.makedirs(repo.path / "docs")
+    for name in names:
+        (repo.path / name).write_text("x")
+    assert r.staging.collapse_folders(names) == names
+
+
 def test_a_rescan_does_not_stage_the_batch_path_by_path_first(repo, caplog):
     """An overflowed queue's batch lists every file: git's rescan stages them anyway."""
     r, reports = repo()
