@@ -42,7 +42,7 @@ class _NoWatchLeft(logging.Filter):
         return "(ENOSPC)" not in record.getMessage()
 
 
-class Notifier(pyinotify.Notifier):
+class DecodingNotifier(pyinotify.Notifier):
     """pyinotify's Notifier, decoding file names the way os.fsdecode does.
 
     pyinotify 0.9.6 decodes names as strict UTF-8 and dies on any other bytes.
@@ -74,7 +74,7 @@ class Inotify:
         _add_watch_calls(self.wm, refused)
         if not any(isinstance(f, _NoWatchLeft) for f in pyinotify.log.filters):
             pyinotify.log.addFilter(_NoWatchLeft())
-        self.notifier = Notifier(self.wm, on_event)
+        self.notifier = DecodingNotifier(self.wm, on_event)
         os.set_blocking(self.wm.get_fd(), False)  # drain() must never wait
         self.excluded = excluded
         # IN_DONT_FOLLOW: a watch never goes through a link (unless the synced

@@ -211,7 +211,7 @@ class Listener:
     def login(self):
         try:
             self.session = self.open_session(self.x, self.timing.login_timeout, self)
-        except xmpp_session.Untrusted as e:
+        except xmpp_session.UntrustedServer as e:
             if not e.fingerprint:
                 return self._login_failed("%s (its certificate could not be read again to "
                                           "name its fingerprint)" % e)

@@ -39,7 +39,7 @@ class LoginError(Exception):
         self.fingerprint = fingerprint
 
 
-class Untrusted(LoginError):
+class UntrustedServer(LoginError):
     """The server's certificate is not valid for it (and no fingerprint is pinned)."""
 
 
@@ -145,7 +145,7 @@ class VerifiedTLS(transports.TLS):
         try:
             tls = self.context.wrap_socket(tcp._sock, server_hostname=self.hostname)
         except ssl.SSLCertVerificationError as e:
-            raise Untrusted("refusing XMPP server %s: its certificate is not valid for %s (%s); "
+            raise UntrustedServer("refusing XMPP server %s: its certificate is not valid for %s (%s); "
                             "no password sent" % (where, self.hostname,
                                                   e.verify_message or one_line(e)))
         except (ssl.SSLError, OSError) as e:
@@ -239,9 +239,9 @@ def open_session(xcfg, timeout, handler):
         if xcfg.tls != "off":
             try:
                 _secure(client, xcfg, domain, where)
-            except Untrusted as e:
+            except UntrustedServer as e:
                 # Name the certificate, so that the user can choose to trust exactly it.
-                raise Untrusted(str(e), probe_fingerprint(xcfg, timeout)) from None
+                raise UntrustedServer(str(e), probe_fingerprint(xcfg, timeout)) from None
         # Wait for the (new) stream's features, to check the SASL mechanisms first.
         _wait(client, lambda: client.Dispatcher.Stream.features, "opening the stream")
         mechanisms = client.Dispatcher.Stream.features.getTag("mechanisms", namespace=xmpp.NS_SASL)

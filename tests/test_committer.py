@@ -151,3 +151,26 @@ def test_the_committer_answers_every_request_it_names(committer):
             continue  # the server's own; and two that wait for the worker
         reply = committer.handle({"cmd": request, "changes": []}, None)
         assert "unknown cmd" not in str(reply.get("error")), request
+
+
+def test_a_batch_that_arrives_during_a_push_is_committed_and_pushed_right_after(tmp_path):
+    """The shipped defaults (pushdelay not set): no timer between a push and the next one."""
+    c = Committer(config(tmp_path, pullinterval=0.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    assert c.cfg.pushdelay == 0
+    c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    c.step()  # commits a
+    push = c.repo.push
+
+    def slow_push(expect_new=True):  # a batch arrives while the push runs
+        c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "b"}]}, None)
+        return push(expect_new)
+    c.repo.push = slow_push
+    c.step()  # pushes a
+    c.repo.push = push
+    assert c._has_work()  # b is waiting: no sleep before the next step
+    c.step()  # commits b
+    assert c._has_work() and c._sleep_time() == 0.0  # its push is due now
+    c.step()  # pushes b
+    assert c.repo.calls == [("commit", ["a"], False), "push", ("commit", ["b"], False), "push"]
+    assert c.status_fields["unpushed"] == 0
