@@ -7,6 +7,12 @@ lines, each with exactly one argument, whose text is never run or expanded:
 * a shell line runs as `/bin/sh -c LINE NAME ARGS...` with each `%s` turned into
   a positional parameter (`"${1}"`, adapted to the quotes around it), so the
   arguments never become part of the script at all.
+
+Many paths for one template (run_many) go into as few runs as the line allows:
+a plain `git add|rm ... %s` line, its `%s` the last word, gets them all on its
+standard input (`--pathspec-from-file=- --pathspec-file-nul`: one process, no
+argument limit, same meaning as the paths on the command line); any other line
+that can take many gets them as arguments, in chunks under the argument limit.
 """
 import contextlib
 import logging
@@ -28,6 +34,15 @@ _MARK = "\0"   # stands for %s while shlex splits a plain line: a config value c
 _REF = {None: '"%s"', '"': "%s", "'": "'\"%s\"'"}   # a parameter reference, by enclosing quote
 _EDGE = " \t()|&;"   # what may stand around a whole-word %s ("" in _EDGE: line start/end)
 CHUNK_BYTES = 512 * 1024   # argv bytes per run_many run, well under the usual 2 MiB ARG_MAX
+# git commands that read their pathspecs from standard input (git 2.26 on); git says 129
+# for an option it does not know, and such a git gets the paths as arguments instead.
+PATHSPEC_STDIN = frozenset(("add", "rm"))
+PATHSPEC_OPTIONS = ["--pathspec-from-file=-", "--pathspec-file-nul"]
+UNKNOWN_OPTION = 129
+
+
+class _NoStdin(Exception):
+    """This git cannot read pathspecs from stdin."""
 
 
 class CommandFailed(Exception):
@@ -115,6 +130,17 @@ class _Line:
         else:
             self.tokens = shlex.split(text.replace("%s", _MARK))   # ValueError: bad quotes
             self.many = self.nargs == 1 and _MARK in self.tokens
+        t = getattr(self, "tokens", [])
+        self.git = t[1] if (self.many and len(t) > 2 and os.path.basename(t[0]) == "git"
+                            and t[-1] == _MARK) else None   # `git SUBCOMMAND ... %s`
+        self.stdin = self.git in PATHSPEC_STDIN
+
+    def fill_stdin(self, args):
+        """-> (argv, command as shown, stdin): every arg a NUL-ended pathspec on stdin."""
+        argv = self.tokens[:2] + PATHSPEC_OPTIONS + self.tokens[2:-1]   # options before `--`
+        more = f" (and {len(args) - 1} more)" if len(args) > 1 else ""
+        return argv, " ".join(map(show, argv)) + " < " + show(args[0]) + more, \
+            b"".join(os.fsencode(a) + b"\0" for a in args)
 
     def fill(self, args, many=False):
         """-> (argv, command as shown). many: all args go in the one %s (where self.many)."""
@@ -131,10 +157,12 @@ class _Line:
         return argv, " ".join(map(show, argv))
 
 
-def _spawn(argv, cwd, env, timeout, split):
-    """Run argv; -> (returncode, stdout, stderr, timed_out). Output is combined unless split."""
+def _spawn(argv, cwd, env, timeout, split, data=None):
+    """Run argv (data: its stdin, else none); -> (returncode, stdout, stderr, timed_out).
+    Output is combined unless split."""
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE if split else subprocess.STDOUT,
                                 start_new_session=True)   # its own process group, for the kill
@@ -142,7 +170,7 @@ def _spawn(argv, cwd, env, timeout, split):
         code = 127 if isinstance(e, FileNotFoundError) else 126
         return code, b"", f"{e.filename or argv[0]}: {e.strerror}".encode(), False
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(data, timeout=timeout)
         return proc.returncode, out, err or b"", False
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
@@ -182,6 +210,8 @@ class Template:
         self.nargs = sum(l.nargs for l in self.lines)
         self.empty = not self.lines
         self.many = self.nargs == 1 and any(l.many for l in self.lines)
+        # A plain `git add ... %s`: a folder given to it stages exactly the files in it.
+        self.git_add = len(self.lines) == 1 and self.lines[0].git == "add"
 
     def run(self, *args, cwd, check=True, timeout=None, env=None):
         """Fill the %s with args and run; env: variables added to environment()."""
@@ -207,16 +237,34 @@ class Template:
             raise ValueError(f"{self.name} has no %s to put paths in")
         if not self.many:
             return self._one_by_one(paths, cwd, timeout, env)
-        fixed = sum(_arg_bytes(a) for l in self.lines if l.nargs for a in l.fill(["x"])[0])
-        for chunk in _chunks(paths, env, fixed):
-            filled = [l.fill(chunk, many=bool(l.nargs)) for l in self.lines]
+        line = next(l for l in self.lines if l.nargs)
+        if line.stdin:
             try:
-                self._run(filled, cwd, True, timeout, env)
-            except CommandFailed as e:
-                # Retry alone, so that one bad path does not fail the others.
-                failed += [(chunk[0], e)] if len(chunk) == 1 else \
-                    self._one_by_one(chunk, cwd, timeout, env)
+                return self._halves(paths, cwd, timeout, env, stdin=True)
+            except _NoStdin:
+                line.stdin = False   # an older git: arguments from now on
+        fixed = sum(_arg_bytes(a) for a in line.fill(["x"])[0])
+        for chunk in _chunks(paths, env, fixed):
+            failed += self._halves(chunk, cwd, timeout, env)
         return failed
+
+    def _halves(self, paths, cwd, timeout, env, stdin=False):
+        """Run for all paths at once; on failure split them in two and try each half, so
+        that a bad path does not fail the others and costs a few runs, not one per path."""
+        filled = [(l.fill_stdin(paths) if stdin else l.fill(paths, many=True)) if l.nargs
+                  else l.fill([]) for l in self.lines]
+        try:
+            self._run(filled, cwd, True, timeout, env)
+            return []
+        except CommandFailed as e:
+            if stdin and e.returncode == UNKNOWN_OPTION and "pathspec-from-file" in e.output:
+                raise _NoStdin() from e
+            if len(paths) == 1:
+                # Said as the path runs alone: on the command line, as the user wrote it.
+                return self._one_by_one(paths, cwd, timeout, env) if stdin else [(paths[0], e)]
+            half = len(paths) // 2
+            return (self._halves(paths[:half], cwd, timeout, env, stdin)
+                    + self._halves(paths[half:], cwd, timeout, env, stdin))
 
     def _one_by_one(self, paths, cwd, timeout, env):
         failed = []
@@ -239,10 +287,10 @@ class Template:
 
         A timeout raises even with check=False: there is no exit status to report."""
         rc, outputs, out = 0, [], b""
-        for i, (argv, shown) in enumerate(filled):
+        for i, (argv, shown, *data) in enumerate(filled):
             log.debug("%s: %s", self.name, shown)
             last = split and i == len(filled) - 1
-            rc, out, err, timed_out = _spawn(argv, cwd, env, timeout, last)
+            rc, out, err, timed_out = _spawn(argv, cwd, env, timeout, last, *data)
             text = (err + out).decode("utf-8", errors="replace")   # err is empty unless split
             outputs.append(text)
             if timed_out:

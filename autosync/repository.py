@@ -116,7 +116,9 @@ class Repository:
         self.commit_error = None
         changes = self.staging.prepare(changes)
         try:
-            held = self.staging.stage(changes)
+            # A rescan that finds everything itself needs only the moves (git records
+            # them) from the batch: an overflow's batch lists every file in the folder.
+            held = self.staging.stage(changes, moves_only=rescan and self.staging.rescan_finds_all())
             if held or rescan:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.

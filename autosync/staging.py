@@ -16,9 +16,10 @@ from autosync.messages import ACTIONS, printable
 log = logging.getLogger("autosync.staging")
 
 LISTED = 100  # paths kept in a status list
-# From this many new files in a batch on, a folder git knows nothing of is staged as
-# one path: `git add -A -- 10,000 paths` costs git eight times one of 100 folders.
-COLLAPSE_FROM = 200
+# From this many paths in a batch on, a folder whose every file is among them is staged
+# as one path: git matches each file against every pathspec, so `git add -A -- 10,000
+# paths` costs it ten times what the 100 folders holding them cost.
+COLLAPSE_FROM = 100
 
 
 def arg(path):
@@ -86,17 +87,32 @@ class Staging:
             self.note_nested(nested)
         return changes
 
-    def stage(self, changes):
-        """Run the add, remove and move commands for a batch; -> [(path, CommandFailed)]."""
+    def rescan_finds_all(self):
+        """Does rescan() stage every change by itself (git's startupcmd), so that staging
+        the batch's paths first is work done twice?"""
+        return bool(self.gitdir) and not self.cmd["startupcmd"].empty
+
+    def stage(self, changes, moves_only=False):
+        """Run the add, remove and move commands for a batch; -> [(path, CommandFailed)].
+
+        moves_only: a rescan follows and stages the rest (see rescan_finds_all)."""
         failed = []
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in (c for c in changes if c["action"] == "moved"):
             failed += self.move(move)
-        by_action["added"] = self.collapse_new_folders(by_action["added"])
+        if moves_only:
+            return failed
+        if self.cmd["addcmd"].text == self.cmd["modifycmd"].text:
+            # One command for both (git's default): one run, and whole folders collapse.
+            by_action["added"] += by_action.pop("modified")
+            by_action["modified"] = []
+        files, by_action["added"] = by_action["added"], self.collapse_folders(by_action["added"])
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
                 failed += self.cmd[name].run_many([arg(p) for p in paths], cwd=self.folder)
+        if len(files) != len(by_action["added"]):
+            failed = self.unfold(failed, files)
         for path, error in failed:
             log.warning("%s", error)
         return failed
@@ -121,25 +137,57 @@ class Staging:
                 failed.append((one["path"], e))
         return failed
 
-    def collapse_new_folders(self, added):
-        """Many new files: each under a folder the repository holds nothing of is
-        replaced by the topmost such folder (git: adding it adds them, and what the
-        excludes file leaves out stays out)."""
-        if not self.gitdir or len(added) < COLLAPSE_FROM:
-            return added
-        known = set()  # folders holding a tracked file, and their parents
-        for path in gitrepo.tracked_files(self.folder):
-            folder = os.path.dirname(path)
-            while folder and folder not in known:
-                known.add(folder)
+    def collapse_folders(self, paths):
+        """Many paths, git, addcmd a plain `git add ... %s`: a folder all of whose files
+        are among them is staged as one
+        path instead (adding it adds exactly them; what the excludes file leaves out
+        stays out). A folder holding anything else (a file not listed, an ignored or
+        empty folder, a repository) is never collapsed: it would stage that too."""
+        if not (self.gitdir and self.cmd["addcmd"].git_add) or len(paths) < COLLAPSE_FROM:
+            return paths
+        listed = set(paths)
+        folders = {os.path.dirname(p) for p in paths} - {""}
+        for folder in list(folders):
+            while os.path.dirname(folder) and os.path.dirname(folder) not in folders:
                 folder = os.path.dirname(folder)
+                folders.add(folder)
+        whole = set()
+
+        def all_listed(folder):
+            with os.scandir(os.path.join(self.folder, folder)) as entries:
+                for entry in entries:
+                    rel = folder + "/" + entry.name
+                    if rel not in (whole if entry.is_dir(follow_symlinks=False) else listed):
+                        return False
+            return True
+
+        for folder in sorted(folders, key=lambda f: f.count("/"), reverse=True):  # deepest first
+            try:
+                if all_listed(folder):
+                    whole.add(folder)
+            except OSError:
+                pass  # gone or unreadable: its paths go as they are
         out = set()
-        for path in added:
-            parts = path.split("/")
-            new = next((i for i in range(1, len(parts)) if "/".join(parts[:i]) not in known),
-                       None)
-            out.add(path if new is None else "/".join(parts[:new]))
+        for path in paths:
+            top = path
+            parent = os.path.dirname(path)
+            while parent:
+                if parent in whole:
+                    top = parent
+                parent = os.path.dirname(parent)
+            out.add(top)
         return sorted(out)
+
+    def unfold(self, failed, files):
+        """A collapsed folder that failed is staged again file by file (in halves), so
+        that the rest goes in and the file that cannot be staged is the one named."""
+        out = []
+        for path, error in failed:
+            rel = path[2:] if path.startswith("./-") else path  # as arg() gave it
+            inside = [f for f in files if f.startswith(rel + "/")] if rel not in files else []
+            out += self.cmd["addcmd"].run_many([arg(f) for f in inside], cwd=self.folder) \
+                if inside else [(path, error)]
+        return out
 
     def rescan(self):
         """Let the DVCS find every change itself; -> [(path, CommandFailed)] left out.

@@ -765,10 +765,14 @@ def burst(run, sizes):
     for profile, settings in PROFILES.items():
         remote = make_remote(os.path.join(run.base, "burst-%s.git" % profile))
         a, b = start_pair(run, "burst-" + profile, remote, settings)
-        pairs[profile] = (a, b, remote, Events(a), a.delays())
+        pairs[profile] = (a, b, remote, (Events(a), Events(b)), a.delays())
         sides[profile] = {"arrived": [], "pushed": [], "commits": [],
                           "phases": {"untar (tar -xf)": [], "untar end to last commit": [],
-                                     "last commit to pushed": [], "pushed to all on B": []}}
+                                     "last commit to pushed": [], "pushed to all on B": [],
+                                     "B: A's push to pull started": [],
+                                     "B: pull started to all on disk": [],
+                                     "B: pull (pull-started to pull-finished)": [],
+                                     "B: pull-finished to both settled": []}}
     sides["floor"] = {"arrived": [], "pushed": [], "phases": {
         "untar (tar -xf)": [], "git add -A": [], "git commit": [], "git push": [],
         "git pull": []}}
@@ -782,7 +786,7 @@ def burst(run, sizes):
                 print("  ! Syncthing at delay %d failed: %s" % (delay, e))
 
     def ours(profile, prefix, archive):
-        a, b, remote, events, delays = pairs[profile]
+        a, b, remote, (events, b_events), delays = pairs[profile]
         side = sides[profile]
         before, head = commit_count(remote), remote_head(remote)
         wall, started = time.time(), time.monotonic()
@@ -814,12 +818,27 @@ def burst(run, sizes):
         committed = [e["time"] for e in list(events.seen)
                      if e.get("event") == "committed" and e["time"] >= wall]
         pushed = events.first("pushed", max(committed or [wall]))
+        arrived = wall + marks["arrived"] - started  # as Unix time, like the events
         if committed and pushed:
             for key, value in zip(side["phases"], (
                     untarred - wall, committed[-1] - untarred, pushed - committed[-1],
-                    marks["arrived"] - started - (pushed - wall))):
+                    arrived - pushed)):
                 side["phases"][key].append(value)
         wait_for(lambda: a.settled() and b.settled(), 60, 0.1)
+        # B's side: its pull of the burst (the last pull that started before all arrived),
+        # and what its committer did after it (the rescan) until idle again.
+        idle = time.time()
+        starts = [e["time"] for e in list(b_events.seen) if e.get("event") == "pull-started"
+                  and pushed and pushed <= e["time"] <= arrived]
+        if starts:
+            finished = b_events.first("pull-finished", starts[-1])
+            for key, value in (("B: A's push to pull started", starts[-1] - pushed),
+                               ("B: pull started to all on disk", arrived - starts[-1]),
+                               ("B: pull (pull-started to pull-finished)",
+                                finished and finished - starts[-1]),
+                               ("B: pull-finished to both settled", finished and idle - finished)):
+                if value is not None:
+                    side["phases"][key].append(value)
 
     def floor(prefix, archive):
         clone = os.path.join(run.base, "burst-floor-" + prefix)
@@ -871,7 +890,8 @@ def burst(run, sizes):
             os.sync()
             step(prefix, archive)
     for a, b, remote, events, delays in pairs.values():
-        events.close()
+        for e in events:
+            e.close()
         run.stop(a, b)
     for pair in st_pairs.values():
         pair.stop()
@@ -895,9 +915,9 @@ def burst(run, sizes):
                         if ratio else "", **peer_cells(peers, mine)))
         rows.append(row("  untar to pushed (the remote has all)", secs(median(side["pushed"])),
                         secs(floor_pushed)))
-        for key in ("untar (tar -xf)", "untar end to last commit", "last commit to pushed",
-                    "pushed to all on B"):
-            rows.append(row("  of which " + key, secs(median(side["phases"][key]))))
+        for key, values in side["phases"].items():
+            if values:
+                rows.append(row("  of which " + key, secs(median(values))))
         rows.append(row("  commits made", ", ".join(map(str, side["commits"])), "1", "<= 2",
                         max(side["commits"]) <= 2))
         if peers.get(1):

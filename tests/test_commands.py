@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from autosync import commands
 from autosync.commands import CommandFailed, Result, Template, environment
 
 # Each must reach the program as exactly one argument, byte for byte, and never run.
@@ -231,7 +232,7 @@ def test_run_many_twenty_thousand_paths(text, helper, work):
     assert 1 < runs <= 20
 
 
-def test_run_many_retries_a_failed_chunk_path_by_path(helper, work):
+def test_run_many_retries_a_failed_chunk_in_halves(helper, work):
     paths = [f"p{i}" for i in range(30)]
     paths.insert(17, "FAIL")
     failed = Template("addcmd", f"{helper.cmd} %s").run_many(paths, cwd=work)
@@ -239,7 +240,60 @@ def test_run_many_retries_a_failed_chunk_path_by_path(helper, work):
     e = failed[0][1]
     assert e.returncode == 1 and str(e) == f"addcmd failed (exit 1): {helper.cmd} FAIL: cannot take: FAIL"
     args, runs = helper.take()
-    assert sorted(args) == sorted(fsbytes(p) for p in paths if p != "FAIL") and runs == 30
+    # Each good path went in once; the halves around the bad one took 5 runs, not 30.
+    assert sorted(args) == sorted(fsbytes(p) for p in paths if p != "FAIL") and runs == 5
+
+
+@pytest.mark.parametrize("text, argv", [
+    ("git add -A -- %s", ["git", "add", "--pathspec-from-file=-", "--pathspec-file-nul", "-A",
+                          "--"]),
+    ("git add %s", ["git", "add", "--pathspec-from-file=-", "--pathspec-file-nul"]),
+    ("/usr/bin/git rm -q --cached -- %s", ["/usr/bin/git", "rm", "--pathspec-from-file=-",
+                                           "--pathspec-file-nul", "-q", "--cached", "--"]),
+])
+def test_git_add_and_rm_take_their_paths_on_stdin(text, argv):
+    line = Template("addcmd", text).lines[0]
+    assert line.stdin
+    assert line.fill_stdin(["a b", "-x", "new\nline"]) == (
+        argv, " ".join(argv) + " < 'a b' (and 2 more)", b"a b\0-x\0new\nline\0")
+
+
+@pytest.mark.parametrize("text", ["git add %s --force", "git add %s && true", "git commit -- %s",
+                                  "hg add -- %s", "git add x%s", "git -C x add %s"])
+def test_other_lines_take_their_paths_as_arguments(text):
+    assert not any(l.stdin for l in Template("addcmd", text).lines)
+
+
+def test_git_add_from_stdin_one_process_hostile_names_literal(repo, tmp_path, monkeypatch):
+    """All the paths in one git process; a bad one costs a few more, and is said as alone."""
+    names = HOSTILE + [f"d/f{i:05d}" for i in range(3000)]
+    (repo / "d").mkdir()
+    (repo / "other").write_text("not to be added")   # `*` and `?` must not match it
+    for name in names:
+        with open(os.path.join(os.fsencode(repo), fsbytes(name)), "wb") as f:
+            f.write(fsbytes(name))
+    spawned = []
+    real = commands._spawn
+    monkeypatch.setattr(commands, "_spawn", lambda argv, *a: spawned.append(argv) or real(argv, *a))
+    t = Template("addcmd", "git add -A -- %s")
+    assert t.run_many(names + ["gone"], cwd=repo)[0][0] == "gone"   # no such file
+    listed = git(repo, "ls-files", "-z").split(b"\0")[:-1]
+    assert sorted(listed) == sorted(fsbytes(n) for n in names)
+    assert spawned[0][:4] == ["git", "add", "--pathspec-from-file=-", "--pathspec-file-nul"]
+    # 3,030 paths: the whole, then a good and a bad half on each of 12 levels, then alone.
+    assert len(spawned) <= 1 + 2 * 12 + 1 and spawned[-1] == ["git", "add", "-A", "--", "gone"]
+    assert_nothing_ran(tmp_path)
+
+
+def test_a_git_without_pathspec_from_file_gets_arguments(helper, work, tmp_path):
+    fake = tmp_path / "bin" / "git"   # says what git before 2.26 says to the option
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *--pathspec-from-file*) echo "
+                    "\"error: unknown option \\`pathspec-from-file=-'\"; exit 129;; esac\n"
+                    f"exec {helper.cmd} \"$@\"\n")
+    fake.chmod(0o755)
+    t = Template("addcmd", f"{fake} add -- %s")
+    assert t.run_many(["a", "b"], cwd=work) == [] and not t.lines[0].stdin
+    assert helper.take() == ([b"add", b"--", b"a", b"b"], 1)
 
 
 @pytest.mark.parametrize("text, expect", [

@@ -112,10 +112,11 @@ def test_a_few_removals_are_not_a_mass_delete(repo):
     assert not [a for a, _ in reports.named("event") if a[0] == "mass-delete"]
 
 
-def test_many_new_files_in_new_folders_are_staged_folder_by_folder(repo):
+def test_many_paths_are_staged_folder_by_folder_where_a_folder_is_all_listed(repo):
     r, reports = repo(addcmd="git add -A -- %s")
-    (repo.path / "old").mkdir()
-    (repo.path / "old" / "kept.txt").write_text("x")
+    for rel in ("old/kept.txt", "docs/sub/draft.txt") + tuple("docs/sub/d%d" % f for f in range(40)):
+        os.makedirs(repo.path / os.path.dirname(rel), exist_ok=True)
+        (repo.path / rel).write_text("x")
     assert r.commit([], rescan=True)
     added = []
     for d in range(10):
@@ -124,13 +125,73 @@ def test_many_new_files_in_new_folders_are_staged_folder_by_folder(repo):
             os.makedirs(repo.path / os.path.dirname(rel), exist_ok=True)
             (repo.path / rel).write_text(rel)
             added.append(rel)
-    for f in range(5):  # new files in a folder the repository already has
+    for f in range(5):  # new files in a folder whose other file is not in the batch
         (repo.path / "old" / ("n%d" % f)).write_text("x")
         added.append("old/n%d" % f)
-    (repo.path / "new0" / ".f1.txt.swp").write_text("vim")  # left out as ever
-    assert r.staging.collapse_new_folders(added) == \
-        ["new%d" % d for d in range(10)] + ["old/n%d" % f for f in range(5)]
-    assert r.commit([{"action": "added", "path": p} for p in added])
+    (repo.path / "new0" / ".f1.txt.swp").write_text("vim")  # ignored: new0 is not all listed
+    changes = [{"action": "added", "path": p} for p in added]
+    for f in range(40):  # a tracked folder all of whose files changed: one path too
+        (repo.path / "docs" / "sub" / ("d%d" % f)).write_text("changed")
+        changes.append({"action": "modified", "path": "docs/sub/d%d" % f})
+    (repo.path / "docs" / "sub" / "draft.txt").write_text("half-written, not in the batch")
+    assert r.staging.collapse_folders([c["path"] for c in changes]) == sorted(
+        ["new0/sub"] + ["new%d" % d for d in range(1, 10)] + ["old/n%d" % f for f in range(5)]
+        + ["docs/sub/d%d" % f for f in range(40)])
+    assert "docs" in r.staging.collapse_folders([c["path"] for c in changes]
+                                                + ["docs/sub/draft.txt"])
+    assert r.commit(changes)  # without the draft
     (message, listed), _ = reports.named("committed")[-1]
-    assert message.startswith("autosync on testhost: 305 added")
-    assert sorted(c["path"] for c in listed) == sorted(added)
+    assert message.startswith("autosync on testhost: 305 added, 40 modified")
+    assert sorted(c["path"] for c in listed) == sorted(c["path"] for c in changes)
+
+
+def test_a_file_git_refuses_in_a_whole_folder_is_held_back_alone(repo):
+    r, reports = repo()
+    names = ["docs/f%03d" % i for i in range(120)] + ["docs/bad.txt"]
+    os.makedirs(repo.path / "docs")
+    for name in names:
+        (repo.path / name).write_text("x")
+    assert r.commit([], rescan=True)
+    # A clean filter that fails on one file: `git add` of the folder fails as a whole.
+    (repo.path / ".git" / "info" / "attributes").write_text("bad.txt filter=refuse\n")
+    git("-C", str(repo.path), "config", "filter.refuse.clean", "false")
+    git("-C", str(repo.path), "config", "filter.refuse.required", "true")
+    for name in names:
+        (repo.path / name).write_text("changed")
+    assert r.staging.collapse_folders(names) == ["docs"]
+    assert r.commit([{"action": "modified", "path": n} for n in names])
+    (message, listed), _ = reports.named("committed")[-1]
+    assert message.startswith("autosync on testhost: 120 modified")
+    assert reports.fields["held_back"] == ["docs/bad.txt"]
+
+
+@pytest.mark.parametrize("addcmd", ["test %s != x && git add -A -- %s", "hg add -- %s",
+                                    "git add %s --force"])
+def test_only_a_plain_git_add_is_given_whole_folders(repo, addcmd):
+    r, _ = repo(addcmd=addcmd)
+    names = ["docs/f%03d" % i for i in range(120)]
+    os.makedirs(repo.path / "docs")
+    for name in names:
+        (repo.path / name).write_text("x")
+    assert r.staging.collapse_folders(names) == names
+
+
+def test_a_rescan_does_not_stage_the_batch_path_by_path_first(repo, caplog):
+    """An overflowed queue's batch lists every file: git's rescan stages them anyway."""
+    r, reports = repo()
+    names = ["f%03d" % i for i in range(150)]
+    for name in names:
+        (repo.path / name).write_text("x")
+    assert r.commit([], rescan=True)
+    (repo.path / "old").mkdir()
+    os.rename(repo.path / "f000", repo.path / "old" / "f000")
+    for name in names[1:]:
+        (repo.path / name).write_text("changed")
+    caplog.set_level("DEBUG", logger="autosync.commands")
+    changes = [{"action": "modified", "path": n} for n in names[1:]]
+    assert r.commit(changes + [{"action": "moved", "path": "old/f000", "src": "f000"}],
+                    rescan=True)
+    ran = [m.getMessage().split(":")[0] for m in caplog.records]
+    assert "addcmd" not in ran and "modifycmd" not in ran and "movecmd" in ran
+    (message, listed), _ = reports.named("committed")[-1]
+    assert message.startswith("autosync on testhost: 149 modified, 1 moved")
