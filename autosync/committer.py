@@ -22,7 +22,7 @@ import time
 from autosync import cli
 from autosync.everyday import Everyday
 from autosync.messages import ACTIONS, MESSAGE_LINES
-from autosync.protocol import EVENTS, REQUESTS, STATES, Server
+from autosync.protocol import EVENTS, STATES, Server
 from autosync.repository import Repository
 from autosync.retry import Backoff
 from autosync.stopflag import StopFlag

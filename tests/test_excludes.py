@@ -1,5 +1,4 @@
 """What the watcher leaves out, git's own scans (startupcmd) leave out too, and nothing else."""
-import os
 import subprocess
 
 import pytest
