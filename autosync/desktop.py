@@ -18,7 +18,6 @@ import logging
 import os
 import queue
 import sys
-import threading
 import time
 
 from jeepney import DBusAddress, HeaderFields, MatchRule, MessageType, new_method_call
@@ -26,9 +25,8 @@ from jeepney.bus_messages import message_bus
 from jeepney.io.common import RouterClosed
 from jeepney.io.threading import DBusRouter, open_dbus_connection
 
-from autosync import cli, client, protocol
-from autosync.commands import CommandFailed, Template
-from autosync.messages import check_text
+from autosync import cli, client
+from autosync.describer import Describer
 from autosync.notifications import CRITICAL, DESCRIBE, Summariser
 from autosync.retry import Backoff, Trouble
 from autosync.stopflag import StopFlag
@@ -41,7 +39,6 @@ NOTIFICATIONS = DBusAddress("/org/freedesktop/Notifications",
                             interface="org.freedesktop.Notifications")
 CALL_TIMEOUT = 5.0  # a notification service that hangs must not stall the events
 BACKOFF_MIN, BACKOFF_MAX = 0.2, 10.0  # seconds between tries to reach the committer
-DIALOG_TIMEOUT = 3600.0  # seconds describecmd (a dialog the user answers) may take
 ACTIONS_KEPT = 50  # notifications whose action is still answered
 ACTION_INVOKED = MatchRule(type="signal", interface=NOTIFICATIONS.interface,
                            member="ActionInvoked", path=NOTIFICATIONS.object_path)
@@ -141,42 +138,6 @@ class DBusNotifications:
             raise NotifyFailed("no notification service on the session bus (%s%s)"
                                % (name, ": " + detail if detail else ""))
         return reply
-
-
-class Describer:
-    """Runs describecmd for a notification's "Describe..." and sends what it prints to the
-    committer: the same as `autosync-notify describe TEXT`."""
-
-    def __init__(self, command, folder, socket_path):
-        self.template = Template("describecmd", command)
-        self.folder, self.socket_path = folder, socket_path
-
-    def start(self):
-        """In a thread: the dialog waits for the user, the notifications must not."""
-        threading.Thread(target=self.run, name="describe", daemon=True).start()
-
-    def run(self):
-        try:
-            text = check_text(self.template.output(cwd=self.folder, timeout=DIALOG_TIMEOUT))
-        except CommandFailed as e:  # a dialog cancelled exits non-zero
-            log.info("no description: %s", e)
-            return
-        except ValueError as e:
-            log.info("no description: describecmd's output: %s", e)
-            return
-        try:
-            conn = protocol.connect(self.socket_path)
-            try:
-                reply = conn.request({"cmd": "describe", "text": text}, timeout=60.0)
-            finally:
-                conn.close()
-        except (protocol.NoDaemon, protocol.Untrusted, protocol.ProtocolError, OSError) as e:
-            log.warning("the description %r was not sent: %s", text, e)
-            return
-        if reply.get("ok"):
-            log.info("described the %s commit: %s", reply.get("to"), text)
-        else:
-            log.warning("the committer refused the description: %s", reply.get("error"))
 
 
 class Desktop:

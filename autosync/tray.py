@@ -22,6 +22,7 @@ from autosync import cli, client, commands, protocol, traystate
 from autosync.conflicts import find_copies
 from autosync.history import History, HistoryError
 from autosync.retry import one_line
+from autosync.describer import Describer
 from autosync.sni import Bus, Item
 from autosync.stopflag import StopFlag
 
@@ -35,10 +36,9 @@ class Tray:
 
     def __init__(self, cfg, describecmd=None):
         self.cfg = cfg
-        self.describe = commands.Template("describecmd", describecmd or "")
-        self.describing = threading.Lock()  # one describe dialog at a time
+        self.describer = Describer(describecmd, cfg.path, cfg.socket)
         self.view = traystate.View(cfg.path)
-        self.item = Item(self.view, not self.describe.empty, self.act)
+        self.item = Item(self.view, self.describer.usable, self.act)
         self.bus = Bus(self.item)
         self.inbox = client.Inbox()
         self.events = client.Subscription(cfg.socket, lambda e: self.inbox.put(("event", e)),
@@ -96,18 +96,7 @@ class Tray:
 
     def _describe(self):
         """Ask the user (describecmd) what the last change was, and tell the committer."""
-        if self.describe.empty:
-            log.info("describe: no describecmd is set")
-            return
-        if not self.describing.acquire(blocking=False):
-            return  # its dialog is open already
-        try:
-            text = " ".join(self.describe.output(cwd=self.cfg.path).split())
-        except commands.CommandFailed as e:
-            log.info("no description: %s", e)  # e.g. the dialog was cancelled
-            return
-        finally:
-            self.describing.release()
+        text = self.describer.ask()
         if text:
             self.requests.put("describe", {"cmd": "describe", "text": text})
 
@@ -148,8 +137,7 @@ class Tray:
 
 def main(argv=None):
     cfg = cli.start("autosync-tray", __doc__, argv)
-    # describecmd is the key `autosync-notify describe` brings; None before it exists.
-    tray = Tray(cfg, getattr(cfg, "describecmd", None))
+    tray = Tray(cfg, cfg.describecmd)
     StopFlag(wake=tray.stop).install()
     tray.run()
     return 0

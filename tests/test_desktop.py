@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from autosync.desktop import DBusNotifications, Describer, Desktop
+from autosync.describer import Describer
+from autosync.desktop import DBusNotifications, Desktop
 from autosync.notifications import Summariser
 from conftest import ROOT, git, wait_until
 from test_describe import committed, subject
@@ -198,7 +199,7 @@ def test_without_describecmd_no_action_is_offered(recorder, committer, desktop):
 
 
 def test_a_cancelled_dialog_describes_nothing(recorder, committer, desktop, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="autosync.desktop")
+    caplog.set_level(logging.INFO, logger="autosync.describe")
     desktop(describer=Describer("false", str(tmp_path), committer.path))
     commit_burst(committer, 1)
     recorder.wait_for(1)
