@@ -98,7 +98,8 @@ class Committer(Everyday):
                               "unpushed": 0, "last_error": None, "conflicts": [],
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
-                              "paused": self.paused.fields()}
+                              "paused": self.paused.fields(),
+                              "link": "down" if cfg.syncmethod == "xmpp" else None}
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
 
@@ -149,9 +150,13 @@ class Committer(Everyday):
         if cmd == "watch":
             return self.watch_reported(message)
         if cmd == "link":
+            up = bool(message.get("up"))
             with self.cond:
-                self.link_up = bool(message.get("up"))
+                changed, self.link_up = up != self.link_up, up
+                self.status_fields["link"] = "up" if up else "down"
                 self.cond.notify_all()
+            if changed:  # the tray shows a machine without announcements as offline
+                self.event("link", up=up)
             return {"ok": True}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
 

@@ -48,6 +48,7 @@ class View:
         self.unpushed = 0
         self.paused = None  # {"since", "until"} while paused
         self.offline = None  # why the remote is out of reach
+        self.link = None  # the XMPP link: "up", "down", or None (syncmethod none)
         self.error = None  # the last failure that is not the remote's
         self.copies = set()  # conflict copies known, relative paths
         self.last_commit = self.last_push = None
@@ -63,6 +64,7 @@ class View:
         self.pulling = status.get("state") == "pulling"
         self.unpushed = status.get("unpushed") or 0
         self.paused = status.get("paused")
+        self.link = status.get("link")
         self.last_commit, self.last_push = status.get("last_commit"), status.get("last_push")
         error = status.get("last_error")
         remote = bool(error) and error.split(":")[0] in REMOTE_OPS
@@ -121,6 +123,8 @@ class View:
             self.paused = {"since": event.get("since"), "until": event.get("until")}
         elif name == "resumed":
             self.paused = None
+        elif name == "link":
+            self.link = "up" if event.get("up") else "down"
         elif name == "stopping":
             self.daemon = "the daemon stopped"
 
@@ -134,7 +138,7 @@ class View:
             return "conflict"
         if self.paused:
             return "paused"
-        if self.offline or self.daemon:
+        if self.offline or self.daemon or self.link == "down":
             return "offline"
         if self.pulling or self.unpushed:
             return "syncing"
@@ -152,7 +156,8 @@ class View:
             until = self.paused.get("until")
             return "Paused " + ("until %s" % clock(until) if until else "until resumed")
         if name == "offline":
-            return "Offline: " + (self.daemon or self.offline)
+            return "Offline: " + (self.daemon or self.offline
+                                  or "no XMPP link: other machines' changes come by timer")
         return "Syncing" if name == "syncing" else "Everything is synced"
 
     def tooltip(self):

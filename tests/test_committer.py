@@ -308,3 +308,17 @@ def test_the_running_worker_wakes_when_a_pause_runs_out(committer):
     committer.stop()
     worker.join(5)
     assert ("commit", ["a"], True) in committer.repo.calls
+
+
+def test_the_xmpp_link_is_in_the_status_and_told_when_it_changes(tmp_path):
+    c = Committer(config(tmp_path, pullinterval=0.0, syncmethod="xmpp"),
+                  server=FakeServer, repository=FakeRepository)
+    assert c.handle({"cmd": "status"}, None)["status"]["link"] == "down"
+    c.handle({"cmd": "link", "up": True}, None)
+    c.handle({"cmd": "link", "up": True}, None)  # no change: not told again
+    assert c.handle({"cmd": "status"}, None)["status"]["link"] == "up"
+    c.handle({"cmd": "link", "up": False}, None)
+    assert [e["up"] for e in c.server.events("link")] == [True, False]
+    quiet = Committer(config(tmp_path, pullinterval=0.0, syncmethod="none"),
+                      server=FakeServer, repository=FakeRepository)
+    assert quiet.handle({"cmd": "status"}, None)["status"]["link"] is None

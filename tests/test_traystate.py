@@ -35,6 +35,9 @@ def test_summary_reads_the_daemons_subject_and_keeps_others():
     ({"last_pull": {"time": NOW, "ok": False}}, "offline", "Offline: the last pull failed"),
     ({"last_error": "push: remote away"}, "offline", "Offline: push: remote away"),
     ({"last_error": "commit: disk full"}, "error", "Error: commit: disk full"),
+    ({"link": "down"}, "offline", "Offline: no XMPP link"),
+    ({"link": "up"}, "idle", "Everything is synced"),
+    ({"link": None}, "idle", "Everything is synced"),  # syncmethod none: no link to miss
     ({"paused": {"since": NOW, "until": None}}, "paused", "Paused until resumed"),
     ({"paused": {"since": NOW, "until": NOW + 3600}, "last_error": "pull: x"}, "paused",
      "Paused until %s" % time.strftime("%H:%M", time.localtime(NOW + 3600))),
@@ -92,5 +95,8 @@ def test_events_move_the_state(view):
     assert after("committed", message="m", changes=[], count=1) == "paused"
     assert after("resumed") == "syncing"
     assert after("stopping") == "offline" and view.headline() == "Offline: the daemon stopped"
+    view.status({"state": "idle", "link": "up"})
+    assert after("link", up=False) == "offline" and "no XMPP link" in view.headline()
+    assert after("link", up=True) == "idle"
     view.status({"state": "idle"})
     assert view.name() == "idle"
