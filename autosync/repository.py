@@ -19,14 +19,12 @@ an object with these methods (tests pass a fake one):
 """
 import logging
 import os
-import shlex
 import time
 
-from autosync import conflicts, excludes, git_environment, gitrepo, hgmerge, recovery
+from autosync import (conflicts, excludes, git_environment, gitrepo, hgmerge, massdelete,
+                      recovery)
 from autosync.commands import CommandFailed, Template
-from autosync.config import default_path
 from autosync.messages import commit_message, merge_message
-from autosync.paths import METADATA
 from autosync.staging import Staging, expand_moves
 
 log = logging.getLogger("autosync.repository")
@@ -35,8 +33,6 @@ PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote h
 LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
 CONFLICTS_KEPT = 100  # conflict copies listed in the status
 SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
-# A commit removing at least this many files, and at least this part of all, is said loudly.
-MASS_DELETE = (20, 0.25)
 
 
 class Repository:
@@ -143,7 +139,10 @@ class Repository:
         if not self.held_back(held):
             self.report.succeeded("commit")
         self.report.committed(message, listed)
-        self.say_mass_delete([c["path"] for c in listed if c["action"] == "removed"], before)
+        notice = massdelete.notice(self.cfg, self.gitdir, listed, before)
+        if notice:
+            self.report.status(mass_delete=notice)
+            self.report.event("mass-delete", **notice)
         return True
 
     def head(self):
@@ -166,39 +165,6 @@ class Repository:
             self.report.failed("commit", e)
             return None
         return self.head() or ""
-
-    def say_mass_delete(self, removed, before):
-        """Many files removed at once may be an accident (rm -rf in the wrong place), and
-        it reaches every machine: say it at every level, with the command that undoes it."""
-        least, part = MASS_DELETE
-        if len(removed) < least:
-            return
-        total = len(removed) + self.tracked_files()
-        if len(removed) < part * total:
-            return
-        where = os.path.commonpath(removed) if len(removed) > 1 else os.path.dirname(removed[0])
-        if os.path.isfile(os.path.join(self.folder, where)):
-            where = os.path.dirname(where)
-        command = "dvcs-autosync restore %s --at @%d%s" % (
-            # The second before this commit's: commit times have one-second steps.
-            shlex.quote(where or "."), int(before) - 1,
-            "" if self.cfg.file == default_path() else " --config " + shlex.quote(self.cfg.file))
-        log.warning("%d of %d files were removed in one commit; if that was a mistake, "
-                    "undo it with: %s", len(removed), total, command)
-        fields = {"count": len(removed), "total": total, "restore": command, "time": time.time()}
-        self.report.status(mass_delete=fields)
-        self.report.event("mass-delete", **fields)
-
-    def tracked_files(self):
-        """How many files the repository holds below the folder now (git; else on disk)."""
-        if self.gitdir:
-            return len(gitrepo.tracked_files(self.folder))
-        count = 0
-        for root, dirs, files in os.walk(self.folder):
-            dirs[:] = [d for d in dirs if d not in METADATA]
-            count += len(files)
-        return count
-
 
     def held_back(self, held):
         held = self.staging.hold_back(held)
