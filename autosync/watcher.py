@@ -37,6 +37,7 @@ class Watcher:
     def __init__(self, cfg, stop=None):
         self.cfg = cfg
         self.root = cfg.path
+        self.prefix = cfg.path.rstrip("/") + "/"
         self.stop = stop if stop is not None else StopFlag()
         self.ignore = Ignore(self.root, cfg.ignorepath)
         self.tree = Tree()
@@ -52,6 +53,9 @@ class Watcher:
         self.watch_report = None  # the last "watch" request sent while some have none
 
     def rel(self, path):
+        # Events' paths start with the root as given: a slice, not relpath (per event).
+        if path.startswith(self.prefix):
+            return path[len(self.prefix):].rstrip("/")
         rel = os.path.relpath(path, self.root)
         return "" if rel == "." else rel
 
