@@ -88,6 +88,7 @@ class Batch:
         self.moves = {}  # destination -> where its content was when the batch opened
         self.dir_moves = []  # (src, dst) of folders
         self.writing = set()  # files written and not closed by their writer yet
+        self.created = None  # when the last file was created (its first write may follow)
         self.rescan = False
         self.first = self.last = None
 
@@ -100,6 +101,11 @@ class Batch:
     def written(self, rel):
         """Written to and not closed yet: the batch waits for the close."""
         self.writing.add(rel)
+
+    def was_created(self, now=None):
+        """A file was created: its creator's first write may come a moment later, so the
+        batch stays open for SETTLE at least, whatever readfrequency says (even 0)."""
+        self.created = time.monotonic() if now is None else now
 
     def closed(self, rel):
         """Closed by its writer, or gone (removed)."""
@@ -154,7 +160,10 @@ class Batch:
             return None
         end = self.first + longest
         if not self.writing:
-            end = min(end, self.last + self.quiet(readfrequency))
+            quiet_end = self.last + self.quiet(readfrequency)
+            if self.created is not None:
+                quiet_end = max(quiet_end, self.created + SETTLE)
+            end = min(end, quiet_end)
         return max(0.0, end - now)
 
     def close(self, root, tree, ignore):

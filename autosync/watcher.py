@@ -118,9 +118,12 @@ class Watcher:
         elif mask & pyinotify.IN_DELETE:
             batch.closed(rel)
         elif not isdir and mask & pyinotify.IN_MODIFY:
-            # Not IN_CREATE: pyinotify makes those up for what a new folder already
-            # holds, finished files among them, whose close came before the watch.
             batch.written(rel)
+        elif not isdir and mask & pyinotify.IN_CREATE:
+            # Not "written": pyinotify makes IN_CREATE up for what a new folder already
+            # holds, finished files among them, whose close came before the watch. A
+            # real creation's first write comes within the settle time.
+            batch.was_created()
 
     def send(self, changes, rescan=False):
         if not changes and not rescan:

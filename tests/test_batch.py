@@ -122,3 +122,13 @@ def test_a_file_renamed_or_removed_while_open(tmp_path):
     assert b.writing == {"kept"}
     b.rescan_all(now=2.0)
     assert b.rescan and b.writing == set()
+
+
+def test_a_new_file_gets_the_settle_time_for_its_first_write_even_at_readfrequency_0():
+    b = Batch()
+    b.touch("new.txt", now=10.0)
+    b.was_created(now=10.0)  # created, not written yet: the writer may still be on its way
+    assert b.due(10.0, 0.0, 10.0) == pytest.approx(SETTLE)
+    assert b.due(10.0, 5.0, 10.0) == pytest.approx(5.0)  # a longer quiet is not shortened
+    b.written("new.txt")  # the first write came: now its close is waited for
+    assert b.due(10.0 + SETTLE, 0.0, 10.0) == pytest.approx(10.0 - SETTLE)
