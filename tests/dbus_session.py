@@ -15,6 +15,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+import pytest
+
 from jeepney import (DBusAddress, HeaderFields, MatchRule, MessageType, new_error,
                      new_method_return, new_signal)
 from jeepney.bus_messages import message_bus
@@ -220,3 +222,11 @@ class WatcherRecorder(Owner):
                                       timeout):
                 raise AssertionError("no %s signal; heard %r" % (member, self.signals))
             return [body for m, body in self.signals if m == member]
+
+
+@pytest.fixture
+def bus(tmp_path, monkeypatch):
+    """A private session bus, and the programs under test pointed at it."""
+    with SessionBus(tmp_path / "dbus") as session:
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session.address)
+        yield session

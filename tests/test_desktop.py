@@ -18,17 +18,10 @@ from autosync.desktop import DBusNotifications, Desktop
 from autosync.notifications import Summariser
 from conftest import ROOT, git, wait_until
 from test_describe import committed, subject
-from dbus_session import Recorder, SessionBus
+from dbus_session import Recorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter
 
 SETTLE = 0.3  # quick bursts, so the suite stays fast
-
-
-@pytest.fixture
-def bus(tmp_path, monkeypatch):
-    with SessionBus(tmp_path / "dbus") as session:
-        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session.address)
-        yield session
 
 
 @pytest.fixture

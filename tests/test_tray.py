@@ -18,16 +18,9 @@ from jeepney.io.blocking import open_dbus_connection
 
 from autosync import config, sni, tray
 from conftest import wait_until
-from dbus_session import SessionBus, WatcherRecorder
+from dbus_session import WatcherRecorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter
 from fakes import config as fake_config
-
-
-@pytest.fixture
-def bus(tmp_path, monkeypatch):
-    with SessionBus(tmp_path / "dbus") as session:
-        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session.address)
-        yield session
 
 
 @pytest.fixture
