@@ -318,3 +318,8 @@ def machines(tmp_path, remote):
     yield make
     for m in made:
         m.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: runs the real suite on real repositories")
+    config.addinivalue_line("markers", "slow: left out of tests/run.sh (tests/run.sh -m slow runs them)")

@@ -173,6 +173,7 @@ def test_three_machines_random_operations_converge_and_lose_nothing(machines, re
         assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
 
 
+@pytest.mark.slow  # two to five minutes: the suite must stay well under 15
 def test_three_mercurial_machines_random_operations_converge_and_lose_nothing(tmp_path, central):
     """The same with Mercurial clones and the example's commands (autosync-hgmerge)."""
     from test_mercurial import HgMachine, hg, notify_hook
