@@ -25,17 +25,6 @@ PATHS = ["a.log", "keep.log", "build/out.o", "src/build/x.o", "x/cache/c", "cach
          "sub/other/x.tmp", "plain.txt", "sub/nested/keep.txt"]
 
 
-GITIGNORES = {
-    ".gitignore": "*.log\n!keep.log\nbuild/\n**/cache\n/rootonly.txt\ndocs/*.pdf\n",
-    "sub/.gitignore": "!*.log\nlocal.txt\nnested/**/deep.txt\n",
-    "sub/nested/.gitignore": "*.tmp\n",
-}
-PATHS = ["a.log", "keep.log", "build/out.o", "src/build/x.o", "x/cache/c", "cache",
-         "rootonly.txt", "sub/rootonly.txt", "docs/a.pdf", "docs/more/b.pdf", "sub/a.log",
-         "sub/local.txt", "local.txt", "sub/nested/a/b/deep.txt", "sub/nested/x.tmp",
-         "sub/other/x.tmp", "plain.txt", "sub/nested/keep.txt"]
-
-
 def test_ignore_rules_agree_with_git(tmp_path):
     root = str(tmp_path / "repo")
     git("init", "-q", root)
