@@ -180,6 +180,21 @@ class FakeXmpp:
         return self.sessions[-1]
 
 
+def config_with_a_shared_socket_folder(tmp_path):
+    """A valid config file whose socket sits in a folder others may enter (mode 0755):
+    -> (the synced folder, the config file's path)."""
+    folder = tmp_path / "Sync"
+    (folder / ".git").mkdir(parents=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    conf = tmp_path / "autosync.ini"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
+                    % (folder, shared / "d.sock"))
+    conf.chmod(0o600)
+    return folder, conf
+
+
 @contextlib.contextmanager
 def serving(path, handler):
     """A protocol.Server on `path` with its accept thread, both gone on exit."""

@@ -11,7 +11,7 @@ import pytest
 from autosync import __version__, cli
 from autosync.config import Config
 from conftest import ROOT
-from fakes import serving
+from fakes import config_with_a_shared_socket_folder, serving
 
 DOC = """autosync-example: does one thing.
 
@@ -179,15 +179,7 @@ def test_trust_stops_with_one_line_on_a_folder_others_can_enter(tmp_path, capsys
 
 
 def test_start_refuses_an_untrusted_socket_unless_it_is_the_committer(tmp_path, capsys):
-    folder = tmp_path / "Sync"
-    (folder / ".git").mkdir(parents=True)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o755)
-    conf = tmp_path / "autosync.ini"
-    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
-                    % (folder, shared / "d.sock"))
-    conf.chmod(0o600)
+    folder, conf = config_with_a_shared_socket_folder(tmp_path)
     with pytest.raises(SystemExit) as exited:
         cli.start("autosync-example", DOC, [str(conf)])
     assert exited.value.code == 2 and "refusing the socket folder" in capsys.readouterr().err

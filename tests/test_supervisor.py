@@ -10,7 +10,7 @@ import time
 import pytest
 
 from autosync import supervisor
-from fakes import config, serving
+from fakes import config, config_with_a_shared_socket_folder, serving
 
 
 @pytest.fixture
@@ -308,18 +308,10 @@ def test_main_with_a_bad_config_exits_2_and_takes_no_pidfile(tmp_path, capsys):
 
 
 def test_main_starts_nothing_on_a_socket_folder_others_can_enter(tmp_path, capsys):
-    folder = tmp_path / "Sync"
-    (folder / ".git").mkdir(parents=True)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o755)
-    conf = tmp_path / "autosync.ini"
-    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
-                    % (folder, shared / "d.sock"))
-    conf.chmod(0o600)
+    folder, conf = config_with_a_shared_socket_folder(tmp_path)
     with pytest.raises(SystemExit) as exited:
         supervisor.main([str(conf)])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "refusing the socket folder %s" % shared in err
+    assert err.count("\n") == 1 and "refusing the socket folder %s" % (tmp_path / "shared") in err
     assert not os.path.exists(str(conf) + ".pid")
