@@ -323,3 +323,21 @@ def machines(tmp_path, remote):
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: runs the real suite on real repositories")
     config.addinivalue_line("markers", "slow: left out of tests/run.sh (tests/run.sh -m slow runs them)")
+
+
+@pytest.fixture
+def spawn():
+    """start(argv, **popen_options) -> a process with stdin and stdout piped; every
+    process started is ended after the test."""
+    started = []
+
+    def start(argv, **options):
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, **options)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()

@@ -2,7 +2,6 @@
 committer left running; with real folders and real processes."""
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -20,23 +19,14 @@ def repo(tmp_path):
 
 
 @pytest.fixture
-def spawn():
-    """Start a process that reports "ready" on stdout once set up; all are ended after."""
-    started = []
-
+def spawn(spawn):
+    """conftest's spawn, for `python -c code` that prints "ready" once set up (or argv)."""
     def start(code, cwd=None, env=None, argv=None):
-        proc = subprocess.Popen(argv or [sys.executable, "-c", code], cwd=cwd, env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        started.append(proc)
+        proc = spawn(argv or [sys.executable, "-c", code], cwd=cwd, env=env)
         if argv is None:
             assert proc.stdout.readline() == b"ready\n"
         return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    return start
 
 
 HOLD = "import sys; f = open(%r); print('ready', flush=True); sys.stdin.read()"

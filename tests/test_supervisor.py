@@ -14,22 +14,6 @@ from fakes import config, config_with_a_shared_socket_folder, serving
 
 
 @pytest.fixture
-def spawn():
-    started = []
-
-    def start(argv):
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-
-
-@pytest.fixture
 def programs():
     made = []
 
