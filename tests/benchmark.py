@@ -160,6 +160,23 @@ def process_tree(root, table=None):
     return found
 
 
+def terminate(proc, what, wait=15):
+    """SIGTERM; after `wait` seconds SIGKILL to it and everything it started (said)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        print("  ! %s still running %d s after SIGTERM; killed" % (what, wait))
+        for pid in reversed(process_tree(proc.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+
 def cpu_seconds(root):
     """CPU used so far by `root` and its descendants, those already reaped included."""
     table = process_table()
@@ -258,19 +275,8 @@ class Machine:
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                print("  ! %s: supervisor still running 15 s after SIGTERM; killed" % self.name)
-                for pid in reversed(process_tree(self.proc.pid)):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                self.proc.wait()
         if self.proc:
+            terminate(self.proc, "%s's supervisor" % self.name)
             self.logfile.close()
 
     def logtext(self):
@@ -507,14 +513,8 @@ class Syncthing:
         return answer.get("state") == "idle" and answer.get("needTotalItems") == 0
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
         if self.proc:
+            terminate(self.proc, "Syncthing %s" % self.name)
             self.logfile.close()
             self.proc = None
 
