@@ -120,12 +120,11 @@ class Batch:
             self.writing = {w for w in self.writing if os.path.lexists(os.path.join(root, w))}
 
     def rescan_all(self, now=None):
-        """Ask the committer to rescan everything when this batch closes."""
+        """Events were lost: compare the whole folder, and have the committer rescan it,
+        when this batch closes."""
         self.rescan = True
         self.writing.clear()  # what was open is found by the rescan
-        now = time.monotonic() if now is None else now
-        self.first = self.first or now
-        self.last = now
+        self.touch("", True, now)
 
     def move(self, src, dst, isdir, now=None):
         # A file renamed while open is closed under its new name.

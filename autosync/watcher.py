@@ -77,7 +77,6 @@ class Watcher:
         if event.mask & pyinotify.IN_Q_OVERFLOW:
             log.warning("the kernel's event queue overflowed: rescanning everything")
             self.batch.rescan_all()
-            self.batch.touch("", True)
             return
         path = event.pathname
         if path.rstrip("/") == self.root and event.mask & (pyinotify.IN_DELETE_SELF
