@@ -22,7 +22,7 @@ from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
 from autosync import ini
-from autosync.ini import ConfigError  # noqa: F401 (raised here too; callers catch it here)
+from autosync.ini import ConfigError
 from autosync.paths import find_marker, socket_for
 
 log = logging.getLogger("autosync.config")
