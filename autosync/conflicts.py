@@ -76,7 +76,8 @@ def undo_killed_pull(folder):
     have fetched but not merged; both sides are committed, so it goes back to
     our commit and the next pull merges again. A user's file that merely holds
     such lines (notes about git) names no such commit and is left alone.
-    Only called when such a killed command was seen. -> the paths put back."""
+    Called at every start (the killed pull may have ended before the new
+    committer looked for it), never during a recorded merge. -> the paths put back."""
     out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL)
     paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
     paths = [p for p in paths if _labels_unmerged_commit(folder, p)]

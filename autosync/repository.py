@@ -89,9 +89,11 @@ class Repository:
 
     def recover(self):
         """At start: let a killed committer's last command finish, and undo its damage."""
-        leftovers = recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
+        recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
         self.clear_lock()
-        if leftovers is not None and self.gitdir:
+        # Whether or not a leftover was seen: a killed pull may have died before we
+        # started. A recorded merge (MERGE_HEAD) is finished by merge_cleared instead.
+        if self.gitdir and not conflicts.merging(self.gitdir):
             try:
                 conflicts.undo_killed_pull(self.folder)
             except RuntimeError as e:

@@ -195,3 +195,30 @@ def test_a_rescan_does_not_stage_the_batch_path_by_path_first(repo, caplog):
     assert "addcmd" not in ran and "modifycmd" not in ran and "movecmd" in ran
     (message, listed), _ = reports.named("committed")[-1]
     assert message.startswith("autosync on testhost: 149 modified, 1 moved")
+
+
+def test_a_killed_pulls_markers_are_put_back_at_start_even_when_it_ended_before(repo, tmp_path):
+    """A pull whose committer was killed died of SIGPIPE with markers in the files and
+    nothing in the index or MERGE_HEAD, before the new committer started (so no leftover
+    command was seen): they are put back, never committed; a file that merely holds
+    marker lines naming a merged commit is left alone."""
+    r, reports = repo()
+    (repo.path / "notes.txt").write_text("base\n")
+    assert r.commit([{"action": "added", "path": "notes.txt"}]) and r.push()
+    other = tmp_path / "other"
+    git("clone", "-q", repo.remote.path, str(other))
+    (other / "notes.txt").write_text("theirs\n")
+    git("commit", "-q", "-am", "theirs", cwd=str(other))
+    git("push", "-q", cwd=str(other))
+    (repo.path / "notes.txt").write_text("mine\n")
+    assert r.commit([{"action": "modified", "path": "notes.txt"}])
+    git("fetch", "-q", cwd=str(repo.path))
+    theirs = git("rev-parse", "origin/main", cwd=str(repo.path)).decode().strip()
+    mine = git("rev-parse", "HEAD", cwd=str(repo.path)).decode().strip()
+    markers = "<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> %s\n" % theirs
+    (repo.path / "notes.txt").write_text(markers)
+    quoted = "How a conflict looks:\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> %s\n" % mine
+    (repo.path / "git-notes.md").write_text(quoted)
+    r.recover()  # no leftover command: it had ended already
+    assert (repo.path / "notes.txt").read_text() == "mine\n"
+    assert (repo.path / "git-notes.md").read_text() == quoted
