@@ -1,0 +1,363 @@
+"""The guarded writer: every write the product itself makes into the synced folder.
+
+A pull, a restore or a settle must never destroy a byte that is not in
+history, whatever the user does at the same moment. So a path is written
+only when what is on disk is exactly what the caller expects (the version in
+the last commit, say), and the check holds up to the instant of the write:
+
+* the new content goes into a temporary file in the same folder, named like
+  editor junk so that the watcher never syncs it;
+* the file on disk is opened and a read lease is taken on it (fcntl
+  F_SETLEASE): the kernel refuses it while anyone has the file open for
+  writing (such a file counts as changed), and from then on blocks anyone
+  who opens it for writing, and tells us, until the lease is let go;
+* its content is compared with the expected one (bytes, or a git blob id);
+* the temporary file and the path swap places in one step (renameat2
+  RENAME_EXCHANGE), then the old inode is looked at again under its
+  temporary name: if it is not the inode that was checked (an editor renamed
+  its own file over the path meanwhile) or someone asked to write to it
+  during the check, the two swap back and the path keeps the user's bytes;
+* a new file is only ever linked in where nothing is (RENAME_NOREPLACE).
+
+Folders are entered one at a time with O_NOFOLLOW, never through a symbolic
+link: a path whose folders include one, or a file where a folder should be,
+is refused with a one-line `Refused`. Nothing outside the root is written.
+
+`put` and `remove` answer True when they wrote, False when the path kept
+what the user had (the caller keeps the other version elsewhere, e.g. as a
+conflict copy). `checked`, when set, is called with the path between the
+check and the swap: tests write there to prove the guard holds.
+"""
+import ctypes
+import errno
+import fcntl
+import hashlib
+import itertools
+import logging
+import os
+import signal
+import stat
+
+log = logging.getLogger("autosync.guarded")
+
+F_SETLEASE, F_GETLEASE, F_SETSIG = 1024, 1025, 10  # <linux/fcntl.h>
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+AT_FDCWD = -100
+LINK, EXECUTABLE = "120000", "100755"
+CHUNK = 1 << 20
+TEMP = ".autosync-write.%d.%d~"  # "~": editor junk, which the watcher and git leave out
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+_counter = itertools.count()
+
+
+class Refused(Exception):
+    """The path cannot be written safely; str() is one line saying why."""
+
+
+class Expect:
+    """What must be at a path for it to be replaced: `mode` (git's: 100644, 100755,
+    120000) and either the bytes (`data`) or the git blob id (`oid`) of the content."""
+
+    def __init__(self, mode, data=None, oid=None):
+        self.mode, self.data, self.oid = mode, data, oid
+
+
+def blob_id(size, chunks, length):
+    """The git blob id of a content given as chunks; `length`: 40 (SHA-1) or 64 (SHA-256)."""
+    h = hashlib.sha256() if length == 64 else hashlib.sha1()
+    h.update(b"blob %d\0" % size)
+    for chunk in chunks:
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def rename(src_fd, src, dst_fd, dst, flags):
+    """renameat2(2); OSError on failure (EINVAL/ENOSYS where the file system lacks it)."""
+    if _renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    if _renameat2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+class Writer:
+    """Writes into one folder (`root`), never outside it nor through a link.
+
+    `confirm(rel, data) -> blob id`, if given, hashes a content the way git would
+    store it (clean filters, line endings) when the plain hash differs."""
+
+    checked = None  # seam: called with rel after the check, before the swap
+
+    def __init__(self, root, confirm=None):
+        self.root = root
+        self.confirm = confirm
+
+    # --- folders -----------------------------------------------------------------------
+
+    def folder(self, rel, create=False):
+        """An fd of the folder that holds rel, entered without following links;
+        `create`: missing folders are made. Refused if one is a link or a file."""
+        parts = [p for p in os.path.dirname(os.path.normpath(rel)).split("/") if p not in ("", ".")]
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise Refused("%s is outside the synced folder" % rel)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        done = []
+        try:
+            for part in parts:
+                done.append(part)
+                try:
+                    new = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    new = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                        st = os.lstat(part, dir_fd=fd)
+                        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
+                        raise Refused("%s is %s: nothing is written through it"
+                                      % ("/".join(done), what)) from None
+                    raise
+                os.close(fd)
+                fd = new
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    # --- the check -------------------------------------------------------------------
+
+    def _matches(self, rel, fd, expect):
+        """Is the open regular file what `expect` says? Read in chunks."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or expect.mode == LINK \
+                or bool(st.st_mode & 0o100) != (expect.mode == EXECUTABLE):
+            return False
+        if expect.data is not None:
+            if st.st_size != len(expect.data):
+                return False
+            data = os.pread(fd, st.st_size + 1, 0)
+            return data == expect.data
+        chunks = []
+        for offset in range(0, max(st.st_size, 1), CHUNK):
+            chunks.append(os.pread(fd, CHUNK, offset))
+        size = sum(map(len, chunks))
+        if blob_id(size, chunks, len(expect.oid)) == expect.oid:
+            return True
+        return self.confirm is not None and self.confirm(rel, b"".join(chunks)) == expect.oid
+
+    def _hold(self, dfd, name, rel, expect):
+        """Open the path and take a read lease -> (fd, leased, stat) if it holds `expect`,
+        else None (fd None for a link). A file open for writing anywhere counts as changed."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                return None  # gone, or unreadable: not what we expect
+            try:  # a symbolic link: compare where it points
+                st = os.lstat(name, dir_fd=dfd)
+                same = expect.mode == LINK and \
+                    self._link_matches(os.readlink(name, dir_fd=dfd), expect)
+            except OSError:
+                return None
+            return (None, False, st) if same else None
+        leased = False
+        try:
+            fcntl.fcntl(fd, F_SETSIG, signal.SIGURG)  # ignored by default: no handler needed
+            fcntl.fcntl(fd, F_SETLEASE, fcntl.F_RDLCK)
+            leased = True
+        except OSError as e:
+            if e.errno == errno.EAGAIN:  # someone has it open for writing
+                os.close(fd)
+                return None
+            # EACCES (another user's file, no CAP_LEASE), EINVAL (a file system without
+            # leases): the content and inode checks still hold
+        try:
+            if self._matches(rel, fd, expect):
+                return fd, leased, os.fstat(fd)
+        except OSError:
+            pass
+        self._let_go(fd, leased)
+        return None
+
+    def _link_matches(self, target, expect):
+        target = os.fsencode(target)
+        if expect.data is not None:
+            return target == expect.data
+        return blob_id(len(target), [target], len(expect.oid)) == expect.oid
+
+    @staticmethod
+    def _let_go(fd, leased):
+        if fd is None:
+            return
+        if leased:
+            try:
+                fcntl.fcntl(fd, F_SETLEASE, fcntl.F_UNLCK)
+            except OSError:
+                pass
+        os.close(fd)
+
+    @staticmethod
+    def _still_ours(held, dfd, temp):
+        """After the swap: is what went to `temp` the inode checked, with no writer
+        waiting for it? (A link is never written in place, only replaced.)"""
+        fd, leased, before = held
+        try:
+            now = os.lstat(temp, dir_fd=dfd)
+        except OSError:
+            return False
+        if (now.st_ino, now.st_dev) != (before.st_ino, before.st_dev):
+            return False
+        return not leased or fcntl.fcntl(fd, F_GETLEASE) == fcntl.F_RDLCK
+
+    # --- writing -----------------------------------------------------------------------
+
+    def _temp(self, dfd, mode, data, perms):
+        name = TEMP % (os.getpid(), next(_counter))
+        if mode == LINK:
+            os.symlink(data, name, dir_fd=dfd)
+            return name
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                     dir_fd=dfd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, perms)
+        finally:
+            os.close(fd)
+        return name
+
+    @staticmethod
+    def _perms(mode, old):
+        """The new file's permissions: the old file's, or the umask's; x wherever r
+        for an executable."""
+        perms = old & 0o777 if old is not None else 0o666 & ~UMASK
+        return perms | (perms & 0o444) >> 2 if mode == EXECUTABLE else perms & ~0o111
+
+    def put(self, rel, mode, data, expect):
+        """Write `data` (a link's target for mode 120000) at rel if what is there is
+        `expect` (None: nothing may be there). -> True written, False kept as it was."""
+        dfd = self.folder(rel, create=True)
+        name = os.path.basename(os.path.normpath(rel))
+        try:
+            old = None
+            if expect is not None:
+                try:
+                    st = os.lstat(name, dir_fd=dfd)
+                    old = st.st_mode if stat.S_ISREG(st.st_mode) else None
+                except FileNotFoundError:
+                    expect = None  # removed here meanwhile: the new version is a change kept
+            temp = self._temp(dfd, mode, data, self._perms(mode, old))
+            try:
+                return self._swap_in(dfd, name, rel, temp, expect)
+            finally:
+                try:
+                    os.unlink(temp, dir_fd=dfd)
+                except FileNotFoundError:
+                    pass
+        finally:
+            os.close(dfd)
+
+    def _swap_in(self, dfd, name, rel, temp, expect):
+        if expect is None:
+            if self.checked:
+                self.checked(rel)
+            try:
+                rename(dfd, temp, dfd, name, RENAME_NOREPLACE)
+                return True
+            except FileExistsError:
+                return False
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                    raise
+                try:  # a hard link never replaces either
+                    os.link(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+                    return True
+                except FileExistsError:
+                    return False
+        held = self._hold(dfd, name, rel, expect)
+        if held is None:
+            return False
+        try:
+            if self.checked:
+                self.checked(rel)
+            try:
+                rename(dfd, temp, dfd, name, RENAME_EXCHANGE)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                    raise
+                _say_once("this file system cannot swap two files in one step: the pull's "
+                          "check of each file is not atomic here")
+                os.replace(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                return True
+            if self._still_ours(held, dfd, temp):
+                return True
+            rename(dfd, temp, dfd, name, RENAME_EXCHANGE)  # back: the user's bytes stay
+            return False
+        finally:
+            self._let_go(*held[:2])
+
+    def remove(self, rel, expect):
+        """Remove rel if it holds `expect`, and the folders that this empties (not the
+        root). -> True removed (or already gone), False kept as it was."""
+        try:
+            dfd = self.folder(rel)
+        except FileNotFoundError:
+            return True
+        name = os.path.basename(os.path.normpath(rel))
+        try:
+            if not os.path.lexists(os.path.join(self.root, rel)):
+                return True
+            held = self._hold(dfd, name, rel, expect)
+            if held is None:
+                return False
+            temp = TEMP % (os.getpid(), next(_counter))
+            try:
+                if self.checked:
+                    self.checked(rel)
+                os.rename(name, temp, src_dir_fd=dfd, dst_dir_fd=dfd)  # temp: a fresh name
+                if not self._still_ours(held, dfd, temp):
+                    try:
+                        rename(dfd, temp, dfd, name, RENAME_NOREPLACE)
+                    except FileExistsError:  # a new file took the name: keep both
+                        rename(dfd, temp, dfd, name + " (kept by autosync)", RENAME_NOREPLACE)
+                    return False
+                os.unlink(temp, dir_fd=dfd)
+            finally:
+                self._let_go(*held[:2])
+        finally:
+            os.close(dfd)
+        self.prune(rel)
+        return True
+
+    def prune(self, rel):
+        """Remove the folders above rel that are empty now, up to (not) the root."""
+        folder = os.path.dirname(os.path.normpath(rel))
+        while folder not in ("", "."):
+            try:
+                os.rmdir(os.path.join(self.root, folder))
+            except OSError:
+                return
+            folder = os.path.dirname(folder)
+
+
+UMASK = os.umask(0o022)  # read once, at import: os.umask sets it for every thread
+os.umask(UMASK)
+
+
+_said = set()
+
+
+def _say_once(text):
+    if text not in _said:
+        _said.add(text)
+        log.warning("%s", text)

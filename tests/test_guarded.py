@@ -1,0 +1,180 @@
+"""The guarded writer: a write into the folder never destroys what it did not expect.
+
+The races are injected at the worst moment through the writer's seam
+(`checked`: after the check, before the swap), not hoped for."""
+import os
+import threading
+import time
+
+import pytest
+
+from autosync import guarded
+from autosync.guarded import Expect, Refused, Writer, blob_id
+
+
+def oid(data):
+    return blob_id(len(data), [data], 40)
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_bytes(b"committed\n")
+    return tmp_path
+
+
+def no_temps(root):
+    return [p for p in root.rglob("*") if p.name.startswith(".autosync-write.")] == []
+
+
+def test_a_file_as_expected_is_replaced_keeping_its_permissions(root):
+    os.chmod(root / "d" / "a.txt", 0o600)
+    assert Writer(str(root)).put("d/a.txt", "100644", b"pulled\n", Expect("100644", oid=oid(b"committed\n")))
+    assert (root / "d" / "a.txt").read_bytes() == b"pulled\n"
+    assert os.stat(root / "d" / "a.txt").st_mode & 0o777 == 0o600
+    assert no_temps(root)
+
+
+def test_an_executable_gets_x_where_r(root):
+    assert Writer(str(root)).put("d/a.txt", "100755", b"#!/bin/sh\n", Expect("100644", data=b"committed\n"))
+    assert os.stat(root / "d" / "a.txt").st_mode & 0o111
+
+
+def test_a_file_changed_before_the_check_is_kept(root):
+    (root / "d" / "a.txt").write_bytes(b"mine\n")
+    assert not Writer(str(root)).put("d/a.txt", "100644", b"pulled\n", Expect("100644", oid=oid(b"committed\n")))
+    assert (root / "d" / "a.txt").read_bytes() == b"mine\n"
+    assert no_temps(root)
+
+
+def test_a_file_open_for_writing_counts_as_changed(root):
+    with open(root / "d" / "a.txt", "ab"):
+        assert not Writer(str(root)).put("d/a.txt", "100644", b"pulled\n",
+                                         Expect("100644", oid=oid(b"committed\n")))
+    assert (root / "d" / "a.txt").read_bytes() == b"committed\n"
+
+
+def test_a_write_between_the_check_and_the_swap_is_kept(root):
+    """Another process opens the file for writing right after the check: it waits for
+    the lease, the swap is undone, and its bytes land in the file at the path."""
+    path = root / "d" / "a.txt"
+    writer = Writer(str(root))
+    done = []
+
+    def write():
+        with open(path, "ab") as f:  # blocks until the lease is let go
+            f.write(b"typed meanwhile\n")
+        done.append(True)
+
+    def inject(rel):
+        threading.Thread(target=write).start()
+        time.sleep(0.2)  # the writer is now waiting in open()
+        assert not done
+
+    writer.checked = inject
+    assert not writer.put("d/a.txt", "100644", b"pulled\n", Expect("100644", oid=oid(b"committed\n")))
+    deadline = time.time() + 5
+    while not done and time.time() < deadline:
+        time.sleep(0.01)
+    assert path.read_bytes() == b"committed\ntyped meanwhile\n"
+    assert no_temps(root)
+
+
+def test_an_editor_saving_by_rename_between_the_check_and_the_swap_is_kept(root):
+    path = root / "d" / "a.txt"
+
+    def inject(rel):
+        (root / "d" / ".a.txt.swp").write_bytes(b"saved by an editor\n")
+        os.replace(root / "d" / ".a.txt.swp", path)
+
+    writer = Writer(str(root))
+    writer.checked = inject
+    assert not writer.put("d/a.txt", "100644", b"pulled\n", Expect("100644", oid=oid(b"committed\n")))
+    assert path.read_bytes() == b"saved by an editor\n"
+
+
+def test_a_new_file_is_never_written_over_one_that_appeared(root):
+    def inject(rel):
+        (root / "d" / "new.txt").write_bytes(b"made here meanwhile\n")
+
+    writer = Writer(str(root))
+    writer.checked = inject
+    assert not writer.put("d/new.txt", "100644", b"pulled\n", None)
+    assert (root / "d" / "new.txt").read_bytes() == b"made here meanwhile\n"
+    assert no_temps(root)
+
+
+def test_a_file_removed_here_gets_the_new_version(root):
+    os.unlink(root / "d" / "a.txt")
+    assert Writer(str(root)).put("d/a.txt", "100644", b"pulled\n", Expect("100644", data=b"committed\n"))
+    assert (root / "d" / "a.txt").read_bytes() == b"pulled\n"
+
+
+def test_links_are_written_and_checked(root):
+    os.symlink("a.txt", root / "d" / "l")
+    writer = Writer(str(root))
+    assert writer.put("d/l", "120000", b"b.txt", Expect("120000", data=b"a.txt"))
+    assert os.readlink(root / "d" / "l") == "b.txt"
+    assert not writer.put("d/l", "120000", b"c.txt", Expect("120000", data=b"a.txt"))
+    assert os.readlink(root / "d" / "l") == "b.txt"
+
+
+def test_nothing_is_written_through_a_symlinked_folder(root, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("other-disk")
+    (elsewhere / "a.txt").write_bytes(b"never in history\n")
+    os.rename(root / "d", root / "d.old")
+    os.symlink(elsewhere, root / "d")
+    with pytest.raises(Refused, match="d is a symbolic link"):
+        Writer(str(root)).put("d/a.txt", "100644", b"old\n", Expect("100644", data=b"never in history\n"))
+    with pytest.raises(Refused):
+        Writer(str(root)).remove("d/a.txt", Expect("100644", data=b"never in history\n"))
+    assert (elsewhere / "a.txt").read_bytes() == b"never in history\n"
+
+
+def test_a_file_where_a_folder_should_be_is_refused_in_one_line(root):
+    (root / "x").write_bytes(b"a file now\n")
+    with pytest.raises(Refused) as e:
+        Writer(str(root)).put("x/a.txt", "100644", b"old\n", None)
+    assert str(e.value) == "x is not a folder: nothing is written through it"
+
+
+def test_paths_outside_are_refused(root):
+    with pytest.raises(Refused):
+        Writer(str(root)).put("../evil", "100644", b"x", None)
+
+
+def test_remove_only_what_was_expected_and_empty_folders(root):
+    writer = Writer(str(root))
+    assert not writer.remove("d/a.txt", Expect("100644", data=b"other\n"))
+    assert (root / "d" / "a.txt").exists()
+    assert writer.remove("d/a.txt", Expect("100644", data=b"committed\n"))
+    assert not (root / "d").exists() and root.exists()
+
+
+def test_a_write_during_a_remove_is_kept(root):
+    path = root / "d" / "a.txt"
+
+    def inject(rel):
+        threading.Thread(target=lambda: path.open("ab").write(b"more\n")).start()
+        time.sleep(0.2)
+
+    writer = Writer(str(root))
+    writer.checked = inject
+    assert not writer.remove("d/a.txt", Expect("100644", data=b"committed\n"))
+    deadline = time.time() + 5
+    while path.read_bytes() != b"committed\nmore\n" and time.time() < deadline:
+        time.sleep(0.01)
+    assert path.read_bytes() == b"committed\nmore\n"
+    assert no_temps(root)
+
+
+def test_confirm_is_asked_when_the_plain_hash_differs(root):
+    asked = []
+    writer = Writer(str(root), confirm=lambda rel, data: asked.append(rel) or "f" * 40)
+    assert writer.put("d/a.txt", "100644", b"x", Expect("100644", oid="f" * 40))
+    assert asked == ["d/a.txt"]
+
+
+def test_sha256_blob_ids():
+    assert guarded.blob_id(0, [b""], 64) == \
+        "473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813"
