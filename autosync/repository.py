@@ -21,8 +21,8 @@ import logging
 import os
 import time
 
-from autosync import (conflicts, excludes, git_environment, gitrepo, hgmerge, massdelete,
-                      recovery)
+from autosync import (conflicts, excludes, git_environment, gitpull, gitrepo, hgmerge,
+                      massdelete, recovery)
 from autosync.commands import CommandFailed, Template
 from autosync.messages import commit_message, merge_message
 from autosync.staging import Staging, expand_moves
@@ -53,6 +53,10 @@ class Repository:
             self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
             git_environment.use_excludes(self.excludes.where)
         self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+        # A plain `git pull` is done by gitpull.py: it never overwrites a write it did not see.
+        fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
+        self.guarded = None if fetch is None else \
+            gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
 
     def close(self):
         """The daemon stops: what it made goes (its socket is the server's)."""
@@ -263,8 +267,28 @@ class Repository:
             log.warning("%s", e)
             return ""
 
+    def run_guarded_pull(self):
+        """gitpull.py's pull; True if it went well."""
+        self.report.state("pulling")
+        if not self.merge_cleared():  # a merge left half-done by hand or by a kill
+            return False
+        try:
+            result = self.guarded.run()
+        except (CommandFailed, gitpull.PullFailed, RuntimeError, OSError) as e:
+            self.report.failed("pull", e, retry="pull")
+            return False
+        if result["merged"]:
+            self.report.committed(merge_message(self.host, result["merged"]),
+                                  [{"action": "added", "path": c["copy"]}
+                                   for c in result["merged"]])
+        self.announce(result["merged"] + result["beside"])
+        self.report.succeeded("pull")
+        return True
+
     def run_pull(self):
         """pullcmd, then the merge finished if it stopped on conflicts; True if all went well."""
+        if self.guarded is not None:
+            return self.run_guarded_pull()
         for attempt in (1, 2):
             self.report.state("pulling")
             try:

@@ -1,0 +1,308 @@
+"""git's pull done away from the working tree, so that it never overwrites a write it did not see.
+
+`git pull` checks each file when its merge begins and writes the other
+machine's version over it later: a write made in between is lost. When
+pullcmd is a plain `git pull` (the default and the original's), the
+committer pulls this way instead:
+
+1. `git fetch` with pullcmd's remote and branch, if any (FETCH_HEAD names
+   what a pull would merge);
+2. the merge is made in objects only (`git merge-tree --write-tree`); a
+   conflict keeps both versions by conflicts.py's rules (the newer one at
+   the path, the other as a conflict copy), written into the merged tree;
+3. the working tree is brought to the result path by path through
+   guarded.Writer: a file is replaced only if it still holds exactly what
+   HEAD holds, and not open for writing; one that changed keeps its bytes,
+   and the pulled version becomes a conflict copy beside it;
+4. only then do the index (the changed paths) and HEAD move.
+
+Any other pullcmd (a rebase, Mercurial, a script) stays a command.
+"""
+import collections
+import logging
+import os
+import shlex
+import subprocess
+
+from autosync import conflicts
+from autosync.commands import SHELL_CHARS, Template, environment
+from autosync.gitrepo import git
+from autosync.guarded import Expect, Refused, Writer
+from autosync.messages import merge_message
+
+log = logging.getLogger("autosync.gitpull")
+
+# Options of `git pull` that change nothing in what a merge of FETCH_HEAD does here.
+PLAIN_OPTIONS = frozenset(("-q", "--quiet", "-v", "--verbose", "--no-rebase", "--no-edit",
+                           "--edit", "--ff", "--no-ff", "--stat", "-n", "--no-stat",
+                           "--progress", "--no-progress", "--no-verify", "--commit"))
+GITLINK = "160000"
+Entry = collections.namedtuple("Entry", "old_mode new_mode old new path")
+
+
+class PullFailed(Exception):
+    """str() says why, in one line or git's own lines."""
+
+
+def null(oid):
+    """No object: what diff-tree says of a side that has no file (SHA-1 or SHA-256)."""
+    return not oid.strip("0")
+
+
+def plain_pull(text):
+    """pullcmd's text -> the arguments for `git fetch` when it is a plain `git pull`
+    (options above, then at most a remote and refs); None for anything else."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    if len(lines) != 1 or SHELL_CHARS.intersection(lines[0]):
+        return None
+    try:
+        words = shlex.split(lines[0])
+    except ValueError:
+        return None
+    if words[:2] != ["git", "pull"]:
+        return None
+    options = [w for w in words[2:] if w.startswith("-")]
+    if any(o not in PLAIN_OPTIONS for o in options):
+        return None
+    return [w for w in words[2:] if not w.startswith("-")]
+
+
+def for_merge(gitdir):
+    """The commit FETCH_HEAD says a pull merges, or None (an empty remote, no upstream)."""
+    try:
+        with open(os.path.join(gitdir, "FETCH_HEAD"), "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[1] == "":
+            return fields[0]
+    return None
+
+
+class GitPull:
+    """One folder's guarded pull. `fetch_args`: from plain_pull(pullcmd)."""
+
+    def __init__(self, folder, gitdir, host, fetch_args):
+        self.folder, self.gitdir, self.host = folder, gitdir, host
+        self.fetch = Template("pullcmd", shlex.join(["git", "fetch", "-q"] + fetch_args))
+        self.writer = Writer(folder, confirm=self.hash_as_git)
+
+    def git(self, *args, env=None, data=None, check=True):
+        proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
+                              input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=None if data is not None else subprocess.DEVNULL)
+        if proc.returncode and check:
+            raise PullFailed("git %s: %s" % (args[0], proc.stderr.decode("utf-8", "replace")
+                                             .strip() or "exit %d" % proc.returncode))
+        return proc
+
+    def hash_as_git(self, rel, data):
+        """The blob id git would store for this content at rel (filters, line endings)."""
+        proc = self.git("hash-object", "--path=" + rel, "--stdin", data=data, check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+    # --- the pull ---------------------------------------------------------------------
+
+    def run(self, timeout=None):
+        """Fetch, merge, write. -> {"merged": copies in the merge commit, "beside": copies
+        of files changed here meanwhile, "kept": paths that kept local bytes}; PullFailed or
+        CommandFailed (the fetch) when it could not be done; nothing is written then."""
+        self.fetch.run(cwd=self.folder, timeout=timeout)
+        theirs = for_merge(self.gitdir)
+        if theirs is None:
+            raise PullFailed("the remote has no branch to merge (an empty remote, or no "
+                             "upstream branch set: git branch --set-upstream-to)")
+        head = self.rev("HEAD")
+        if head == theirs or (head and self.is_ancestor(theirs, head)):
+            return {"merged": [], "beside": [], "kept": []}
+        copies = []
+        if head is None or self.is_ancestor(head, theirs):
+            new, tree = theirs, self.rev(theirs + "^{tree}")
+        else:
+            tree, copies = self.merge(head, theirs)
+            new = self.git("commit-tree", tree, "-p", head, "-p", theirs, "-m",
+                           merge_message(self.host, copies)).stdout.decode().strip()
+        entries = self.diff(head, tree)
+        kept, beside = self.write(entries, theirs)
+        self.move_index(entries)
+        self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
+        if head:
+            self.git("update-ref", "ORIG_HEAD", head)
+        return {"merged": copies, "beside": beside, "kept": kept}
+
+    def rev(self, name):
+        proc = self.git("rev-parse", "-q", "--verify", name, check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+    def is_ancestor(self, a, b):
+        return self.git("merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+    # --- the merge, in objects --------------------------------------------------------
+
+    def merge(self, head, theirs):
+        """-> (tree, copies): the merged tree, conflicts resolved by keeping both."""
+        proc = self.git("merge-tree", "--write-tree", "-z", head, theirs, check=False)
+        if proc.returncode not in (0, 1):
+            raise PullFailed("git merge-tree: %s" % proc.stderr.decode("utf-8", "replace").strip())
+        fields = proc.stdout.split(b"\0")
+        tree, stages = fields[0].decode(), {}
+        for field in fields[1:]:
+            if not field:
+                break
+            info, path = field.split(b"\t", 1)
+            mode, oid, stage = info.decode().split()
+            stages.setdefault(os.fsdecode(path), {})[int(stage)] = (mode, oid)
+        if proc.returncode == 0 or not stages:
+            return tree, []
+        return self.resolve(tree, stages, head, theirs)
+
+    def resolve(self, tree, stages, head, theirs):
+        """Keep both versions of each conflicted path, as conflicts.resolve does in a
+        working tree: the newer at the path, the other as a conflict copy."""
+        index = os.path.join(self.gitdir, "autosync-merge-index")
+        env = {"GIT_INDEX_FILE": index}
+        try:
+            self.git("read-tree", tree, env=env)
+            taken = set(self.git("ls-files", "-z", env=env).stdout.decode("utf-8", "surrogateescape")
+                        .split("\0"))
+            lines, copies = [], []
+            for path, sides in sorted(stages.items()):
+                ours, other = sides.get(2), sides.get(3)
+                if ours and other:
+                    mine = conflicts.last_change(self.folder, head, path)
+                    yours = conflicts.last_change(self.folder, theirs, path)
+                    win, lose = (ours, other) if mine[:2] > yours[:2] else (other, ours)
+                    stamp, _, host = yours if mine[:2] > yours[:2] else mine
+                    copy = conflicts.copy_name(path, host, stamp, lambda n: n not in taken and
+                                               not os.path.lexists(os.path.join(self.folder, n)))
+                    taken.add(copy)
+                    lines += ["%s %s\t%s" % (win[0], win[1], path),
+                              "%s %s\t%s" % (lose[0], lose[1], copy)]
+                    copies.append({"path": path, "copy": copy, "host": host})
+                    log.warning("conflict in %s: kept the newer version, the other (from %s) "
+                                "as %s", path, host, copy)
+                elif ours or other:  # changed on one side, deleted on the other: keep it
+                    lines.append("%s %s\t%s" % ((ours or other) + (path,)))
+                    log.warning("%s was changed on one side and deleted on the other: kept", path)
+                else:
+                    lines.append("0 %s\t%s" % ("0" * len(tree), path))
+            self.git("update-index", "--index-info", env=env,
+                     data=os.fsencode("\n".join(lines) + "\n"))
+            return self.git("write-tree", env=env).stdout.decode().strip(), copies
+        finally:
+            if os.path.exists(index):
+                os.unlink(index)
+
+    def diff(self, head, tree):
+        """The paths that differ between HEAD and the new tree, gitlinks left out."""
+        base = head or self.git("hash-object", "-t", "tree", "--stdin", data=b"").stdout.decode().strip()
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", base, tree).stdout
+        fields, entries = out.split(b"\0"), []
+        for info, path in zip(fields[0::2], fields[1::2]):
+            if not info:
+                break
+            old_mode, new_mode, old, new, _ = info[1:].decode().split(" ")
+            if GITLINK not in (old_mode, new_mode):
+                entries.append(Entry(old_mode, new_mode, old, new, os.fsdecode(path)))
+        return entries
+
+    # --- the working tree -------------------------------------------------------------
+
+    def contents(self, entries):
+        """{blob id: bytes as checked out} of the new versions, read in one run of git."""
+        wanted = [e for e in entries if not null(e.new)]
+        filtered = self.needs_filters([e.path for e in wanted])
+        found = {}
+        if wanted:
+            plain = sorted({e.new for e in wanted if e.path not in filtered})
+            out = self.git("cat-file", "--batch", data="".join(o + "\n" for o in plain).encode())
+            data, at = out.stdout, 0
+            for oid in plain:
+                header_end = data.index(b"\n", at)
+                size = int(data[at:header_end].split()[2])
+                found[oid] = data[header_end + 1:header_end + 1 + size]
+                at = header_end + 1 + size + 1
+        by_path = {e.path: found.get(e.new) for e in wanted if e.path not in filtered}
+        for e in wanted:
+            if e.path in filtered:
+                by_path[e.path] = self.git("cat-file", "--filters", "--path=" + e.path,
+                                           e.new).stdout
+        return by_path
+
+    def needs_filters(self, paths):
+        """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""
+        if not paths:
+            return set()
+        crlf = self.git("config", "--get", "core.autocrlf", check=False).stdout.strip().lower()
+        if crlf in (b"true", b"input"):
+            return set(paths)
+        out = self.git("check-attr", "-z", "--stdin", "filter", "text", "eol", "ident",
+                       "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0")
+        fields, found = out.stdout.split(b"\0"), set()
+        for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
+            if value not in (b"unspecified", b"unset", b""):
+                found.add(os.fsdecode(path))
+        return found
+
+    def write(self, entries, theirs):
+        """Bring the working tree to the new tree; -> (paths that kept local bytes,
+        conflict copies written beside them)."""
+        data = self.contents(entries)
+        kept, copies = [], []
+        # Removals first: a file may give its name to a folder.
+        for e in sorted(entries, key=lambda e: (not null(e.new), e.path)):
+            expect = None if null(e.old) else Expect(e.old_mode, oid=e.old)
+            try:
+                if null(e.new):
+                    done = self.writer.remove(e.path, expect)
+                else:
+                    done = self.writer.put(e.path, e.new_mode, data[e.path], expect)
+                    if not done:
+                        copies.append(self.keep_beside(e, data[e.path], theirs))
+            except (Refused, OSError) as err:
+                log.warning("%s: the pulled version was not written (%s); it is in history",
+                            e.path, getattr(err, "strerror", None) or err)
+                done = False
+            if not done:
+                kept.append(e.path)
+        return kept, copies
+
+    def keep_beside(self, e, data, theirs):
+        """A file changed here while the pull ran keeps its bytes; the pulled version
+        goes beside it as a conflict copy (the local change is the newer one)."""
+        stamp, _, host = conflicts.last_change(self.folder, theirs, e.path)
+        copy = conflicts.copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
+            os.path.join(self.folder, n)))
+        self.writer.put(copy, e.new_mode, data, None)
+        log.warning("conflict in %s: changed here while the pull ran; kept, the pulled version "
+                    "(from %s) as %s", e.path, host, copy)
+        return {"path": e.path, "copy": copy, "host": host}
+
+    def move_index(self, entries):
+        """The index takes the new tree's entries for the changed paths (their stat data
+        is gone, so git looks at those files again); everything else keeps its cache."""
+        index = os.path.join(self.gitdir, "index")
+        lock = index + ".lock"
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise PullFailed("%s exists: another git command is running here" % lock) from None
+        os.close(fd)
+        temp = os.path.join(self.gitdir, "autosync-pull-index")
+        try:
+            if os.path.exists(index):
+                with open(index, "rb") as src, open(temp, "wb") as dst:
+                    dst.write(src.read())
+            lines = ["%s %s\t%s" % ((e.new_mode, e.new, e.path) if not null(e.new) else
+                                    ("0", e.new, e.path)) for e in entries]
+            self.git("update-index", "--index-info", env={"GIT_INDEX_FILE": temp},
+                     data=os.fsencode("\n".join(lines) + "\n"))
+            os.replace(temp, index)
+        finally:
+            for leftover in (temp, lock):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+
+

@@ -1,0 +1,174 @@
+"""gitpull.py: a pull made away from the working tree never overwrites a write it did
+not see. Real git repositories; the user's write is injected at the worst moment, between
+the guarded writer's check of a file and its swap (guarded.Writer.checked)."""
+import os
+import subprocess
+
+import pytest
+
+from autosync import gitpull, gitrepo
+from autosync.conflicts import read_copy_name
+from autosync.guarded import Writer
+from conftest import Remote, git
+
+
+@pytest.fixture
+def two(tmp_path):
+    """A remote and two clones, "a" and "b", each with a commit of z.txt and d/y.txt."""
+    remote = Remote(tmp_path / "remote.git")
+    clones = []
+    for name in ("a", "b"):
+        path = str(tmp_path / name)
+        git("clone", "-q", remote.path, path)
+        clones.append(path)
+    a, b = clones
+    os.mkdir(os.path.join(a, "d"))
+    for rel, text in (("z.txt", b"first\n"), ("d/y.txt", b"y\n")):
+        with open(os.path.join(a, rel), "wb") as f:
+            f.write(text)
+    commit(a, "autosync on a: added z.txt, d/y.txt")
+    git("pull", "-q", cwd=b)
+    return remote, a, b
+
+
+def commit(folder, message):
+    git("add", "-A", cwd=folder)
+    git("commit", "-q", "-m", message, cwd=folder)
+    git("push", "-q", cwd=folder)
+
+
+def write(folder, rel, data):
+    with open(os.path.join(folder, rel), "wb") as f:
+        f.write(data)
+
+
+def pull(folder, seam=None, pullcmd="git pull -q --no-rebase --no-edit"):
+    puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", gitpull.plain_pull(pullcmd))
+    puller.writer.checked = seam
+    return puller.run()
+
+
+def status(folder):
+    return git("status", "--porcelain", "--untracked-files=all", cwd=folder).decode()
+
+
+def everything_ever(folder):
+    """Every blob in every commit reachable from anywhere, and the files on disk."""
+    blobs = set()
+    for rev in git("rev-list", "--all", cwd=folder).decode().split():
+        for line in git("ls-tree", "-r", rev, cwd=folder).decode().splitlines():
+            blobs.add(git("cat-file", "blob", line.split()[2], cwd=folder))
+    return blobs
+
+
+def test_plain_pulls_are_recognised():
+    assert gitpull.plain_pull("git pull -q --no-rebase --no-edit") == []
+    assert gitpull.plain_pull("git pull") == []  # the original's
+    assert gitpull.plain_pull("git pull origin main") == ["origin", "main"]
+    for other in ("git pull --rebase", "hg pull -u", "git pull && make", "git fetch\ngit merge",
+                  "autosync-hgmerge", "git pull -X theirs", ""):
+        assert gitpull.plain_pull(other) is None, other
+
+
+def test_a_fast_forward_writes_the_files_and_moves_head_and_index(two):
+    remote, a, b = two
+    write(a, "z.txt", b"second\n")
+    os.unlink(os.path.join(a, "d", "y.txt"))
+    os.mkdir(os.path.join(a, "n"))
+    write(a, "n/new.txt", b"new\n")
+    commit(a, "autosync on a: three changes")
+    result = pull(b)
+    assert result == {"merged": [], "beside": [], "kept": []}
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"second\n"
+    assert not os.path.exists(os.path.join(b, "d"))  # emptied: removed
+    assert open(os.path.join(b, "n", "new.txt"), "rb").read() == b"new\n"
+    assert git("rev-parse", "HEAD", cwd=b) == git("rev-parse", "HEAD", cwd=a)
+    assert status(b) == ""  # index and working tree agree with HEAD
+
+
+def test_a_write_between_the_check_and_the_swap_keeps_both_versions(two):
+    """The issue's race: B writes z.txt while its own pull is replacing z.txt."""
+    remote, a, b = two
+    write(a, "z.txt", b"from a\n")
+    commit(a, "autosync on a: modified z.txt")
+
+    def user_saves(rel):
+        if rel == "z.txt":  # an editor saving by rename, exactly now
+            write(b, ".z.txt.tmp", b"typed on b during the pull\n")
+            os.replace(os.path.join(b, ".z.txt.tmp"), os.path.join(b, "z.txt"))
+
+    result = pull(b, user_saves)
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"typed on b during the pull\n"
+    [copy] = result["beside"]
+    assert result["kept"] == ["z.txt"] and copy["path"] == "z.txt" and copy["host"] == "a"
+    assert read_copy_name(copy["copy"]).path == "z.txt"
+    assert open(os.path.join(b, copy["copy"]), "rb").read() == b"from a\n"
+    # HEAD took a's commit; b's bytes are a change to commit, the copy a new file.
+    assert git("rev-parse", "HEAD", cwd=b) == git("rev-parse", "HEAD", cwd=a)
+    assert sorted(status(b).splitlines()) == sorted([" M z.txt", '?? "%s"' % copy["copy"]]
+                                                    if " " in copy["copy"] else [])
+
+
+def test_a_write_made_while_the_pull_reads_the_new_version_survives(two):
+    """A smudge filter writes z.txt while the pull fetches the new content (before the
+    check): the check sees the write."""
+    remote, a, b = two
+    write(a, "z.txt", b"from a\n")
+    commit(a, "autosync on a: modified z.txt")
+    sneak = os.path.join(b, "..", "sneak.sh")
+    with open(sneak, "w") as f:
+        f.write("#!/bin/sh\nprintf 'typed on b during the pull\\n' > %s/z.txt\ncat\n" % b)
+    os.chmod(sneak, 0o755)
+    git("config", "filter.sneak.smudge", sneak, cwd=b)
+    with open(os.path.join(b, ".git", "info", "attributes"), "w") as f:
+        f.write("z.txt filter=sneak\n")
+    result = pull(b)
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"typed on b during the pull\n"
+    assert [c["path"] for c in result["beside"]] == ["z.txt"]
+
+
+def test_a_file_open_for_writing_is_not_replaced(two):
+    remote, a, b = two
+    write(a, "z.txt", b"from a\n")
+    commit(a, "autosync on a: modified z.txt")
+    with open(os.path.join(b, "z.txt"), "ab") as f:
+        result = pull(b)
+        f.write(b"appended while open\n")
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"first\nappended while open\n"
+    assert result["kept"] == ["z.txt"]
+
+
+def test_diverged_histories_merge_in_objects_and_conflicts_keep_both(two):
+    remote, a, b = two
+    write(a, "z.txt", b"from a\n")
+    write(a, "a-only.txt", b"a\n")
+    commit(a, "autosync on a: two files")
+    write(b, "z.txt", b"from b\n")
+    git("add", "-A", cwd=b)
+    git("commit", "-q", "-m", "autosync on b: modified z.txt", cwd=b)
+    local = git("rev-parse", "HEAD", cwd=b).decode().strip()
+    result = pull(b)
+    [copy] = result["merged"]
+    assert copy["path"] == "z.txt" and result["kept"] == [] and result["beside"] == []
+    versions = {open(os.path.join(b, p), "rb").read() for p in ("z.txt", copy["copy"])}
+    assert versions == {b"from a\n", b"from b\n"}
+    assert open(os.path.join(b, "a-only.txt"), "rb").read() == b"a\n"
+    parents = git("log", "-1", "--format=%P", cwd=b).decode().split()
+    assert parents == [local, git("rev-parse", "HEAD", cwd=a).decode().strip()]
+    assert "merged, 1 conflicts" in git("log", "-1", "--format=%s", cwd=b).decode()
+    assert status(b) == ""
+    assert b"<<<<<<<" not in b"".join(everything_ever(b))
+
+
+def test_nothing_new_changes_nothing(two):
+    remote, a, b = two
+    head = git("rev-parse", "HEAD", cwd=b)
+    assert pull(b) == {"merged": [], "beside": [], "kept": []}
+    assert git("rev-parse", "HEAD", cwd=b) == head
+
+
+def test_an_empty_remote_is_said_in_one_line(tmp_path):
+    git("init", "-q", "--bare", str(tmp_path / "empty.git"))
+    git("clone", "-q", str(tmp_path / "empty.git"), str(tmp_path / "c"))
+    with pytest.raises(gitpull.PullFailed, match="no branch to merge"):
+        pull(str(tmp_path / "c"))
