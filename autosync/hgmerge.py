@@ -36,6 +36,7 @@ import subprocess
 import sys
 
 from autosync.conflicts import copy_name
+from autosync.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.messages import host_of, merge_message
 
 log = logging.getLogger("autosync.hgmerge")
@@ -130,17 +131,21 @@ def last_change(hg, rev, path):
 
 
 def put(root, rel, flags, data):
-    """Write one committed version at rel: a file with its mode, or a symlink."""
+    """Write one committed version at rel (a file with its mode, or a symlink) through
+    the guarded writer: over only what was there just before (hg's merge output), so
+    that a write made meanwhile keeps its bytes (both versions are in history)."""
+    mode = LINK if "l" in flags else EXECUTABLE if "x" in flags else "100644"
     full = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    if os.path.lexists(full) and not os.path.isdir(full):
-        os.unlink(full)
-    if "l" in flags:
-        os.symlink(data, os.fsencode(full))
-        return
-    with open(full, "wb") as f:
-        f.write(data)
-    os.chmod(full, 0o755 if "x" in flags else 0o644)
+    expect = None
+    if os.path.islink(full):
+        expect = Expect(LINK, data=os.fsencode(os.readlink(full)))
+    elif os.path.isfile(full):
+        with open(full, "rb") as f:
+            executable = os.fstat(f.fileno()).st_mode & 0o100
+            expect = Expect(EXECUTABLE if executable else "100644", data=f.read())
+    if not Writer(root).put(rel, mode, data, expect):
+        log.warning("%s changed while the merge ran: kept as it is; both versions are in "
+                    "history", rel)
 
 
 def holds(root, rel, data):

@@ -9,7 +9,7 @@ import pytest
 from autosync import gitpull, gitrepo
 from autosync.conflicts import read_copy_name
 from autosync.guarded import Writer
-from conftest import Remote, git
+from conftest import Remote, git, wait_until
 
 
 @pytest.fixture
@@ -172,3 +172,46 @@ def test_an_empty_remote_is_said_in_one_line(tmp_path):
     git("clone", "-q", str(tmp_path / "empty.git"), str(tmp_path / "c"))
     with pytest.raises(gitpull.PullFailed, match="no branch to merge"):
         pull(str(tmp_path / "c"))
+
+
+def remote_history(remote):
+    """Every content any commit on the remote ever held."""
+    blobs = set()
+    for rev in git("--git-dir", remote.path, "rev-list", "--all").decode().split():
+        for line in git("--git-dir", remote.path, "ls-tree", "-r", rev).decode().splitlines():
+            blobs.add(git("--git-dir", remote.path, "cat-file", "blob", line.split()[2]))
+    return blobs
+
+
+@pytest.mark.e2e
+def test_the_daemon_keeps_a_write_made_after_its_pull_checked_the_file(machines, remote):
+    """End-to-end, real daemons: a.txt's checkout on b writes z.txt (a smudge filter
+    stands for the user), after a pull looked at z.txt and before it writes z.txt: git
+    pull checks every file first and then writes them in order, so a plain `git pull`
+    run as a command loses this write; the guarded pull keeps it and the pulled
+    version as a conflict copy."""
+    from test_sync import settle, write as put
+    a, b = machines("a", "b")
+    put(a, "a.txt", b"a 1\n")
+    put(a, "z.txt", b"z 1\n")
+    settle(a, remote)
+    b.notify("pushed", remote.path)
+    wait_until(lambda: b.read("z.txt") == b"z 1\n", 30, 0.05, "b to have z.txt")
+    flag = os.path.join(str(b.path) + ".typed")
+    sneak = str(b.path) + ".sneak.sh"
+    with open(sneak, "w") as f:
+        f.write("#!/bin/sh\n[ -e '%s' ] || { printf 'typed on b\\n' > '%s/z.txt'; touch '%s'; }\n"
+                "exec cat\n" % (flag, b.path, flag))
+    os.chmod(sneak, 0o755)
+    git("config", "filter.sneak.smudge", sneak, cwd=b.path)
+    with open(os.path.join(b.path, ".git", "info", "attributes"), "w") as f:
+        f.write("a.txt filter=sneak\n")
+    put(a, "a.txt", b"a 2\n")
+    put(a, "z.txt", b"z 2\n")
+    settle(a, remote)
+    b.notify("pushed", remote.path)
+    wait_until(lambda: os.path.exists(flag), 30, 0.05, "b's pull to write a.txt")
+    settle(b, remote)
+    assert {b"typed on b\n", b"z 2\n"} <= remote_history(remote)
+    assert b.read("z.txt") == b"typed on b\n"
+    assert "Traceback" not in b.logtext()
