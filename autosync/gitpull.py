@@ -85,9 +85,12 @@ class GitPull:
     """One folder's guarded pull. `fetch_args`: from plain_pull(pullcmd)."""
 
     def __init__(self, folder, gitdir, host, fetch_args):
-        self.folder, self.gitdir, self.host = folder, gitdir, host
+        self.gitdir, self.host = gitdir, host
+        # git's paths are the whole working tree's, which may hold the synced folder.
+        top = git(folder, "rev-parse", "--show-toplevel", check=False)
+        self.folder = os.fsdecode(top.strip()) if top else folder
         self.fetch = Template("pullcmd", shlex.join(["git", "fetch", "-q"] + fetch_args))
-        self.writer = Writer(folder, confirm=self.hash_as_git)
+        self.writer = Writer(self.folder, confirm=self.hash_as_git)
 
     def git(self, *args, env=None, data=None, check=True):
         proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
@@ -258,8 +261,9 @@ class GitPull:
                 if null(e.new):
                     done = self.writer.remove(e.path, expect)
                 else:
-                    done = self.writer.put(e.path, e.new_mode, data[e.path], expect)
-                    if not done:
+                    done = self.writer.put(e.path, e.new_mode, data[e.path], expect) or \
+                        self.writer.holds(e.path, Expect(e.new_mode, data=data[e.path]))
+                    if not done:  # (holds: written before a pull that was killed)
                         copies.append(self.keep_beside(e, data[e.path], theirs))
             except (Refused, OSError) as err:
                 log.warning("%s: the pulled version was not written (%s); it is in history",

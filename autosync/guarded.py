@@ -216,6 +216,20 @@ class Writer:
             return False
         return not leased or fcntl.fcntl(fd, F_GETLEASE) == fcntl.F_RDLCK
 
+    def holds(self, rel, expect):
+        """Does rel hold exactly `expect` now? (No link followed; False when unsure.)"""
+        try:
+            dfd = self.folder(rel)
+        except (OSError, Refused):
+            return False
+        try:
+            held = self._hold(dfd, os.path.basename(os.path.normpath(rel)), rel, expect)
+        finally:
+            os.close(dfd)
+        if held is not None:
+            self._let_go(*held[:2])
+        return held is not None
+
     # --- writing -----------------------------------------------------------------------
 
     def _temp(self, dfd, mode, data, perms):

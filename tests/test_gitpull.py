@@ -215,3 +215,23 @@ def test_the_daemon_keeps_a_write_made_after_its_pull_checked_the_file(machines,
     assert {b"typed on b\n", b"z 2\n"} <= remote_history(remote)
     assert b.read("z.txt") == b"typed on b\n"
     assert "Traceback" not in b.logtext()
+
+
+def test_files_written_by_a_killed_pull_are_taken_as_they_are(two):
+    """A pull killed after writing z.txt and before moving HEAD: the next pull finds
+    the new version already there and makes no conflict copy of it."""
+    remote, a, b = two
+    write(a, "z.txt", b"from a\n")
+    commit(a, "autosync on a: modified z.txt")
+    write(b, "z.txt", b"from a\n")
+    assert pull(b) == {"merged": [], "beside": [], "kept": []}
+    assert status(b) == ""
+
+
+def test_a_synced_folder_below_the_top_of_the_working_tree(two):
+    remote, a, b = two
+    write(a, "d/y.txt", b"y 2\n")
+    commit(a, "autosync on a: modified d/y.txt")
+    puller = gitpull.GitPull(os.path.join(b, "d"), gitrepo.git_dir(b), "b", [])
+    assert puller.run()["kept"] == []
+    assert open(os.path.join(b, "d", "y.txt"), "rb").read() == b"y 2\n"
