@@ -110,7 +110,8 @@ class GitPull:
 
     def run(self, timeout=None):
         """Fetch, merge, write. -> {"merged": copies in the merge commit, "beside": copies
-        of files changed here meanwhile, "kept": paths that kept local bytes}; PullFailed or
+        of files changed here meanwhile, "kept": paths that kept local bytes, "merge": the
+        merge commit made here (None for a fast-forward)}; PullFailed or
         CommandFailed (the fetch) when it could not be done; nothing is written then."""
         self.fetch.run(cwd=self.folder, timeout=timeout)
         theirs = for_merge(self.gitdir)
@@ -119,21 +120,22 @@ class GitPull:
                              "upstream branch set: git branch --set-upstream-to)")
         head = self.rev("HEAD")
         if head == theirs or (head and self.is_ancestor(theirs, head)):
-            return {"merged": [], "beside": [], "kept": []}
-        copies = []
+            return {"merged": [], "beside": [], "kept": [], "merge": None}
+        copies, merge = [], None
         if head is None or self.is_ancestor(head, theirs):
             new, tree = theirs, self.rev(theirs + "^{tree}")
         else:
             tree, copies = self.merge(head, theirs)
             new = self.git("commit-tree", tree, "-p", head, "-p", theirs, "-m",
                            merge_message(self.host, copies)).stdout.decode().strip()
+            merge = new
         entries = self.diff(head, tree)
         kept, beside = self.write(entries, theirs)
         self.move_index(entries)
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
         if head:
             self.git("update-ref", "ORIG_HEAD", head)
-        return {"merged": copies, "beside": beside, "kept": kept}
+        return {"merged": copies, "beside": beside, "kept": kept, "merge": merge}
 
     def rev(self, name):
         proc = self.git("rev-parse", "-q", "--verify", name, check=False)
