@@ -178,9 +178,38 @@ def test_no_daemon_on_the_socket_is_exit_3(tmp_path, capsys, where):
 
 
 def test_no_daemon_anywhere_above_is_exit_3(tmp_path, capsys):
-    assert notify.main(["status"]) == 3
+    assert notify.main(["sync"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no dvcs-autosync daemon runs for %s" % tmp_path in err
+    assert notify.main(["status"]) == 3
+    assert capsys.readouterr().err == "autosync-notify: no dvcs-autosync daemon runs for this user\n"
+
+
+def test_status_outside_any_synced_folder_lists_every_daemon(tmp_path, capsys):
+    from autosync.paths import socket_for
+    other = dict(STATUS, path="/home/u/Photos", state="pulling", last_error=None)
+    with serving(socket_for(str(tmp_path / "Sync")), lambda m, c: {"ok": True, "status": STATUS}), \
+            serving(socket_for(str(tmp_path / "Photos")), lambda m, c: {"ok": True, "status": other}):
+        assert notify.main(["status"]) == 0  # run in tmp_path: in neither folder
+        out = capsys.readouterr().out
+        assert "folder:      /home/u/Sync" in out and "folder:      /home/u/Photos" in out
+        assert "push: connection refused" in out and "state:       pulling" in out
+        assert notify.main(["--all", "--json", "status"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert sorted(s["path"] for s in listed) == ["/home/u/Photos", "/home/u/Sync"]
+        os.makedirs(tmp_path / "Sync" / "sub")
+        os.chdir(tmp_path / "Sync" / "sub")  # inside one: that one only, unless --all
+        assert notify.main(["--json", "status"]) == 0
+        assert json.loads(capsys.readouterr().out)["path"] == "/home/u/Sync"
+        assert notify.main(["--all", "--json", "status"]) == 0
+        assert len(json.loads(capsys.readouterr().out)) == 2
+    assert notify.main(["--all", "status"]) == 3  # the sockets left behind answer no more
+
+
+def test_all_goes_with_status_only(capsys):
+    with pytest.raises(SystemExit) as exited:
+        notify.main(["--all", "sync"])
+    assert exited.value.code == 2
 
 
 def test_a_socket_folder_others_can_enter_is_refused_with_exit_1(tmp_path, capsys):
