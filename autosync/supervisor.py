@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from autosync import cli
+from autosync import cli, config
 from autosync.protocol import NoDaemon, Untrusted, connect
 from autosync.retry import Backoff
 
@@ -195,6 +195,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)
+    os.environ[config.WARNED] = "1"  # its programs read the same file: warned once is enough
     cli.trust("dvcs-autosync", cfg.socket)  # a squatted socket folder: start nothing
     take_pidfile(cfg.pidfile)
     if answers(cfg.socket):  # another config file, the same folder (and socket)
