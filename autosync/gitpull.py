@@ -67,18 +67,22 @@ def plain_pull(text):
     return [w for w in words[2:] if not w.startswith("-")]
 
 
+EMPTY = "empty"  # for_merge: the remote has no branch at all yet
+
+
 def for_merge(gitdir):
-    """The commit FETCH_HEAD says a pull merges, or None (an empty remote, no upstream)."""
+    """The commit FETCH_HEAD says a pull merges; EMPTY when the fetch brought no branch
+    at all (an empty remote: nothing to pull yet), None when it brought others only."""
     try:
         with open(os.path.join(gitdir, "FETCH_HEAD"), "rb") as f:
             lines = f.read().decode("utf-8", "replace").splitlines()
     except FileNotFoundError:
-        return None
+        return EMPTY
     for line in lines:
         fields = line.split("\t")
         if len(fields) >= 2 and fields[1] == "":
             return fields[0]
-    return None
+    return None if any(line.strip() for line in lines) else EMPTY
 
 
 class GitPull:
@@ -116,8 +120,10 @@ class GitPull:
         self.fetch.run(cwd=self.folder, timeout=timeout)
         theirs = for_merge(self.gitdir)
         if theirs is None:
-            raise PullFailed("the remote has no branch to merge (an empty remote, or no "
-                             "upstream branch set: git branch --set-upstream-to)")
+            raise PullFailed("the remote has no branch this one follows: set it with git "
+                             "branch --set-upstream-to=origin/BRANCH")
+        if theirs == EMPTY:  # the first machine's first push is still to come
+            return {"merged": [], "beside": [], "kept": [], "merge": None, "empty": True}
         head = self.rev("HEAD")
         if head == theirs or (head and self.is_ancestor(theirs, head)):
             return {"merged": [], "beside": [], "kept": [], "merge": None}

@@ -168,11 +168,17 @@ def test_nothing_new_changes_nothing(two):
     assert git("rev-parse", "HEAD", cwd=b) == head
 
 
-def test_an_empty_remote_is_said_in_one_line(tmp_path):
+def test_an_empty_remote_is_waited_on_not_an_error(tmp_path):
     git("init", "-q", "--bare", str(tmp_path / "empty.git"))
     git("clone", "-q", str(tmp_path / "empty.git"), str(tmp_path / "c"))
-    with pytest.raises(gitpull.PullFailed, match="no branch to merge"):
-        pull(str(tmp_path / "c"))
+    assert pull(str(tmp_path / "c"))["empty"] is True
+
+
+def test_a_branch_without_upstream_is_said_in_one_line(two):
+    remote, a, b = two
+    git("checkout", "-q", "-b", "elsewhere", cwd=b)
+    with pytest.raises(gitpull.PullFailed, match="set-upstream-to"):
+        pull(b)
 
 
 def remote_history(remote):
