@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from autosync import __version__, cli, config
+from autosync import __version__, cli, config, problems
 from autosync.messages import check_text
 from autosync.pause import parse_duration
 from autosync.paths import find_socket, runtime_dir
@@ -106,11 +106,21 @@ def all_status(as_json):
     return 0 if replies else EXIT_NO_DAEMON
 
 
+def link_text(status):
+    link = status.get("link")
+    if link is None:
+        return "not used (syncmethod = none: other machines' changes come every pullinterval)"
+    failing = (status.get("failing") or {}).get("link")
+    return link + (" (%s)" % failing if failing and link != "up" else "")
+
+
 def status_text(status):
     commit, push = status.get("last_commit"), status.get("last_push")
     lines = [
+        problems.headline(status, when=cli.show_time),
         "folder:      %s (on %s)" % (status.get("path"), status.get("host")),
         "state:       %s" % status.get("state"),
+        "link:        %s" % link_text(status),
         "paused:      %s" % (paused_text(status["paused"]) if status.get("paused") else "no"),
         "pending:     %d paths" % len(status.get("pending") or []),
         "last commit: %s" % ("%s  %s" % (cli.show_time(commit["time"]), commit.get("message", ""))
@@ -121,6 +131,8 @@ def status_text(status):
         "last error:  %s" % (status.get("last_error") or "none"),
         "watches:     %s" % ((status.get("watch") or {}).get("problem") or "every folder watched"),
     ]
+    for problem in problems.problems(status)[1:]:
+        lines.append("also:        %s - %s" % (problem["error"], problem["fix"]))
     for conflict in status.get("conflicts") or []:
         lines.append("conflict:    %s" % conflict)
     for path in status.get("held_back") or []:

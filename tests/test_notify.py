@@ -47,7 +47,8 @@ def daemon(tmp_path):
 
 
 def lines(text):
-    return dict(line.split(":", 1) for line in text.splitlines())
+    """The status' "key: value" lines (the first line is the headline)."""
+    return dict(line.split(":", 1) for line in text.splitlines()[1:])
 
 
 # --- status_text -----------------------------------------------------------------------
@@ -65,6 +66,24 @@ def test_status_text_shows_every_field():
     assert got["unpushed"] == "2 commits"
     assert got["last_error"] == "push: connection refused"
     assert got["conflict"] == "notes.txt"
+
+
+def test_status_text_starts_with_in_sync_or_what_stops_it_and_always_says_the_link():
+    quiet = dict(STATUS, pending=[], unpushed=0, link="up", last_error=None)
+    text = notify.status_text(quiet)
+    assert text.splitlines()[0] == "in sync" and "link:        up" in text
+    text = notify.status_text(dict(quiet, link="down",
+                                   failing={"push": "push: ! [remote rejected] main (full)",
+                                            "link": "login refused: not-authorized"}))
+    first = text.splitlines()[0]
+    assert first.startswith("NOT syncing: push: ! [remote rejected] main (full) - check the "
+                            "remote") and first.endswith("(and 1 more problem)")
+    assert "link:        down (login refused: not-authorized)" in text
+    assert "also:        login refused: not-authorized - check [xmpp]" in text
+    assert notify.status_text(dict(quiet, link=None)).count("syncmethod = none") == 1
+    assert notify.status_text(dict(quiet, unpushed=1)).splitlines()[0] == "syncing"
+    paused = notify.status_text(dict(quiet, paused={"since": 1700000000, "until": None}))
+    assert paused.splitlines()[0] == "NOT syncing: paused by the user - autosync-notify resume"
 
 
 def test_status_text_of_a_fresh_daemon():
