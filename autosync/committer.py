@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from autosync import cli
+from autosync import cli, problems
 from autosync.everyday import Everyday
 from autosync.reports import BACKOFF_MAX, Reports
 from autosync.messages import ACTIONS
@@ -96,6 +96,7 @@ class Committer(Reports, Everyday):
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "last_error": None, "conflicts": [],
+                              "failing": {},  # op -> its error, while it fails (problems.py)
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
                               "paused": self.paused.fields(),
@@ -109,7 +110,10 @@ class Committer(Reports, Everyday):
         cmd = message.get("cmd")
         if cmd == "status":
             with self.cond:
-                status = dict(self.status_fields, pending=sorted(self.pending.changes))
+                status = dict(self.status_fields, pending=sorted(self.pending.changes),
+                              failing=dict(self.status_fields["failing"]))
+            status["problems"] = problems.problems(status)
+            status["headline"] = problems.headline(status, when=cli.show_time)
             return {"ok": True, "status": status}
         if cmd == "batch":
             changes = message.get("changes", [])
@@ -151,12 +155,19 @@ class Committer(Reports, Everyday):
             return self.watch_reported(message)
         if cmd == "link":
             up = bool(message.get("up"))
+            error = message.get("error")
             with self.cond:
                 changed, self.link_up = up != self.link_up, up
                 self.status_fields["link"] = "up" if up else "down"
                 self.cond.notify_all()
             if changed:  # the tray shows a machine without announcements as offline
                 self.event("link", up=up)
+            # A login or certificate refused is a problem by name; a link that is merely
+            # not up yet (connecting) is not.
+            if up:
+                self.succeeded("link")
+            elif isinstance(error, str) and error:
+                self.failed("link", error[:300])
             return {"ok": True}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
 

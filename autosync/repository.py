@@ -77,9 +77,10 @@ class Repository:
         if problem is None:
             if told:
                 log.warning("the repository is usable again: syncing resumes")
+                self.report.succeeded("folder")
             return True
         if problem != told:
-            self.report.failed(op, problem + "; not committing")
+            self.report.failed("folder", problem + "; not committing")
         self.report.look_again(SAFE_AGAIN)
         return False
 
@@ -222,6 +223,7 @@ class Repository:
         except (CommandFailed, RuntimeError, OSError) as e:
             self.report.failed("merge", e, retry="commit")
             return False
+        self.report.succeeded("merge")
         self.report.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
         self.merged = self.head()
         self.announce(copies)

@@ -1,0 +1,36 @@
+"""End-to-end: a problem produced for real shows in the readable status, the JSON status
+and the log, is told once when it starts and once when it ends, and clears by itself."""
+import os
+
+import pytest
+
+from conftest import wait_until
+from test_sync import write
+
+pytestmark = pytest.mark.e2e
+
+
+def refuse_pushes(remote, why):
+    hook = os.path.join(remote.path, "hooks", "pre-receive")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho '%s' >&2\nexit 1\n" % why)
+    os.chmod(hook, 0o755)
+    return hook
+
+
+def test_a_push_the_remote_refuses_is_named_until_it_works(machines, remote):
+    hook = refuse_pushes(remote, "quota exceeded on the server")
+    a = machines("a")
+    write(a, "notes.txt", b"kept locally meanwhile\n")
+    wait_until(lambda: "push" in (a.status().get("failing") or {}), 30, 0.1, "the push problem")
+    status = a.status()
+    assert [p["name"] for p in status["problems"]] == ["push"]
+    assert status["headline"].startswith("NOT syncing: push: ")
+    text = a.notify("status").stdout
+    assert text.splitlines()[0].startswith("NOT syncing: push:") and "check the remote" in text
+    os.unlink(hook)  # the server is fixed: the retry (backoff, at most a minute) pushes
+    wait_until(lambda: a.status().get("headline") == "in sync", 90, 0.2, "the problem to clear")
+    assert a.notify("status").stdout.splitlines()[0] == "in sync"
+    assert remote.files().get(b"notes.txt") == b"kept locally meanwhile\n"
+    log = a.logtext()
+    assert log.count("push failed") == 1 and log.count("push works again") == 1
