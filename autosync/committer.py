@@ -97,6 +97,7 @@ class Committer(Reports, Everyday):
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "last_error": None, "conflicts": [],
                               "failing": {},  # op -> its error, while it fails (problems.py)
+                              "waiting": None,  # why there is nothing to pull yet
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
                               "paused": self.paused.fields(),

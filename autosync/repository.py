@@ -99,7 +99,8 @@ class Repository:
         self.clear_lock()
         # Whether or not a leftover was seen: a killed pull may have died before we
         # started. A recorded merge (MERGE_HEAD) is finished by merge_cleared instead.
-        if self.gitdir and not conflicts.merging(self.gitdir):
+        # (No commit yet, as in a clone of an empty remote: no pull can have run.)
+        if self.gitdir and not conflicts.merging(self.gitdir) and self.head():
             try:
                 conflicts.undo_killed_pull(self.folder)
             except RuntimeError as e:
@@ -281,6 +282,8 @@ class Repository:
         self.pushed_new = False
         if not self.safe("push"):
             return False
+        if self.gitdir and gitrepo.head(self.folder) is None:
+            return True  # no commit yet (a clone of an empty remote): nothing to push
         before = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         for attempt in range(1, PUSH_TRIES + 1):
             self.report.state("pushing")
@@ -317,6 +320,9 @@ class Repository:
             self.report.failed("pull", e, retry="pull")
             return False
         self.merged = result["merge"]
+        # An empty remote is where every sync begins: waited on, not a failure.
+        self.report.status(waiting="the remote is empty: waiting for the first change"
+                           if result.get("empty") else None)
         if result["merged"]:
             self.report.committed(merge_message(self.host, result["merged"]),
                                   [{"action": "added", "path": c["copy"]}

@@ -34,3 +34,37 @@ def test_a_push_the_remote_refuses_is_named_until_it_works(machines, remote):
     assert remote.files().get(b"notes.txt") == b"kept locally meanwhile\n"
     log = a.logtext()
     assert log.count("push failed") == 1 and log.count("push works again") == 1
+
+
+def test_an_empty_remote_is_waited_on_and_the_first_change_goes_out(tmp_path):
+    """Two machines cloned an empty remote: no error, 'waiting for the first change'
+    until one writes; then the other has it."""
+    from conftest import Machine, git
+
+    class Empty:
+        path = str(tmp_path / "empty.git")
+
+        def files(self):
+            names = git("--git-dir", self.path, "ls-tree", "-r", "-z", "--name-only", "main",
+                        check=False) or b""
+            return {n: git("--git-dir", self.path, "cat-file", "blob", "main:" + n.decode())
+                    for n in names.split(b"\0") if n}
+
+    git("init", "-q", "--bare", "-b", "main", Empty.path)
+    empty = Empty()
+    a, b = (Machine(tmp_path, n, empty) for n in ("a", "b"))
+    try:
+        a.start(), b.start()
+        for m in (a, b):  # (syncmethod none here: no pull at start, so one is asked for)
+            assert m.notify("pull").returncode == 0
+            status = m.status()
+            assert status["problems"] == [] and status["headline"] == \
+                "in sync: the remote is empty: waiting for the first change", status
+        write(a, "first.txt", b"the first file\n")
+        wait_until(lambda: empty.files().get(b"first.txt") == b"the first file\n", 30, 0.1,
+                   "a's first push")
+        b.notify("pull")
+        assert b.read("first.txt") == b"the first file\n"
+        assert b.status()["waiting"] is None and "ERROR" not in a.logtext() + b.logtext()
+    finally:
+        a.stop(), b.stop()
