@@ -284,13 +284,18 @@ class Committer(Reports, Everyday):
             retry = {op for op, t in self.retry_at.items() if t is not None and now >= t}
             for op in retry:
                 self.retry_at[op] = None
+        note = "; ".join(notes) or None
+        made = False
         if changes or rescan or "commit" in retry:
             # A retry rescans: the changes of the failed attempt are still in the folder.
-            self.commit(changes, rescan or "commit" in retry)
+            # A sync's note (a restore's) goes on the commit that holds the batch, which
+            # is often the restore's own writes.
+            made = self.commit(changes, rescan or "commit" in retry,
+                               note if syncs > self.done["sync"] else None)
         if pulls > self.done["pull"] or timer_pull or "pull" in retry:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
-            committed = self.commit([], True, note="; ".join(notes) or None)
+            committed = self.commit([], True, note=None if made else note) or made
             error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:
