@@ -141,10 +141,9 @@ class Repository:
             before = time.time()
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError) as e:
-            # A lock in the way passes; other failures are not retried blindly (the
-            # original's statuscmd makes "nothing to commit" fail) but found by the next rescan.
-            lock = self.locked() or "index.lock" in (getattr(e, "output", "") or "")
-            self.report.failed("commit", e, retry="commit" if lock else None)
+            # Tried again with backoff (a rescan): a lock in the way passes, and a cause
+            # the user fixes (a git identity, a full disk) must clear by itself.
+            self.report.failed("commit", e, retry="commit")
             self.commit_error = "commit: %s" % e
             return False
         if not self.held_back(held):

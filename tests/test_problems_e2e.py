@@ -68,3 +68,24 @@ def test_an_empty_remote_is_waited_on_and_the_first_change_goes_out(tmp_path):
         assert b.status()["waiting"] is None and "ERROR" not in a.logtext() + b.logtext()
     finally:
         a.stop(), b.stop()
+
+
+def test_no_git_identity_is_named_with_gits_hint_and_clears_once_set(machines, remote):
+    """A new machine whose git has no identity: the commit fails; status says so with
+    git's own words; once the user sets one, the retry commits with no new change."""
+    from conftest import git
+    git("config", "--global", "--unset", "user.email")
+    git("config", "--global", "user.useConfigOnly", "true")  # no guessing from the host name
+    a = machines("a")
+    write(a, "first.txt", b"written before git knew who I am\n")
+    wait_until(lambda: "commit" in (a.status().get("failing") or {}), 30, 0.1, "the commit problem")
+    status = a.status()
+    assert status["problems"][0]["name"] == "commit"
+    assert "email" in status["problems"][0]["error"]
+    assert a.notify("status").stdout.startswith("NOT syncing: commit:")
+    git("config", "--global", "user.email", "me@example.org")
+    wait_until(lambda: remote.files().get(b"first.txt") is not None, 90, 0.2,
+               "the retry to commit and push")
+    wait_until(lambda: a.status().get("headline") == "in sync", 30, 0.1, "the problem to clear")
+    log = a.logtext()
+    assert log.count("commit failed") == 1 and log.count("commit works again") == 1
