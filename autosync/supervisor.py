@@ -96,7 +96,9 @@ class Program:
         self.next_start = 0.0
 
     def start(self):
+        # The programs read the same file: its warnings were said once, by us.
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     env=dict(os.environ, **{config.WARNED: "1"}),
                                      preexec_fn=_child_setup)
         self.started = time.monotonic()
         log.debug("started %s (PID %d)", self.name, self.proc.pid)
@@ -195,7 +197,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)
-    os.environ[config.WARNED] = "1"  # its programs read the same file: warned once is enough
     cli.trust("dvcs-autosync", cfg.socket)  # a squatted socket folder: start nothing
     take_pidfile(cfg.pidfile)
     if answers(cfg.socket):  # another config file, the same folder (and socket)
