@@ -2,9 +2,11 @@
 
 History is read with the config's logcmd, listcmd and restorecmd (git by
 default), so they work for any DVCS. A restore makes a file, a folder or the
-whole synced folder what it was at a moment: it writes the old files into the
-folder, removes those that did not exist then, and asks the running daemon to
-commit the result as one change whose message says what was restored.
+whole synced folder what it was at a moment: the running daemon commits the
+folder first (or nothing is restored), then the old files are written into
+the folder and those that did not exist then removed, never over a file that
+is not exactly in the newest commit (rewind.py), and the daemon commits the
+result as one change whose message says what was restored.
 """
 import argparse
 import collections
@@ -14,7 +16,7 @@ import re
 import sys
 import time
 
-from autosync import cli, commands
+from autosync import cli, commands, guarded
 from autosync.ignore import Ignore
 from autosync.messages import describe, printable, text_of
 from autosync.rewind import MODES, Rewind
@@ -161,7 +163,10 @@ class History:
             raise HistoryError("%s is not synced (DVCS metadata, editor junk, ignorepath or "
                                ".gitignore): restore leaves it alone" % printable(rel))
         rewind = Rewind(self, version.rev, rel, wanted, ignore)
-        changes = rewind.run(dry_run)
+        try:
+            changes = rewind.run(dry_run)
+        except guarded.Refused as e:  # before anything was written
+            raise HistoryError("cannot restore %s: %s" % (printable(rel), e)) from None
         failed = {path for path, _ in rewind.failed}
         return version, [c for c in changes if c.path not in failed], rewind.failed
 
@@ -213,7 +218,10 @@ SAID = {"restored": ("restored %s", "would restore %s"),
         "brought back": ("brought back %s", "would bring back %s"),
         "removed": ("removed %s (still in history)", "would remove %s (it stays in history)"),
         "kept": ("kept %s: it did not exist then, but it is not in history yet",
-                 "would keep %s: it did not exist then, but it is not in history yet")}
+                 "would keep %s: it did not exist then, but it is not in history yet"),
+        "changed": ("kept %s as it is: it is not in history as it is now",
+                    "would keep %s as it is: it is not in history as it is now")}
+KEPT = ("kept", "changed")  # what restore leaves as it is
 
 
 def summary(changes):
@@ -247,20 +255,34 @@ def ask_daemon(cfg, request, timeout=600.0):
         conn.close()
 
 
+def commit_first(cfg, done):
+    """Have the daemon commit the folder as it is now, before anything in it is
+    written -> its reply, or None when no daemon runs. HistoryError, saying why in
+    one line, when that commit cannot be made: paused, a rebase, a timeout, any
+    error of the daemon's (a push that failed after the commit is no such error:
+    what matters is that the folder is in history, here). `done`: "restored"..."""
+    reply = ask_daemon(cfg, {"cmd": "sync"})
+    if reply is None or reply.get("ok"):
+        return reply
+    error = str(reply.get("error") or "no reason given")
+    if error.startswith("push: "):
+        return reply
+    raise HistoryError("the daemon could not commit the folder first, so nothing was %s: "
+                       "%s" % (done, error))
+
+
 def rewind(cfg, history, rel, at, dry_run):
     """`restore`: print what changes, write it, and have the daemon commit it as one."""
     if not dry_run:
         # Everything in the folder goes into history first, so that what the restore
         # removes or overwrites can be brought back too, and "the last change" is
-        # the last one made, even one the daemon had not committed yet.
-        reply = ask_daemon(cfg, {"cmd": "sync"})
-        if reply is not None and not reply.get("ok") and \
-                str(reply.get("error", "")).startswith("commit"):
-            raise HistoryError("the daemon could not commit the folder as it is now, so "
-                               "nothing was restored: %s" % reply.get("error"))
+        # the last one made, even one the daemon had not committed yet. With no
+        # daemon, only what is exactly in the newest commit is written over.
+        commit_first(cfg, "restored")
     version, changes, failed = history.restore(rel, at, dry_run)
-    kept = [c for c in changes if c.action == "kept"]
-    changes = [c for c in changes if c.action != "kept"]
+    kept = [c for c in changes if c.action in KEPT]
+    changes = [c for c in changes if c.action not in KEPT]
+    held = sum(c.action == "changed" for c in kept)
     when = "%s (%s, %s on %s)" % (cli.show_time(version.time), version.rev[:12],
                                    version.action, version.host)
     for change in changes + kept:
@@ -268,14 +290,24 @@ def rewind(cfg, history, rel, at, dry_run):
     for path, why in failed:
         print("could not restore %s: %s" % (printable(path), why), file=sys.stderr)
     name = "the whole folder" if rel == "." else printable(rel)
+    but = ", but for %d kept as %s" % (held, "it is" if held == 1 else "they are") \
+        if held else ""
+    code = 1 if failed or (held and not dry_run) else 0
+    if held and not dry_run:
+        print("restore left %d path%s as %s: %s changed after the newest commit; run it again "
+              "once the daemon has committed %s" % (
+                  held, "" if held == 1 else "s", "it is" if held == 1 else "they are",
+                  "it" if held == 1 else "they", "it" if held == 1 else "them"),
+              file=sys.stderr)
     if not changes:
-        print("%s is already as it was at %s: nothing to do" % (name, when))
-        return 1 if failed else 0
+        if not held:
+            print("%s is already as it was at %s: nothing to do" % (name, when))
+        return code
     if dry_run:
-        print("would make %s as it was at %s: %s; nothing written"
-              % (name, when, summary(changes)))
-        return 0
-    print("%s is as it was at %s: %s" % (name, when, summary(changes)))
+        print("would make %s as it was at %s%s: %s; nothing written"
+              % (name, when, but, summary(changes)))
+        return code
+    print("%s is as it was at %s%s: %s" % (name, when, but, summary(changes)))
     reply = ask_daemon(cfg, {"cmd": "sync", "note": restore_note(rel, version)})
     if reply is None:
         print("no dvcs-autosync runs for %s: the restore is committed and synced when it "
@@ -288,7 +320,7 @@ def rewind(cfg, history, rel, at, dry_run):
     else:
         print("the daemon did not commit the restore: %s" % reply.get("error"), file=sys.stderr)
         return 1
-    return 1 if failed else 0
+    return code
 
 
 def print_versions(versions, out=sys.stdout):

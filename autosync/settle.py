@@ -6,16 +6,19 @@ docs/conflicts.md): HOST made the version in the copy, at that time. This
 module lists those copies (conflicts.find_copies) and settles one: `--keep
 mine` keeps the version this machine made, `--keep theirs` the other one; the
 version kept ends at the path, the copy goes, and the version dropped stays
-in history. The running daemon commits the result (a `sync` request, as
-`restore` does), so it reaches every machine as one change.
+in history. The running daemon commits first (or nothing is settled) and
+commits the result (a `sync` request, as `restore` does), so it reaches every
+machine as one change. Both writes go through guarded.Writer, each only over
+what the newest commit holds: an edit made after it is never overwritten.
 """
 import argparse
 import os
 import sys
 
-from autosync import cli
+from autosync import cli, guarded
 from autosync.conflicts import find_copies
-from autosync.history import History, HistoryError, ask_daemon
+from autosync.history import History, HistoryError, ask_daemon, commit_first
+from autosync.rewind import same
 from autosync.messages import printable
 
 NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
@@ -51,30 +54,60 @@ def note(copy, keep):
     return head + name
 
 
-def settle(cfg, copy, keep):
-    """Put the version to keep at the path and remove the copy -> what was done, one line."""
-    path, spare = (os.path.join(cfg.path, p) for p in (copy.path, copy.copy))
+def committed(cfg, history, rev, rel):
+    """guarded.Expect of the newest commit's version of rel, None if rel is in neither;
+    HistoryError if the file differs from it: it changed after that commit."""
+    full = os.path.join(cfg.path, rel)
+    listed = history.listing(rev, rel).get(rel)
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return None
+    data = history.content(rev, rel) if listed else None
+    if listed is None or not same(full, st, listed, data):
+        raise HistoryError("%s changed after the newest commit, so nothing was settled: run "
+                           "this again once the daemon has committed it" % printable(rel))
+    return guarded.Expect(listed, data=data)
+
+
+def settle(cfg, history, copy, keep):
+    """Put the version to keep at the path and remove the copy -> what was done, one line.
+    The folder is committed: each file is written only if it is still what the newest
+    commit holds."""
+    path = os.path.join(cfg.path, copy.path)
+    writer = guarded.Writer(cfg.path)
+    os.close(writer.folder(copy.copy))  # Refused: a folder on the way is a link or a file
     if os.path.isdir(path) and not os.path.islink(path):
         raise HistoryError("%s is a folder now: rename or remove %s by hand"
                            % (printable(copy.path), printable(copy.copy)))
+    rev = history.newest()
+    spare = committed(cfg, history, rev, copy.copy)
+    if spare is None:
+        raise HistoryError("%s is gone: nothing to settle" % printable(copy.copy))
     if (keep == "mine") == mine_is_copy(copy, cfg.hostname):
-        os.replace(spare, path)  # one rename: the path never lacks a version
+        # The copy's version at the path, then the copy goes: the path never lacks one.
+        here = committed(cfg, history, rev, copy.path)
+        if not writer.put(copy.path, spare.mode, spare.data, here):
+            raise HistoryError("%s changed just now, so nothing was settled: run this again "
+                               "once the daemon has committed it" % printable(copy.path))
+        if not writer.remove(copy.copy, spare):
+            return "%s now holds the version from %s; %s changed just now, so it stays" % (
+                printable(copy.path), copy.host, printable(copy.copy))
         return "%s now holds the version from %s" % (printable(copy.path), copy.host)
-    os.unlink(spare)
+    if not writer.remove(copy.copy, spare):
+        raise HistoryError("%s changed just now, so nothing was settled: run this again once "
+                           "the daemon has committed it" % printable(copy.copy))
     return "kept %s as it is; removed %s" % (printable(copy.path), printable(copy.copy))
 
 
 def keep_one(cfg, rel, keep):
+    history = History(cfg)
     copy = pick(find_copies(cfg.path), rel)
     # The daemon commits first, so that both versions, as they are now, are in history.
-    reply = ask_daemon(cfg, {"cmd": "sync"})
-    if reply is None:
+    if commit_first(cfg, "settled") is None:
         raise HistoryError("no dvcs-autosync runs for %s: start it first, so that both "
                            "versions are in history before one goes" % cfg.path)
-    if not reply.get("ok") and str(reply.get("error", "")).startswith("commit"):
-        raise HistoryError("the daemon could not commit the folder as it is now, so nothing "
-                           "was settled: %s" % reply.get("error"))
-    print(settle(cfg, copy, keep))
+    print(settle(cfg, history, copy, keep))
     reply = ask_daemon(cfg, {"cmd": "sync", "note": note(copy, keep)})
     if reply is None or not reply.get("ok"):
         print("the daemon did not commit it yet: %s" % (
@@ -122,8 +155,9 @@ def main(argv):
             listing(cfg)
             return 0
         return keep_one(cfg, History(cfg).relative(args.path), args.keep)
-    except (HistoryError, OSError) as e:
-        print("dvcs-autosync conflicts: %s" % (e if isinstance(e, HistoryError) else
-                                               "%s: %s" % (e.filename, e.strerror)),
-              file=sys.stderr)
+    except (HistoryError, guarded.Refused) as e:
+        print("dvcs-autosync conflicts: %s" % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("dvcs-autosync conflicts: %s: %s" % (e.filename, e.strerror), file=sys.stderr)
         return 1
