@@ -13,10 +13,11 @@ import collections
 import datetime
 import os
 import re
+import subprocess
 import sys
 import time
 
-from autosync import cli, commands, guarded
+from autosync import cli, commands, gitrepo, guarded
 from autosync.ignore import Ignore
 from autosync.messages import describe, printable, text_of
 from autosync.rewind import MODES, Rewind
@@ -95,6 +96,7 @@ class History:
                                    "(see docs/beyond-git.md)"
                                    % (cfg.file, name, wanted, template.text))
             self.cmd[name] = template
+        self.gitdir = False  # the repository's git folder, None if it is no git; read once
 
     def relative(self, path):
         """PATH as given on the command line -> the path relative to the folder ("." for it).
@@ -179,13 +181,44 @@ class History:
 
     def listing(self, rev, rel):
         """{path: mode} of the files at or below `rel` at `rev` (listcmd)."""
+        return {path: entry[0] for path, entry in self.entries(rev, rel).items()}
+
+    def entries(self, rev, rel):
+        """{path: (mode, git blob id or None)} of the files at or below `rel` at `rev`."""
         try:
             output = self.cmd["listcmd"].output_bytes(rev, rel, cwd=self.cfg.path)
         except commands.CommandFailed as e:
             raise HistoryError("listing %s at %s failed (is [dvcs] listcmd right for your "
                                "DVCS? see docs/beyond-git.md): %s" % (rel, rev[:12], e)) from None
-        return {path: mode for path, mode in parse_list(output).items()
+        return {path: entry for path, entry in parse_entries(output).items()
                 if rel == "." or path == rel or path.startswith(rel + "/")}
+
+    # --- what the newest commit holds, for the guarded writer --------------------------
+
+    def is_git(self):
+        if self.gitdir is False:
+            self.gitdir = gitrepo.git_dir(self.cfg.path)
+        return self.gitdir is not None
+
+    def expect(self, rev, path, entry):
+        """guarded.Expect of the version of path at rev, given its entries() entry: by
+        git blob id when listcmd printed one (git compares it as `git status` does,
+        through clean filters: git-annex, line endings), else by restorecmd's bytes."""
+        mode, oid = entry
+        if oid is not None and self.is_git():
+            return guarded.Expect(mode, oid=oid)
+        return guarded.Expect(mode, data=self.content(rev, path))
+
+    def confirm(self, rel, data):
+        """The blob id git would store for `data` at rel (its clean filters applied)."""
+        done = subprocess.run(["git", "hash-object", "--stdin", "--path", rel], input=data,
+                              cwd=self.cfg.path, env=commands.environment(),
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        return done.stdout.decode("ascii", "replace").strip() if done.returncode == 0 else None
+
+    def writer(self):
+        """The guarded writer for the folder (`confirm` with git)."""
+        return guarded.Writer(self.cfg.path, confirm=self.confirm if self.is_git() else None)
 
     def content(self, rev, rel):
         """A file's content (a link's target) at `rev`: restorecmd's last command's stdout."""
@@ -199,18 +232,27 @@ class History:
 def parse_list(output):
     """listcmd's output -> {path: mode}: records "MODE[ MORE]<TAB>PATH", ended by NUL (or by
     newlines when there is no NUL at all); git ls-tree's own format is one such."""
+    return {path: entry[0] for path, entry in parse_entries(output).items()}
+
+
+def parse_entries(output):
+    """listcmd's output -> {path: (mode, blob id)}; the id is MORE's when it reads as git
+    ls-tree's "blob ID", else None."""
     text = os.fsdecode(output)
     found = {}
     for record in text.split("\0") if "\0" in text else text.split("\n"):
         if not record.strip("\n"):
             continue
         meta, tab, path = record.partition("\t")
-        mode = meta.strip().split(" ")[0]
+        words = meta.strip().split(" ")
+        mode = words[0]
         if not tab or not path or not re.fullmatch(r"[0-7]{6}", mode):
             raise HistoryError("listcmd printed %r, expected 'MODE<TAB>PATH' records"
                                % record[:80])
+        oid = words[2] if len(words) == 3 and words[1] == "blob" and \
+            re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", words[2]) else None
         if mode in MODES:  # 160000 (a nested repository) and others are left alone
-            found[os.path.normpath(path)] = mode
+            found[os.path.normpath(path)] = (mode, oid)
     return found
 
 

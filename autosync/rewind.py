@@ -55,8 +55,8 @@ class Rewind:
         self.root = history.cfg.path
         self.ignore = ignore
         self.wanted = {p: m for p, m in wanted.items() if not self.ignore(p)}
-        self.writer = guarded.Writer(self.root)
-        self.newest = None  # (revision, {path: mode} at or below rel), read when needed
+        self.writer = history.writer()
+        self.newest = None  # (revision, {path: entry} at or below rel), read when needed
         self.staging = None  # the folder holding the fetched contents
         self.staged = 0  # how many it holds
         self.failed = []  # (path, why) of what could not be written or removed
@@ -76,7 +76,7 @@ class Rewind:
         top = self.full(self.rel)  # (history.py refuses a rel that is ignored)
         try:
             st = os.lstat(top)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # (check_way ran just before)
             return {}
         if not stat.S_ISDIR(st.st_mode):
             return {self.rel: st} if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else {}
@@ -98,18 +98,17 @@ class Rewind:
                     found[rel] = st
         return found
 
-    def committed(self, path, st):
+    def committed(self, path):
         """guarded.Expect of the newest commit's version if the file at path is exactly
         that; None if it differs or is not in history (then it is never overwritten)."""
         if self.newest is None:
             rev = self.history.newest()
-            self.newest = rev, self.history.listing(rev, self.rel)
+            self.newest = rev, self.history.entries(rev, self.rel)
         rev, listed = self.newest
-        mode = listed.get(path)
-        if mode is None:
+        if path not in listed:
             return None
-        data = self.history.content(rev, path)
-        return guarded.Expect(mode, data=data) if same(self.full(path), st, mode, data) else None
+        expect = self.history.expect(rev, path, listed[path])
+        return expect if self.writer.holds(path, expect) else None
 
     def run(self, dry_run):
         self.check_way()
@@ -123,7 +122,7 @@ class Rewind:
                 if path in now:
                     if same(self.full(path), now[path], mode, data):
                         continue
-                    expect = self.committed(path, now[path])
+                    expect = self.committed(path)
                     if expect is None:
                         changes.append(Change("changed", path))
                         continue
@@ -131,7 +130,7 @@ class Rewind:
                 if not dry_run:
                     writes.append((path, mode, self.stage(data), expect))
             for path in sorted(p for p in now if p not in self.wanted):
-                expect = self.committed(path, now[path])
+                expect = self.committed(path)
                 if expect is None:
                     listed = self.newest[1]
                     changes.append(Change("changed" if path in listed else "kept", path))

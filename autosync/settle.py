@@ -18,7 +18,6 @@ import sys
 from autosync import cli, guarded
 from autosync.conflicts import find_copies
 from autosync.history import History, HistoryError, ask_daemon, commit_first
-from autosync.rewind import same
 from autosync.messages import printable
 
 NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
@@ -54,20 +53,44 @@ def note(copy, keep):
     return head + name
 
 
-def committed(cfg, history, rev, rel):
+def changed(rel):
+    return HistoryError("%s changed after the newest commit, so nothing was settled: run this "
+                        "again once the daemon has committed it" % printable(rel))
+
+
+def committed(history, writer, rev, rel):
     """guarded.Expect of the newest commit's version of rel, None if rel is in neither;
-    HistoryError if the file differs from it: it changed after that commit."""
-    full = os.path.join(cfg.path, rel)
-    listed = history.listing(rev, rel).get(rel)
-    try:
-        st = os.lstat(full)
-    except FileNotFoundError:
+    HistoryError if what is there differs from it: it changed after that commit."""
+    entry = history.entries(rev, rel).get(rel)
+    if not os.path.lexists(os.path.join(history.cfg.path, rel)):
         return None
-    data = history.content(rev, rel) if listed else None
-    if listed is None or not same(full, st, listed, data):
-        raise HistoryError("%s changed after the newest commit, so nothing was settled: run "
-                           "this again once the daemon has committed it" % printable(rel))
-    return guarded.Expect(listed, data=data)
+    expect = history.expect(rev, rel, entry) if entry else None
+    if expect is None or not writer.holds(rel, expect):
+        raise changed(rel)
+    return expect
+
+
+def version_in(history, writer, rel, expect):
+    """The bytes of rel (a link's target) on disk, checked to be `expect`'s: the
+    version to put at the file, as checked out (git-annex: the content, not a pointer)."""
+    fd = writer.folder(rel)
+    name = os.path.basename(rel)
+    try:
+        if expect.mode == guarded.LINK:
+            data = os.fsencode(os.readlink(name, dir_fd=fd))
+        else:
+            with open(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
+                data = f.read()
+    finally:
+        os.close(fd)
+    if expect.data is not None:
+        ok = data == expect.data
+    else:
+        ok = guarded.blob_id(len(data), [data], len(expect.oid)) == expect.oid or \
+            (writer.confirm is not None and writer.confirm(rel, data) == expect.oid)
+    if not ok:
+        raise changed(rel)
+    return data
 
 
 def settle(cfg, history, copy, keep):
@@ -75,19 +98,20 @@ def settle(cfg, history, copy, keep):
     The folder is committed: each file is written only if it is still what the newest
     commit holds."""
     path = os.path.join(cfg.path, copy.path)
-    writer = guarded.Writer(cfg.path)
+    writer = history.writer()
     os.close(writer.folder(copy.copy))  # Refused: a folder on the way is a link or a file
     if os.path.isdir(path) and not os.path.islink(path):
         raise HistoryError("%s is a folder now: rename or remove %s by hand"
                            % (printable(copy.path), printable(copy.copy)))
     rev = history.newest()
-    spare = committed(cfg, history, rev, copy.copy)
+    spare = committed(history, writer, rev, copy.copy)
     if spare is None:
         raise HistoryError("%s is gone: nothing to settle" % printable(copy.copy))
     if (keep == "mine") == mine_is_copy(copy, cfg.hostname):
         # The copy's version at the path, then the copy goes: the path never lacks one.
-        here = committed(cfg, history, rev, copy.path)
-        if not writer.put(copy.path, spare.mode, spare.data, here):
+        here = committed(history, writer, rev, copy.path)
+        data = version_in(history, writer, copy.copy, spare)
+        if not writer.put(copy.path, spare.mode, data, here):
             raise HistoryError("%s changed just now, so nothing was settled: run this again "
                                "once the daemon has committed it" % printable(copy.path))
         if not writer.remove(copy.copy, spare):

@@ -523,6 +523,26 @@ def test_restore_while_paused_refuses_and_the_edit_survives(machines, remote):
 
 
 @pytest.mark.e2e
+def test_restore_in_the_middle_of_a_rebase_refuses_and_the_edit_survives(machines, remote):
+    a = machines("a")
+    notes = os.path.join(a.path, "notes.txt")
+    write(a, "notes.txt", b"version 1\n")
+    settle(a, remote)
+    time.sleep(1.1)
+    write(a, "notes.txt", b"version 2\n")
+    settle(a, remote)
+    # A rebase the user started stops after its first commit (its --exec fails).
+    git("rebase", "--exec", "false", "HEAD~1", cwd=a.path, check=False)
+    assert os.path.isdir(os.path.join(a.path, ".git", "rebase-merge"))
+    write(a, "notes.txt", b"edited in the middle of a rebase\n")
+    error = one_line_error(run("restore", notes, "--config", a.config))
+    assert error.startswith("dvcs-autosync restore: the daemon could not commit the folder "
+                            "first, so nothing was restored: "), error
+    assert "the repository is in the middle of a rebase" in error
+    assert open(notes, "rb").read() == b"edited in the middle of a rebase\n"
+
+
+@pytest.mark.e2e
 def test_restore_through_a_symlinked_folder_is_refused(machines, remote, tmp_path):
     a = machines("a")
     write(a, "docs/a.txt", b"version 1\n")

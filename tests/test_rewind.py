@@ -2,6 +2,7 @@
 import os
 from types import SimpleNamespace
 
+from autosync import guarded
 from autosync.ignore import Ignore
 from autosync.rewind import EXECUTABLE, LINK, Rewind, same
 
@@ -22,8 +23,14 @@ class FakeHistory:
     def newest(self):
         return "HEAD"
 
-    def listing(self, rev, rel):
-        return {p: PLAIN for p in self.newest_files}
+    def entries(self, rev, rel):
+        return {p: (PLAIN, None) for p in self.newest_files}
+
+    def expect(self, rev, path, entry):
+        return guarded.Expect(entry[0], data=self.content(rev, path))
+
+    def writer(self):
+        return guarded.Writer(self.cfg.path)
 
 
 def rewind(root, wanted, old, newest, rel="."):
