@@ -336,11 +336,10 @@ def rewind(cfg, history, rel, at, dry_run):
         if held else ""
     code = 1 if failed or (held and not dry_run) else 0
     if held and not dry_run:
-        print("restore left %d path%s as %s: %s changed after the newest commit; run it again "
-              "once the daemon has committed %s" % (
-                  held, "" if held == 1 else "s", "it is" if held == 1 else "they are",
-                  "it" if held == 1 else "they", "it" if held == 1 else "them"),
-              file=sys.stderr)
+        print("restore left %s: run it again once the daemon has committed %s" % (
+            "1 path as it is: it changed after the newest commit" if held == 1 else
+            "%d paths as they are: they changed after the newest commit" % held,
+            "it" if held == 1 else "them"), file=sys.stderr)
     if not changes:
         if not held:
             print("%s is already as it was at %s: nothing to do" % (name, when))

@@ -15,6 +15,7 @@ import collections
 import os
 import shutil
 import stat
+import tempfile
 
 from autosync import guarded
 from autosync.paths import METADATA
@@ -148,8 +149,8 @@ class Rewind:
     def stage(self, data):
         """Keep one old content in the staging folder until the burst; -> its name."""
         if self.staging is None:
-            self.staging = os.path.join(self.root, ".autosync-restore.%d~" % os.getpid())
-            os.mkdir(self.staging, 0o700)
+            self.staging = tempfile.mkdtemp(prefix=".autosync-restore.", suffix="~",
+                                            dir=self.root)
         name = os.path.join(self.staging, "%d~" % self.staged)
         self.staged += 1
         with open(name, "xb") as out:

@@ -59,8 +59,9 @@ def changed(rel):
 
 
 def committed(history, writer, rev, rel):
-    """guarded.Expect of the newest commit's version of rel, None if rel is in neither;
-    HistoryError if what is there differs from it: it changed after that commit."""
+    """guarded.Expect of the newest commit's version of rel, None if nothing is at rel;
+    HistoryError if what is there differs from it: it changed after that commit (or was
+    never committed)."""
     entry = history.entries(rev, rel).get(rel)
     if not os.path.lexists(os.path.join(history.cfg.path, rel)):
         return None
@@ -70,7 +71,7 @@ def committed(history, writer, rev, rel):
     return expect
 
 
-def version_in(history, writer, rel, expect):
+def version_in(writer, rel, expect):
     """The bytes of rel (a link's target) on disk, checked to be `expect`'s: the
     version to put at the file, as checked out (git-annex: the content, not a pointer)."""
     fd = writer.folder(rel)
@@ -110,7 +111,7 @@ def settle(cfg, history, copy, keep):
     if (keep == "mine") == mine_is_copy(copy, cfg.hostname):
         # The copy's version at the path, then the copy goes: the path never lacks one.
         here = committed(history, writer, rev, copy.path)
-        data = version_in(history, writer, copy.copy, spare)
+        data = version_in(writer, copy.copy, spare)
         if not writer.put(copy.path, spare.mode, data, here):
             raise HistoryError("%s changed just now, so nothing was settled: run this again "
                                "once the daemon has committed it" % printable(copy.path))

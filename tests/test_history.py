@@ -148,6 +148,8 @@ def test_parse_list_takes_git_ls_tree_and_plain_records():
                                              "photos/link": "120000"}
     assert history.parse_list(b"100644\tx\n100755\ty z\n") == {"x": "100644", "y z": "100755"}
     assert history.parse_list(b"") == {}
+    assert history.parse_entries(b"100644 blob " + b"1f" * 20 + b"\tx\x00100755\ty\x00") == {
+        "x": ("100644", "1f" * 20), "y": ("100755", None)}
     with pytest.raises(history.HistoryError):
         history.parse_list(b"photos/a.jpg\0")
 
@@ -566,3 +568,11 @@ def test_restore_through_a_symlinked_folder_is_refused(machines, remote, tmp_pat
     assert os.path.islink(os.path.join(a.path, "docs"))
     settle(a, remote)
     assert "restore of" not in remote.log("--format=%B")
+    # Restoring docs itself takes the link away (it is in history) and brings the
+    # folder back; the other disk is not touched.
+    assert restore(a, "docs")[:2] == [
+        "removed docs (still in history)", "brought back docs/a.txt"]
+    assert not os.path.islink(os.path.join(a.path, "docs"))
+    assert a.read("docs/a.txt") == b"version 2\n"
+    assert os.listdir(elsewhere) == ["a.txt"]
+    assert (elsewhere / "a.txt").read_bytes() == b"on the other disk, never in history\n"
