@@ -8,9 +8,12 @@ import sys
 import threading
 import time
 
+from types import SimpleNamespace
+
 import pytest
 
 from autosync import guarded, history
+from autosync.protocol import Server
 from conftest import git, tree, wait_until
 from test_conflicts import share
 
@@ -48,6 +51,34 @@ def test_a_config_file_named_log_is_still_a_config(tmp_path):
     result = run("log", cwd=str(tmp_path))
     assert result.returncode == 2
     assert "log: [autosync] readfrequency: expected" in result.stderr
+
+
+@pytest.mark.parametrize("reply, goes_on", [
+    ({"ok": True, "committed": True, "pushed": True}, True),
+    ({"ok": True, "committed": False, "pushed": False}, True),  # nothing was pending
+    ({"ok": False, "committed": True, "pushed": False, "error": "push: remote unreachable"}, True),
+    ({"ok": False, "error": "sync did not finish in time"}, False),
+    ({"ok": False, "committed": False, "pushed": False,
+      "error": "commit: left out of the commit, the rest is committed: big.iso (too large)"}, False),
+    ({"ok": False, "error": "syncing is paused since 2026-12-04 18:00:00: nothing is committed, "
+                            "pushed or pulled until autosync-notify resume"}, False),
+])
+def test_restore_goes_on_only_once_the_daemon_committed_the_folder(tmp_path, reply, goes_on):
+    """The daemon's replies to `sync` (committer.py's wording), from a socket server."""
+    cfg = SimpleNamespace(socket=str(tmp_path / "run" / "s.sock"))
+    server = Server(cfg.socket, lambda message, client: reply)
+    server.start()
+    try:
+        if goes_on:
+            assert history.commit_first(cfg, "restored") == reply
+        else:
+            with pytest.raises(history.HistoryError) as e:
+                history.commit_first(cfg, "restored")
+            assert str(e.value) == "the daemon could not commit the folder first, so nothing " \
+                                   "was restored: " + reply["error"]
+    finally:
+        server.close()
+    assert history.commit_first(cfg, "restored") is None  # no daemon: the writer's check only
 
 
 # --- end to end ------------------------------------------------------------------------
