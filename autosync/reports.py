@@ -36,9 +36,13 @@ class Reports:
         """op failed: said (log, `failed` event) when it starts failing or fails anew in
         other words, and kept in the status' `failing` until op works again."""
         text = "%s: %s" % (op, error)
+        # The same failure in other words is news; the same words around another command
+        # line (a commit's message differs at each try) are not.
+        key = getattr(error, "output", None) or str(error)
         with self.cond:
-            failing = self.status_fields["failing"]
-            new, failing[op] = failing.get(op) != text, text
+            keys = self.__dict__.setdefault("failure_keys", {})
+            new = op not in self.status_fields["failing"] or keys.get(op) != key
+            keys[op], self.status_fields["failing"][op] = key, text
         quiet = quiet or not new
         if not quiet:
             log.error("%s failed: %s", op, error)
