@@ -189,3 +189,13 @@ def test_find_copies_skips_metadata(tmp_path):
         os.makedirs(os.path.dirname(str(tmp_path / rel)), exist_ok=True)
         (tmp_path / rel).write_text("x")
     assert [c.copy for c in conflicts.find_copies(str(tmp_path))] == sorted(copies)
+
+
+def test_a_copy_of_a_copy_of_a_long_name_fits_the_file_system(tmp_path):
+    long = "é" * 100 + ".txt"  # 204 bytes
+    first = conflicts.copy_name(long, "laptop", 1700000000, lambda n: True)
+    second = conflicts.copy_name(first, "desktop", 1700000100, lambda n: True)
+    for name in (first, second):
+        assert len(os.fsencode(name)) <= 255
+        (tmp_path / name).write_bytes(b"x")  # the file system takes it
+    assert second.endswith(").txt") and "conflict from desktop" in second
