@@ -67,11 +67,16 @@ def release_pidfile(path):
 
 
 def _is_autosync(pid):
+    """Whether `pid` runs a dvcs-autosync (ours, by launcher or module, or the original's)."""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return b"autosync" in f.read()
+            args = f.read().split(b"\0")
     except OSError:
         return True  # cannot tell: better refuse than run twice
+    # By its arguments, not anywhere in the text: the Python running another program
+    # may itself live in a folder named after us (/opt/autosync-test/venv/bin/python3).
+    return any(os.path.basename(arg) == b"dvcs-autosync" or arg == b"autosync.supervisor"
+               for arg in args)
 
 
 SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM}

@@ -94,6 +94,26 @@ def test_a_live_autosync_is_refused_with_exit_1_and_its_pid(tmp_path, spawn, cap
     assert read(path) == "%d\n" % running.pid  # left alone
 
 
+@pytest.mark.parametrize("how, theirs", [
+    # A Python that lives in a folder named after us (the tests' venv) runs something else.
+    ("venv/bin/python3", False),
+    ("-m autosync.supervisor", True),  # ours, as the supervisor starts from a checkout
+    ("/venv/bin/dvcs-autosync", True),  # ours, through a launcher; or the original
+])
+def test_what_counts_as_a_running_autosync(tmp_path, spawn, how, theirs):
+    folder = tmp_path / "autosync-test" / "venv" / "bin"
+    folder.mkdir(parents=True)
+    python = folder / "python3"
+    python.symlink_to(sys.executable)
+    wait = "import sys; print('ready', flush=True); sys.stdin.read()"
+    argv = {"venv/bin/python3": [str(python), "-c", wait],
+            "-m autosync.supervisor": [str(python), "-c", wait, "-m", "autosync.supervisor"],
+            "/venv/bin/dvcs-autosync": [str(python), "-c", wait, "/venv/bin/dvcs-autosync"]}
+    other = spawn(argv[how])
+    assert other.stdout.readline() == b"ready\n"
+    assert supervisor._is_autosync(other.pid) is theirs
+
+
 def test_release_pidfile_removes_only_our_own(tmp_path, spawn):
     path = str(tmp_path / "autosync.pid")
     supervisor.release_pidfile(path)  # none: nothing to do
