@@ -332,3 +332,54 @@ def test_a_config_warning_is_said_once_per_start(machines, remote):
     time.sleep(1)  # every program has read the config by now
     assert a.logtext().count("pathh") == 1, a.logtext()
     a.stop()
+
+
+# --- What the main command understands -----------------------------------------------------
+
+def run_module(module, *args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "autosync." + module] + list(args), cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_dvcs_autosync_status_is_autosync_notify_status(machines, remote):
+    a = machines("a")
+    told = run_module("notify", "--config", a.config, "status")
+    assert told.returncode == 0 and "state:       idle" in told.stdout, told.stderr
+    for argv in (["status", "--config", a.config], ["--config", a.config, "status"],
+                 ["--config=" + a.config, "status"]):
+        said = run_module("supervisor", *argv)
+        assert (said.returncode, said.stdout, said.stderr) == (0, told.stdout, ""), argv
+    # From inside the folder, as autosync-notify finds its daemon.
+    here = run_module("supervisor", "status", cwd=a.path)
+    assert (here.returncode, here.stdout) == (0, told.stdout), here.stderr
+
+
+def test_a_config_file_named_status_is_still_a_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "status").write_text("[autosync]\n")
+    assert supervisor.command(["status"]) is None
+    assert supervisor.command(["--config", "x", "log", "a.txt"]) == ["log", "a.txt",
+                                                                    "--config", "x"]
+
+
+@pytest.mark.parametrize("module", ["supervisor", "committer", "watcher", "xmpp", "desktop",
+                                    "tray", "notify"])
+def test_every_program_takes_config_and_tells_a_folder_given_for_it(module, tmp_path,
+                                                                    private_home):
+    folder = tmp_path / "Sync"
+    (folder / ".git").mkdir(parents=True)
+    argv = ["--config", str(folder)] + (["status"] if module == "notify" else [])
+    result = run_module(module, *argv)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("%s: a folder, where a config file is expected; to sync "
+                                    "it, write the config file: printf " % folder), result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_the_main_command_tells_a_folder_given_as_its_argument(tmp_path, private_home):
+    folder = tmp_path / "Sync"
+    folder.mkdir()
+    result = run_module("supervisor", str(folder))
+    assert result.returncode == 2
+    assert result.stderr.startswith("%s: a folder, where a config file is expected" % folder)
+    assert "cannot read" not in result.stderr
