@@ -210,24 +210,21 @@ def _known_keys(file, sections, warnings, hints):
             log.info("%s: section [%s] was never implemented; ignored", file, name)
         elif name not in KEYS:
             meant = _nearest(name, KEYS)
-            said = "[%s]: unknown section" % name
+            advice = "; did you mean [%s]?" % meant if meant else ""
             if meant:
-                said += "; did you mean [%s]?" % meant
-                hints.setdefault((meant, None), said)
-            warnings.append("%s: %s" % (file, said.replace(";", ", ignored;", 1) if meant
-                                        else said + ", ignored"))
+                hints.setdefault((meant, None), "[%s]: unknown section%s" % (name, advice))
+            warnings.append("%s: [%s]: unknown section, ignored%s" % (file, name, advice))
         else:
             known[name] = {}
             for key, (value, number) in keys.items():
                 if key in KEYS[name]:
                     known[name][key] = value
                     continue
-                said, meant = _unknown_key(name, key)
+                advice, meant = _unknown_key(name, key)
                 if meant:
-                    hints.setdefault(meant, "line %d: %s" % (number, said))
-                warnings.append("%s: line %d: [%s] %s" % (file, number, name,
-                                said.replace(";", ", ignored;", 1) if meant
-                                else said + ", ignored"))
+                    hints.setdefault(meant, "line %d: %s: unknown key%s" % (number, key, advice))
+                warnings.append("%s: line %d: [%s] %s: unknown key, ignored%s"
+                                % (file, number, name, key, advice))
     return known
 
 
@@ -238,15 +235,15 @@ def _nearest(name, names):
 
 
 def _unknown_key(section, key):
-    """('KEY: unknown key; did you mean ...?', the (section, key) meant) or (..., None)."""
+    """What to say of an unknown key ('; did you mean ...?', or ''), and the (section, key)
+    it probably stands for (or None)."""
     elsewhere = [name for name, keys in KEYS.items() if key in keys]
     if elsewhere:
-        return ("%s: unknown key; it belongs in [%s]" % (key, elsewhere[0]),
-                (elsewhere[0], key))
+        return "; it belongs in [%s]" % elsewhere[0], (elsewhere[0], key)
     meant = _nearest(key, KEYS[section])
     if meant:
-        return "%s: unknown key; did you mean %s?" % (key, meant), (section, meant)
-    return "%s: unknown key" % key, None
+        return "; did you mean %s?" % meant, (section, meant)
+    return "", None
 
 
 def _with_hint(error, hints):
