@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/install.sh
-# This checkout's code, not the copy installed in the venv (which may be another
-# checkout's): the programs the tests start inherit it.
+venv=${AUTOSYNC_VENV:-/opt/autosync-test/venv}
+# The venv's programs on PATH (some tests run `dvcs-autosync` by name, as users do),
+# running this checkout's code, not the copy installed in the venv (which may be
+# another checkout's): the programs the tests start inherit both.
+export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-exec "${AUTOSYNC_VENV:-/opt/autosync-test/venv}/bin/python3" -m pytest -q -m "not slow" "$@"
+exec "$venv/bin/python3" -m pytest -q -m "not slow" "$@"
