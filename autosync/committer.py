@@ -89,13 +89,17 @@ class Committer(Reports, Everyday):
         self.notes = []  # what the next sync's commit message says first (e.g. a restore)
         self.init_everyday(cfg)
         self.push_at = None  # when the next push is due
+        self.push_owed = False  # the last push failed: the retry pushes, whatever the count
+        self.told_still_unpushed = False  # said once that a push left commits unpushed
+        self.url = ""  # the remote's address, for announcements (remoteurlcmd)
         self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
         self.backoff = backoffs()
         self.link_up = False  # the XMPP listener tells us when it is up
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
-                              "unpushed": 0, "last_error": None, "conflicts": [],
+                              "unpushed": 0, "upstream": None,
+                              "last_error": None, "conflicts": [],
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
                               "paused": self.paused.fields(),
@@ -154,10 +158,13 @@ class Committer(Reports, Everyday):
             with self.cond:
                 changed, self.link_up = up != self.link_up, up
                 self.status_fields["link"] = "up" if up else "down"
+                # The listener announces this revision unless it already has: a push
+                # made before it logged in or subscribed is not missed.
+                upstream, url = self.status_fields["upstream"], self.url
                 self.cond.notify_all()
             if changed:  # the tray shows a machine without announcements as offline
                 self.event("link", up=up)
-            return {"ok": True}
+            return {"ok": True, "upstream": upstream, "url": url}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
 
     def watch_reported(self, message):
@@ -202,6 +209,10 @@ class Committer(Reports, Everyday):
 
     def startup(self):
         self.repo.recover()
+        url = self.repo.remote_url()
+        with self.cond:
+            self.url = url
+        self.recount(upstream=True)  # what an earlier run left unpushed
         if self.paused.active():
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.paused.since))
@@ -297,19 +308,31 @@ class Committer(Reports, Everyday):
         machines (the original among them) would pull for nothing."""
         with self.cond:
             self.push_at = None
-            unpushed = self.status_fields["unpushed"]
-            if not unpushed and not force:
+            unpushed, owed = self.status_fields["unpushed"], self.push_owed
+            if not unpushed and not force and not owed:
                 return None
-        if not self.repo.push(expect_new=unpushed > 0):
+        if not self.repo.push(expect_new=unpushed > 0 or owed):
+            with self.cond:
+                self.push_owed = True  # another DVCS cannot count: retry all the same
             return False
         url = self.repo.remote_url()
         with self.cond:
+            self.push_owed = False
+            self.status_fields["unpushed"] = 0  # another DVCS; git's count follows
+        left = self.recount(upstream=True)
+        with self.cond:
             self.push_at = None
+            self.url = url
             self.own_last = None  # pushed: never reworded
-            self.status_fields.update(unpushed=0, last_push={"time": time.time(), "url": url},
+            self.status_fields.update(last_push={"time": time.time(), "url": url},
                                       last_error=self.repo.commit_error)  # still said if so
+            upstream = self.status_fields["upstream"]
+        if left and not self.told_still_unpushed:
+            self.told_still_unpushed = True  # pushcmd pushes elsewhere than the upstream branch?
+            log.warning("the push worked, yet %d commit(s) are still not on the upstream branch "
+                        "(does pushcmd push to another remote or branch?)", left)
         if self.repo.pushed_new:
-            self.event("pushed", url=url, source="committer")
+            self.event("pushed", url=url, source="committer", rev=upstream or "")
         return True
 
     def finish(self, kind, ticket, result):

@@ -47,6 +47,7 @@ class Repository:
         self.commit_error = None  # why the last commit failed or left something out
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
+        self.told_no_upstream = False  # said once that unpushed() counts without one
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
@@ -255,6 +256,24 @@ class Repository:
         after = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
         return True
+
+    def unpushed(self):
+        """How many commits the remote lacks, read from git (docs/protocol.md, `unpushed`);
+        None with another DVCS, which cannot say (the committer counts its commits)."""
+        counted = gitrepo.unpushed(self.folder) if self.gitdir else None
+        if counted is None:
+            return None
+        count, upstream = counted
+        if not upstream and not self.told_no_upstream:
+            self.told_no_upstream = True
+            log.warning("the branch checked out has no upstream branch: commits on no remote "
+                        "branch count as not pushed (to set one: git push -u origin HEAD)")
+        return count
+
+    def upstream(self):
+        """The upstream branch's revision as our last push or fetch left it (git), or None."""
+        rev = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
+        return os.fsdecode(rev) if rev else None
 
     def remote_url(self):
         try:

@@ -17,12 +17,14 @@ class Host(Reports):
         self.cfg = config(tmp_path, **settings)
         self.cond = threading.Condition()
         self.status_fields = {"state": "idle", "last_error": None, "last_commit": None,
-                              "last_pull": None, "unpushed": 0}
+                              "last_pull": None, "unpushed": 0,
+                              "upstream": None}
         self.backoff = backoffs()
         self.retry_at = {"commit": None, "pull": None}
         self.push_at = self.next_timer_pull = self.own_last = None
         self.server = FakeServer(str(tmp_path / "s"), None)
-        self.repo = type("Repo", (), {"head": lambda self: "abc123"})()
+        self.repo = type("Repo", (), {"head": lambda self: "abc123", "unpushed": lambda self: None,
+                                      "upstream": lambda self: None})()
 
 
 def test_a_commit_is_counted_timed_for_its_push_and_published(tmp_path):
