@@ -6,9 +6,10 @@ sends it batches, the XMPP listener asks it to pull, and everyone may
 subscribe to what it does.
 
 One worker thread does all repository work, one thing at a time, and
-decides when: pushes after `pushdelay`, retries after a backoff, pulls on a
-timer while no XMPP link says when. Socket threads only queue work and wait
-for it.
+decides when: pushes after `pushdelay`, retries after a backoff (while git
+counts unpushed commits, or the last push failed), pulls on a timer while no
+XMPP link says when (`pullinterval`) and, slower, while one does
+(`safetypull`). Socket threads only queue work and wait for it.
 
 While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push). Pause, resume, describe: everyday.py.
@@ -96,6 +97,7 @@ class Committer(Reports, Everyday):
         self.backoff = backoffs()
         self.link_up = False  # the XMPP listener tells us when it is up
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
+        self.next_safety_pull = time.monotonic() + cfg.safetypull if cfg.safetypull else None
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "upstream": None,
@@ -248,14 +250,20 @@ class Committer(Reports, Everyday):
         if self.paused.active():
             return None if self.paused.until is None else \
                 max(0.0, self.paused.until - time.time())
-        deadlines = [t for t in (self.push_at, self.next_timer_pull, *self.retry_at.values())
+        deadlines = [t for t in (self.push_at, self._timer_pull_at(), *self.retry_at.values())
                      if t is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
+    def _timer_pull_at(self):
+        """When the next timer pull is due: every pullinterval while no XMPP link says
+        when to pull; while one does, every safetypull, in case a message was lost."""
+        if self.cfg.syncmethod == "xmpp" and self.link_up:
+            return self.next_safety_pull
+        return self.next_timer_pull
+
     def _timer_pull_due(self, now):
-        # With XMPP up, announcements tell us when to pull; otherwise pull on a timer.
-        return (self.next_timer_pull is not None and now >= self.next_timer_pull
-                and (self.cfg.syncmethod != "xmpp" or not self.link_up))
+        due = self._timer_pull_at()
+        return due is not None and now >= due
 
     def step(self):
         with self.cond:

@@ -86,6 +86,8 @@ class Reports:
             self.own_last = None  # a merge or another's commit may be on top now
             if self.cfg.pullinterval:
                 self.next_timer_pull = time.monotonic() + self.cfg.pullinterval
+            if self.cfg.safetypull:
+                self.next_safety_pull = time.monotonic() + self.cfg.safetypull
             if ok and self.status_fields["unpushed"]:
                 self.push_at = time.monotonic()  # a merge may wait to go out too
 

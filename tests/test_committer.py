@@ -96,6 +96,22 @@ def test_timer_pulls_only_while_no_xmpp_link_says_when(tmp_path):
     assert "pull" in c.repo.calls
 
 
+def test_while_the_xmpp_link_is_up_a_slow_safety_net_pull_runs(tmp_path):
+    c = Committer(config(tmp_path, pullinterval=0.01, safetypull=0.2, syncmethod="xmpp"),
+                  server=FakeServer, repository=FakeRepository)
+    c.handle({"cmd": "link", "up": True}, None)
+    time.sleep(0.05)
+    assert not c._has_work() and 0.0 < c._sleep_time() <= 0.2  # pullinterval waits
+    time.sleep(0.2)
+    assert c._has_work()
+    c.step()
+    assert c.repo.calls == ["pull"] and not c._has_work()  # the next one in safetypull
+    off = Committer(config(tmp_path, pullinterval=0.0, safetypull=0.0, syncmethod="xmpp"),
+                    server=FakeServer, repository=FakeRepository)
+    off.handle({"cmd": "link", "up": True}, None)
+    assert off._sleep_time() is None
+
+
 def test_a_failure_said_once_is_retried_quietly(committer):
     committer.failed("commit", "x held back", retry="commit")
     committer.failed("commit", "x held back", retry="commit", quiet=True)

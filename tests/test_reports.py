@@ -21,7 +21,7 @@ class Host(Reports):
                               "upstream": None}
         self.backoff = backoffs()
         self.retry_at = {"commit": None, "pull": None}
-        self.push_at = self.next_timer_pull = self.own_last = None
+        self.push_at = self.next_timer_pull = self.next_safety_pull = self.own_last = None
         self.server = FakeServer(str(tmp_path / "s"), None)
         self.repo = type("Repo", (), {"head": lambda self: "abc123", "unpushed": lambda self: None,
                                       "upstream": lambda self: None})()
