@@ -45,9 +45,9 @@ class Repository:
         self.gitdir = gitrepo.git_dir(self.folder)  # None: not git, no built-in resolution
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
+        self.told_no_upstream = False  # said once that unpushed() counts without one
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
-        self.told_no_upstream = False  # said once that unpushed() counts without one
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
