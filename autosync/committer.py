@@ -323,24 +323,25 @@ class Committer(Reports, Everyday):
             with self.cond:
                 self.push_owed = True  # another DVCS cannot count: retry all the same
             return False
-        url = self.repo.remote_url()
-        with self.cond:
-            self.push_owed = False
-            self.status_fields["unpushed"] = 0  # another DVCS; git's count follows
-        left = self.recount(upstream=True)
+        url, upstream = self.repo.remote_url(), self.repo.upstream()
         with self.cond:
             self.push_at = None
+            self.push_owed = False
             self.url = url
             self.own_last = None  # pushed: never reworded
-            self.status_fields.update(last_push={"time": time.time(), "url": url},
+            # The upstream is in the status before the event goes out: a listener that
+            # missed the event reads it in its next answer to link-up.
+            self.status_fields.update(unpushed=0,  # another DVCS; git's count follows
+                                      upstream=upstream,
+                                      last_push={"time": time.time(), "url": url},
                                       last_error=self.repo.commit_error)  # still said if so
-            upstream = self.status_fields["upstream"]
+        if self.repo.pushed_new:
+            self.event("pushed", url=url, source="committer", rev=upstream or "")
+        left = self.recount()
         if left and not self.told_still_unpushed:
             self.told_still_unpushed = True  # pushcmd pushes elsewhere than the upstream branch?
             log.warning("the push worked, yet %d commit(s) are still not on the upstream branch "
                         "(does pushcmd push to another remote or branch?)", left)
-        if self.repo.pushed_new:
-            self.event("pushed", url=url, source="committer", rev=upstream or "")
         return True
 
     def finish(self, kind, ticket, result):
