@@ -199,6 +199,7 @@ class Committer(Reports, Everyday):
     # --- the worker: decides what the repository does next ---------------------------
 
     def run(self):
+        self.recount(upstream=True)  # before anyone can ask: the status never says 0 wrongly
         self.server.start()
         self.startup()
         while True:

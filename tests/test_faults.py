@@ -261,11 +261,13 @@ def test_refused_commits_are_counted_across_a_restart_and_pushed_when_the_remote
     a.stop()
     assert local_only(a) == 2
     a.start(wait=False)
-    wait_until(lambda: a.status().get("state") == "idle", 30, what="a to start")
-    # Read from the repository: the restart forgets nothing, and the reason is said again.
-    wait_until(lambda: "ask Sam" in (a.status().get("last_error") or ""), 20,
-               what="the refusal after the restart")
-    assert a.status()["unpushed"] == 2
+    # Read from the repository: from the first answer on, the restart forgets nothing,
+    # and the reason is said again.
+    seen = []
+    wait_until(lambda: seen.append(a.status()) or "ask Sam" in (seen[-1].get("last_error") or ""),
+               30, 0.02, "the refusal after the restart")
+    counts = {s["unpushed"] for s in seen if s}
+    assert counts == {2}, counts
     os.unlink(hook)
     # No new change: the retry pushes because the count is above zero. The backoff
     # has only begun (a few seconds), well within its longest wait.
