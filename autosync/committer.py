@@ -324,7 +324,7 @@ class Committer(Reports, Everyday):
             with self.cond:
                 self.push_owed = True  # another DVCS cannot count: retry all the same
             return False
-        url, upstream = self.repo.remote_url(), self.repo.upstream()
+        url, upstream = self.repo.remote_url(), self.repo.pushed_rev
         with self.cond:
             self.push_at = None
             self.push_owed = False

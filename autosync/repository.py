@@ -46,6 +46,7 @@ class Repository:
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
         self.told_no_upstream = False  # said once that unpushed() counts without one
+        self.pushed_rev = None  # git: the upstream revision after the last push
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
@@ -234,8 +235,8 @@ class Repository:
         """Push now (pulling in between when rejected, never forcing); True if it worked.
 
         `pushed_new` then says whether a new revision reached the remote: git says so
-        by the upstream branch moving; for another DVCS it is `expect_new` (commits
-        were made since the last push)."""
+        by the upstream branch moving (`pushed_rev` is where to); for another DVCS it
+        is `expect_new` (commits were made since the last push)."""
         self.pushed_new = False
         if not self.safe("push"):
             return False
@@ -255,6 +256,7 @@ class Repository:
         self.report.succeeded("push")
         after = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
+        self.pushed_rev = os.fsdecode(after) if after else None
         return True
 
     def unpushed(self):

@@ -291,6 +291,10 @@ class FakeRepository:
     def upstream(self):
         return self.rev
 
+    @property
+    def pushed_rev(self):
+        return self.rev
+
 
 class Reports:
     """The committer's side of repository.py's `report`: records every report."""
