@@ -100,11 +100,11 @@ class Committer(Reports, Everyday):
         self.next_safety_pull = time.monotonic() + cfg.safetypull if cfg.safetypull else None
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
-                              "unpushed": 0, "upstream": None,
-                              "last_error": None, "conflicts": [],
+                              "unpushed": 0, "last_error": None, "conflicts": [],
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
                               "paused": self.paused.fields(),
+                              "upstream": None,  # git: the upstream branch's revision
                               "link": "down" if cfg.syncmethod == "xmpp" else None}
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)

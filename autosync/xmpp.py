@@ -329,20 +329,24 @@ class Listener:
 
     def on_event(self, event):
         kind = event.get("event")
+        if kind == "_upstream":
+            return self._upstream(event)
         if kind == "_subscribed":
             if self.link_up is not None:  # the committer may have restarted
                 self.links.put("link", {"cmd": "link", "up": self.link_up})
-        elif kind == "_upstream":
-            # Told with every link-up: a push made before the login, or while we were
-            # not subscribed (its event lost), is announced now.
-            rev = event.get("rev")
-            if self.ready and rev and rev not in self.announced:
-                log.info("the upstream branch is at %.12s, not announced yet", rev)
-                self._announce(str(event.get("url") or ""), rev)
         elif kind == "pushed":
             self._announce(str(event.get("url") or ""), event.get("rev"))
         if self.notify_to:
             self._notify(self.summariser.feed(event, time.monotonic()))
+
+    def _upstream(self, event):
+        """The committer's answer to a link-up names the upstream revision: a push made
+        before the login, or while we were not subscribed (its event lost), is
+        announced now."""
+        rev = event.get("rev")
+        if self.ready and rev and rev not in self.announced:
+            log.info("the upstream branch is at %.12s, not announced yet", rev)
+            self._announce(str(event.get("url") or ""), rev)
 
     def _announce(self, url, rev=None):
         if rev:
@@ -364,13 +368,12 @@ class Listener:
         if not self.own_peer(jid):
             return
         if typ in (None, "", "available"):
-            new = jid not in self.peers
-            self.peers.add(jid)
-            if new:
+            if jid not in self.peers:
                 log.info("machine online: %s", split_jid(jid)[1])
                 if self.ready:  # (at our own login, _on_ready pulls once for all)
                     # Its announcements made while it was away never came: catch up.
                     self._pull("%s came online" % split_jid(jid)[1])
+            self.peers.add(jid)
         elif typ in ("unavailable", "error") and jid in self.peers:
             log.info("machine offline: %s", split_jid(jid)[1])
             self.peers.discard(jid)

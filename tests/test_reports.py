@@ -17,8 +17,7 @@ class Host(Reports):
         self.cfg = config(tmp_path, **settings)
         self.cond = threading.Condition()
         self.status_fields = {"state": "idle", "last_error": None, "last_commit": None,
-                              "last_pull": None, "unpushed": 0,
-                              "upstream": None}
+                              "last_pull": None, "unpushed": 0}
         self.backoff = backoffs()
         self.retry_at = {"commit": None, "pull": None}
         self.push_at = self.next_timer_pull = self.next_safety_pull = self.own_last = None
