@@ -160,10 +160,14 @@ class RequestQueue:
     One pending request per kind, the newest wins: while a pull is running,
     any number of put("pull", ...) leave exactly one more pull queued. A
     request the committer could not be reached for is sent again later.
+    `on_reply(message, reply)`, if given, is called with each answer (from this
+    queue's thread).
     """
 
-    def __init__(self, path, timeout, backoff=None, logger=None, name="committer-requests"):
+    def __init__(self, path, timeout, backoff=None, logger=None, name="committer-requests",
+                 on_reply=None):
         self.path = path
+        self.on_reply = on_reply
         self.timeout = timeout
         self.backoff = backoff or Backoff(0.2, 10.0)
         self.log = logger or log
@@ -248,4 +252,6 @@ class RequestQueue:
         self.trouble.recovered("committer reachable again")
         if not reply.get("ok"):
             self.log.warning("committer: %s failed: %s", message.get("cmd"), reply.get("error"))
+        if self.on_reply:
+            self.on_reply(message, reply)
         return True

@@ -45,14 +45,42 @@ class _NoStdin(Exception):
     """This git cannot read pathspecs from stdin."""
 
 
+REMOTE_LINES = 5  # lines of a remote's own words kept in a failure's message
+REMOTE_CHARS = 400  # and at most this much of them
+
+
+def remote_said(output):
+    """A remote's reason for refusing, from a push's or pull's output, as one line ("" if
+    it gave none): its own words (git and Mercurial print them as `remote: ...`) and git's
+    verdict per branch (` ! [remote rejected] main -> main (pre-receive hook declined)`).
+    Without them a refusal shows only git's last line, "failed to push some refs"."""
+    said = []
+    for line in output.splitlines():
+        line = " ".join(line.split())  # git pads `remote:` lines with blanks
+        if line.startswith("remote:"):
+            line = line[len("remote:"):].strip()
+        elif not (line.startswith("! [") and "rejected]" in line):
+            continue
+        if line and line not in said:
+            said.append(line)
+    text = "; ".join(said[:REMOTE_LINES])
+    return text if len(text) <= REMOTE_CHARS else text[:REMOTE_CHARS - 3] + "..."
+
+
 class CommandFailed(Exception):
-    """A command exited non-zero, could not start, or timed out. str() is one line."""
+    """A command exited non-zero, could not start, or timed out. str() is one line: what
+    ran, what a remote said (remote_said) and the output's last line."""
 
     def __init__(self, name, command, returncode, output, reason=None):
         self.name, self.command, self.returncode, self.output = name, command, returncode, output
         last = next((l.strip() for l in reversed(output.splitlines()) if l.strip()), "")
+        said = remote_said(output)
         message = f"{name} failed ({reason or f'exit {returncode}'}): {command}"
-        super().__init__(message + (f": {last}" if last else ""))
+        if said:
+            message += f": the remote said: {said}"
+            if remote_said(last):
+                last = ""  # said already
+        super().__init__(message + (f"; {last}" if said and last else f": {last}" if last else ""))
 
 
 Result = namedtuple("Result", "returncode output")   # output: stdout+stderr of the lines run

@@ -6,9 +6,10 @@ sends it batches, the XMPP listener asks it to pull, and everyone may
 subscribe to what it does.
 
 One worker thread does all repository work, one thing at a time, and
-decides when: pushes after `pushdelay`, retries after a backoff, pulls on a
-timer while no XMPP link says when. Socket threads only queue work and wait
-for it.
+decides when: pushes after `pushdelay`, retries after a backoff (while git
+counts unpushed commits, or the last push failed), pulls on a timer while no
+XMPP link says when (`pullinterval`) and, slower, while one does
+(`safetypull`). Socket threads only queue work and wait for it.
 
 While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push). Pause, resume, describe: everyday.py.
@@ -89,10 +90,14 @@ class Committer(Reports, Everyday):
         self.notes = []  # what the next sync's commit message says first (e.g. a restore)
         self.init_everyday(cfg)
         self.push_at = None  # when the next push is due
+        self.push_owed = False  # the last push failed: the retry pushes, whatever the count
+        self.told_still_unpushed = False  # said once that a push left commits unpushed
+        self.url = ""  # the remote's address, for announcements (remoteurlcmd)
         self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
         self.backoff = backoffs()
         self.link_up = False  # the XMPP listener tells us when it is up
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
+        self.next_safety_pull = time.monotonic() + cfg.safetypull if cfg.safetypull else None
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "last_error": None, "conflicts": [],
@@ -101,6 +106,7 @@ class Committer(Reports, Everyday):
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
                               "paused": self.paused.fields(),
+                              "upstream": None,  # git: the upstream branch's revision
                               "link": "down" if cfg.syncmethod == "xmpp" else None}
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
@@ -160,6 +166,9 @@ class Committer(Reports, Everyday):
             with self.cond:
                 changed, self.link_up = up != self.link_up, up
                 self.status_fields["link"] = "up" if up else "down"
+                # The listener announces this revision unless it already has: a push
+                # made before it logged in or subscribed is not missed.
+                upstream, url = self.status_fields["upstream"], self.url
                 self.cond.notify_all()
             if changed:  # the tray shows a machine without announcements as offline
                 self.event("link", up=up)
@@ -169,7 +178,7 @@ class Committer(Reports, Everyday):
                 self.succeeded("link")
             elif isinstance(error, str) and error:
                 self.failed("link", error[:300])
-            return {"ok": True}
+            return {"ok": True, "upstream": upstream, "url": url}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
 
     def watch_reported(self, message):
@@ -202,6 +211,7 @@ class Committer(Reports, Everyday):
     # --- the worker: decides what the repository does next ---------------------------
 
     def run(self):
+        self.recount(upstream=True)  # before anyone can ask: the status never says 0 wrongly
         self.server.start()
         self.startup()
         while True:
@@ -214,6 +224,10 @@ class Committer(Reports, Everyday):
 
     def startup(self):
         self.repo.recover()
+        url = self.repo.remote_url()
+        with self.cond:
+            self.url = url
+        self.recount(upstream=True)  # what an earlier run left unpushed
         if self.paused.active():
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.paused.since))
@@ -249,14 +263,20 @@ class Committer(Reports, Everyday):
         if self.paused.active():
             return None if self.paused.until is None else \
                 max(0.0, self.paused.until - time.time())
-        deadlines = [t for t in (self.push_at, self.next_timer_pull, *self.retry_at.values())
+        deadlines = [t for t in (self.push_at, self._timer_pull_at(), *self.retry_at.values())
                      if t is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
+    def _timer_pull_at(self):
+        """When the next timer pull is due: every pullinterval while no XMPP link says
+        when to pull; while one does, every safetypull, in case a message was lost."""
+        if self.cfg.syncmethod == "xmpp" and self.link_up:
+            return self.next_safety_pull
+        return self.next_timer_pull
+
     def _timer_pull_due(self, now):
-        # With XMPP up, announcements tell us when to pull; otherwise pull on a timer.
-        return (self.next_timer_pull is not None and now >= self.next_timer_pull
-                and (self.cfg.syncmethod != "xmpp" or not self.link_up))
+        due = self._timer_pull_at()
+        return due is not None and now >= due
 
     def step(self):
         with self.cond:
@@ -314,19 +334,32 @@ class Committer(Reports, Everyday):
         machines (the original among them) would pull for nothing."""
         with self.cond:
             self.push_at = None
-            unpushed = self.status_fields["unpushed"]
-            if not unpushed and not force:
+            unpushed, owed = self.status_fields["unpushed"], self.push_owed
+            if not unpushed and not force and not owed:
                 return None
-        if not self.repo.push(expect_new=unpushed > 0):
+        if not self.repo.push(expect_new=unpushed > 0 or owed):
+            with self.cond:
+                self.push_owed = True  # another DVCS cannot count: retry all the same
             return False
-        url = self.repo.remote_url()
+        url, upstream = self.repo.remote_url(), self.repo.pushed_rev
         with self.cond:
             self.push_at = None
+            self.push_owed = False
+            self.url = url
             self.own_last = None  # pushed: never reworded
-            self.status_fields.update(unpushed=0, last_push={"time": time.time(), "url": url},
+            # The upstream is in the status before the event goes out: a listener that
+            # missed the event reads it in its next answer to link-up.
+            self.status_fields.update(unpushed=0,  # another DVCS; git's count follows
+                                      upstream=upstream,
+                                      last_push={"time": time.time(), "url": url},
                                       last_error=self.repo.commit_error)  # still said if so
         if self.repo.pushed_new:
-            self.event("pushed", url=url, source="committer")
+            self.event("pushed", url=url, source="committer", rev=upstream or "")
+        left = self.recount()
+        if left and not self.told_still_unpushed:
+            self.told_still_unpushed = True  # pushcmd pushes elsewhere than the upstream branch?
+            log.warning("the push worked, yet %d commit(s) are still not on the upstream branch "
+                        "(does pushcmd push to another remote or branch?)", left)
         return True
 
     def finish(self, kind, ticket, result):

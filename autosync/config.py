@@ -65,6 +65,8 @@ KEYS = {
         "maxwait": Key("seconds", 10.0, SECONDS),  # not set: readfrequency if that is longer
         "pushdelay": Key("seconds", 0.0, SECONDS),
         "pullinterval": Key("seconds", 300.0, SECONDS + " (0: never)"),
+        # While the XMPP link is up: the bound on what a lost announcement costs.
+        "safetypull": Key("seconds", 600.0, SECONDS + " (0: never)"),
         "socket": Key("string", "", "a socket path", "`$XDG_RUNTIME_DIR/autosync/<id>.sock`"),
         "notifylevel": Key("option('quiet', 'normal', 'verbose')", "normal",
                            "quiet, normal or verbose"),
@@ -159,6 +161,7 @@ class Config:
     maxwait: float = _A["maxwait"]
     pushdelay: float = _A["pushdelay"]
     pullinterval: float = _A["pullinterval"]
+    safetypull: float = _A["safetypull"]
     socket: str = _A["socket"]
     notifylevel: str = _A["notifylevel"]
     tray: bool = _A["tray"]
@@ -352,7 +355,7 @@ def _build(file, values, known, warnings):
         # Not set, it is never below readfrequency: an original file with a long one still loads.
         maxwait=a["maxwait"] if "maxwait" in known["autosync"] else max(a["maxwait"],
                                                                         a["readfrequency"] or 0),
-        pushdelay=a["pushdelay"], pullinterval=a["pullinterval"],
+        pushdelay=a["pushdelay"], pullinterval=a["pullinterval"], safetypull=a["safetypull"],
         notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"

@@ -109,6 +109,18 @@ def head(folder, ref="HEAD"):
     return out.strip() if out else None
 
 
+def unpushed(folder):
+    """How many commits on HEAD the remote lacks, as this repository knows it: -> (count,
+    True) counted against the upstream branch; (count, False) when there is none, counted
+    against every remote branch (all of HEAD's commits when there is no remote branch at
+    all); None when git cannot count (no commit yet)."""
+    out = git(folder, "rev-list", "--count", "@{upstream}..HEAD", check=False)
+    if out is not None:
+        return int(out), True
+    out = git(folder, "rev-list", "--count", "HEAD", "--not", "--remotes", check=False)
+    return (int(out), False) if out is not None else None
+
+
 def pulled(folder, before, after):
     """What a pull brought, for the `pulled` event: files changed and the hosts they came from."""
     if not before or not after or before == after:

@@ -69,24 +69,41 @@ class Reports:
         with self.cond:
             self.retry_at["commit"] = time.monotonic() + seconds
 
+    def recount(self, upstream=False):
+        """The unpushed commits read from the repository (and with `upstream`, the upstream
+        revision too), never only remembered: a restart forgets nothing. Another DVCS
+        cannot say: the count kept here stands. -> the count."""
+        count = self.repo.unpushed()  # commands: not under the lock
+        rev = self.repo.upstream() if upstream else None
+        with self.cond:
+            if count is not None:
+                self.status_fields["unpushed"] = count
+            if upstream:
+                self.status_fields["upstream"] = rev
+            return self.status_fields["unpushed"]
+
     def committed(self, message, listed):
         rev = self.repo.head()  # what describe may reword (a command: not under the lock)
         with self.cond:
             self.status_fields["last_commit"] = {"time": time.time(),
                                                  "message": message.split("\n")[0]}
-            self.status_fields["unpushed"] += 1
+            self.status_fields["unpushed"] += 1  # another DVCS; git's count follows
             self.push_at = time.monotonic() + self.cfg.pushdelay
             self.own_last = {"message": message, "rev": rev}
+        self.recount()
         log.info("%s", message.split("\n")[0])
         self.event("committed", message=message, changes=listed[:MESSAGE_LINES],
                    count=len(listed), host=self.cfg.hostname)
 
     def pulled(self, ok):
+        self.recount(upstream=True)  # a merge commit, or the remote has ours now
         with self.cond:
             self.status_fields["last_pull"] = {"time": time.time(), "ok": ok}
             self.own_last = None  # a merge or another's commit may be on top now
             if self.cfg.pullinterval:
                 self.next_timer_pull = time.monotonic() + self.cfg.pullinterval
+            if self.cfg.safetypull:
+                self.next_safety_pull = time.monotonic() + self.cfg.safetypull
             if ok and self.status_fields["unpushed"]:
                 self.push_at = time.monotonic()  # a merge may wait to go out too
 

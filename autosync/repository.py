@@ -45,6 +45,8 @@ class Repository:
         self.gitdir = gitrepo.git_dir(self.folder)  # None: not git, no built-in resolution
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
+        self.told_no_upstream = False  # said once that unpushed() counts without one
+        self.pushed_rev = None  # git: the upstream revision after the last push
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
         self.merged = None  # the merge commit the last pull made here, if any
@@ -276,8 +278,8 @@ class Repository:
         """Push now (pulling in between when rejected, never forcing); True if it worked.
 
         `pushed_new` then says whether a new revision reached the remote: git says so
-        by the upstream branch moving; for another DVCS it is `expect_new` (commits
-        were made since the last push)."""
+        by the upstream branch moving (`pushed_rev` is where to); for another DVCS it
+        is `expect_new` (commits were made since the last push)."""
         self.pushed_new = False
         if not self.safe("push"):
             return False
@@ -299,7 +301,26 @@ class Repository:
         self.report.succeeded("push")
         after = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
+        self.pushed_rev = os.fsdecode(after) if after else None
         return True
+
+    def unpushed(self):
+        """How many commits the remote lacks, read from git (docs/protocol.md, `unpushed`);
+        None with another DVCS, which cannot say (the committer counts its commits)."""
+        counted = gitrepo.unpushed(self.folder) if self.gitdir else None
+        if counted is None:
+            return None
+        count, upstream = counted
+        if not upstream and not self.told_no_upstream:
+            self.told_no_upstream = True
+            log.warning("the branch checked out has no upstream branch: commits on no remote "
+                        "branch count as not pushed (to set one: git push -u origin HEAD)")
+        return count
+
+    def upstream(self):
+        """The upstream branch's revision as our last push or fetch left it (git), or None."""
+        rev = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
+        return os.fsdecode(rev) if rev else None
 
     def remote_url(self):
         try:

@@ -12,6 +12,12 @@ resources with the highest priority, so full JIDs, learnt from presence, are
 the only reliable addressing (docs/internals.md, FACTS). An announcement from
 another resource of our own account becomes a `pull` request to the committer.
 
+No announcement is missed: the committer answers every link-up with the
+upstream revision, read from the repository, and we announce it unless we
+already have (a push made before we logged in, or while we were not
+subscribed, lost its event). We pull when we log in and when another machine
+comes online: what it announced while one of us was away never came.
+
 Threads: the XMPP session is used from ONE thread, the loop in
 `Listener.run`. Requests to the committer block until the work is done, so
 they go through client.RequestQueue threads; committer events are read by a
@@ -37,6 +43,7 @@ from autosync.stopflag import StopFlag
 log = logging.getLogger("autosync.xmpp")
 
 STRANGER_LOG_INTERVAL = 3600.0  # log messages from one stranger at most this often
+ANNOUNCED_KEPT = 20  # upstream revisions remembered as announced
 
 
 @dataclass
@@ -127,7 +134,8 @@ class Listener:
         self.stopping = False
         fixed = lambda: Backoff(t.committer_retry, t.committer_retry)  # noqa: E731
         self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
-        self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link")
+        self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link",
+                                         on_reply=self._linked)
         self.events = client.Subscription(cfg.socket, self.inbox.put, self._resubscribed, fixed(), log)
 
         self.session = None
@@ -141,6 +149,7 @@ class Listener:
         self.link_up = None       # as last told to the committer
         self.link_error = None    # why the login failed, as last told
         self.strangers = {}       # bare JID -> when we last logged it
+        self.announced = []       # the upstream revisions announced lately, newest last
 
     @property
     def resource(self):
@@ -151,6 +160,13 @@ class Listener:
     def _resubscribed(self):
         """Called from the events thread."""
         self.inbox.put({"event": "_subscribed"})
+
+    def _linked(self, message, reply):
+        """The committer's answer to `link` (called from the links thread): the upstream
+        revision, which the loop announces unless it already has."""
+        if message.get("up"):
+            self.inbox.put({"event": "_upstream", "rev": reply.get("upstream"),
+                            "url": reply.get("url")})
 
     def stop(self):
         """Ask the loop to end (any thread, or a signal handler)."""
@@ -319,6 +335,8 @@ class Listener:
 
     def on_event(self, event):
         kind = event.get("event")
+        if kind == "_upstream":
+            return self._upstream(event)
         if kind == "_subscribed":
             if self.link_up is not None:  # the committer may have restarted
                 request = {"cmd": "link", "up": self.link_up}
@@ -326,9 +344,23 @@ class Listener:
                     request["error"] = self.link_error
                 self.links.put("link", request)
         elif kind == "pushed":
-            self._queue(("announce", str(event.get("url") or "")))
+            self._announce(str(event.get("url") or ""), event.get("rev"))
         if self.notify_to:
             self._notify(self.summariser.feed(event, time.monotonic()))
+
+    def _upstream(self, event):
+        """The committer's answer to a link-up names the upstream revision: a push made
+        before the login, or while we were not subscribed (its event lost), is
+        announced now."""
+        rev = event.get("rev")
+        if self.ready and rev and rev not in self.announced:
+            log.info("the upstream branch is at %.12s, not announced yet", rev)
+            self._announce(str(event.get("url") or ""), rev)
+
+    def _announce(self, url, rev=None):
+        if rev:
+            self.announced = (self.announced + [rev])[-ANNOUNCED_KEPT:]
+        self._queue(("announce", url))
 
     def _notify(self, messages):
         for message in messages:
@@ -347,6 +379,9 @@ class Listener:
         if typ in (None, "", "available"):
             if jid not in self.peers:
                 log.info("machine online: %s", split_jid(jid)[1])
+                if self.ready:  # (at our own login, _on_ready pulls once for all)
+                    # Its announcements made while it was away never came: catch up.
+                    self._pull("%s came online" % split_jid(jid)[1])
             self.peers.add(jid)
         elif typ in ("unavailable", "error") and jid in self.peers:
             log.info("machine offline: %s", split_jid(jid)[1])

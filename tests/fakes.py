@@ -247,6 +247,8 @@ class FakeRepository:
         self.pushed_new = True
         self.pull_ok = True
         self.notes = []
+        self.count = None  # unpushed(): None like another DVCS; a number like git
+        self.rev = None  # upstream()
 
     def recover(self):
         self.calls.append("recover")
@@ -271,6 +273,8 @@ class FakeRepository:
         self.calls.append("push")
         if not self.push_ok:
             self.report.failed("push", "remote away", retry="push")
+        elif self.count is not None:
+            self.count = 0  # as git counts: the upstream has it all now
         return self.push_ok
 
     def pull(self, commit_after=True):
@@ -280,6 +284,16 @@ class FakeRepository:
 
     def remote_url(self):
         return "/srv/sync.git"
+
+    def unpushed(self):
+        return self.count
+
+    def upstream(self):
+        return self.rev
+
+    @property
+    def pushed_rev(self):
+        return self.rev
 
 
 class Reports:

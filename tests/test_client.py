@@ -113,6 +113,20 @@ def test_requests_are_sent_and_flush_waits_for_the_answers(committer):
     q.close()
 
 
+def test_each_answer_is_handed_to_on_reply(committer):
+    committer.answers["link"] = {"ok": True, "upstream": "abc123", "url": "/srv/sync.git"}
+    committer.start()
+    replies = []
+    q = client.RequestQueue(committer.path, 5.0, backoff=Backoff(0.05, 0.2),
+                            on_reply=lambda message, reply: replies.append((message, reply)))
+    q.start()
+    q.put("link", {"cmd": "link", "up": True})
+    assert q.flush(5)
+    assert replies == [({"cmd": "link", "up": True},
+                        {"ok": True, "upstream": "abc123", "url": "/srv/sync.git"})]
+    q.close()
+
+
 def test_a_burst_of_one_kind_leaves_one_more_request_queued(committer):
     committer.pull_seconds = 0.3
     committer.start()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autosync import commands
-from autosync.commands import CommandFailed, Result, Template, environment
+from autosync.commands import CommandFailed, Result, Template, environment, remote_said
 
 # Each must reach the program as exactly one argument, byte for byte, and never run.
 HOSTILE = [
@@ -212,6 +212,34 @@ def test_failure_message_is_one_line(helper, work):
     with pytest.raises(CommandFailed) as info:
         Template("addcmd", "git add -- %s").run(os.fsdecode(b"x\xff\n"), cwd=work)
     assert "\n" not in str(info.value) and "git add -- $'x\\xff\\n'" in str(info.value)
+
+
+# What git prints when a remote's pre-receive hook refuses a push (git pads `remote:` lines).
+REFUSED = ("remote: quota exceeded on the sync server        \n"
+           "remote: ask Sam for more room        \n"
+           "To /srv/sync.git\n"
+           " ! [remote rejected] main -> main (pre-receive hook declined)\n"
+           "error: failed to push some refs to '/srv/sync.git'\n")
+
+
+def test_a_refusal_names_the_remotes_reason_not_only_gits_last_line():
+    assert remote_said(REFUSED) == ("quota exceeded on the sync server; ask Sam for more room; "
+                                    "! [remote rejected] main -> main (pre-receive hook declined)")
+    e = CommandFailed("pushcmd", "git push -q", 1, REFUSED)
+    assert str(e) == ("pushcmd failed (exit 1): git push -q: the remote said: quota exceeded on "
+                      "the sync server; ask Sam for more room; ! [remote rejected] main -> main "
+                      "(pre-receive hook declined); error: failed to push some refs to "
+                      "'/srv/sync.git'")
+    behind = " ! [rejected]        main -> main (fetch first)\nerror: failed to push some refs\n"
+    assert remote_said(behind) == "! [rejected] main -> main (fetch first)"
+    # Nothing from a remote: the last line alone, as before; a remote's flood is cut short.
+    assert remote_said("fatal: unable to access 'x'\n") == ""
+    assert str(CommandFailed("pushcmd", "git push", 128, "fatal: unable to access 'x'\n")) \
+        == "pushcmd failed (exit 128): git push: fatal: unable to access 'x'"
+    flood = remote_said("".join("remote: line %d %s\n" % (i, "x" * 100) for i in range(50)))
+    assert flood.startswith("line 0 ") and len(flood) <= 400 and "line 9" not in flood
+    last = CommandFailed("pullcmd", "hg pull", 255, "remote: abort: repository is locked\n")
+    assert str(last) == "pullcmd failed (exit 255): hg pull: the remote said: abort: repository is locked"
 
 
 def test_missing_program_is_a_failure(work):

@@ -96,6 +96,22 @@ def test_timer_pulls_only_while_no_xmpp_link_says_when(tmp_path):
     assert "pull" in c.repo.calls
 
 
+def test_while_the_xmpp_link_is_up_a_slow_safety_net_pull_runs(tmp_path):
+    c = Committer(config(tmp_path, pullinterval=0.01, safetypull=0.2, syncmethod="xmpp"),
+                  server=FakeServer, repository=FakeRepository)
+    c.handle({"cmd": "link", "up": True}, None)
+    time.sleep(0.05)
+    assert not c._has_work() and 0.0 < c._sleep_time() <= 0.2  # pullinterval waits
+    time.sleep(0.2)
+    assert c._has_work()
+    c.step()
+    assert c.repo.calls == ["pull"] and not c._has_work()  # the next one in safetypull
+    off = Committer(config(tmp_path, pullinterval=0.0, safetypull=0.0, syncmethod="xmpp"),
+                    server=FakeServer, repository=FakeRepository)
+    off.handle({"cmd": "link", "up": True}, None)
+    assert off._sleep_time() is None
+
+
 def test_a_failure_said_once_is_retried_quietly(committer):
     committer.failed("commit", "x held back", retry="commit")
     committer.failed("commit", "x held back", retry="commit", quiet=True)
@@ -210,3 +226,40 @@ def test_the_xmpp_link_is_in_the_status_and_told_when_it_changes(tmp_path):
     quiet = Committer(config(tmp_path, pullinterval=0.0, syncmethod="none"),
                       server=FakeServer, repository=FakeRepository)
     assert quiet.handle({"cmd": "status"}, None)["status"]["link"] is None
+
+
+# --- unpushed commits and the upstream, read from the repository ---------------------
+
+
+def test_a_restart_counts_the_unpushed_commits_in_the_repository_and_retries_them(tmp_path):
+    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=0.0, syncmethod="xmpp"),
+                  server=FakeServer, repository=FakeRepository)
+    c.repo.count, c.repo.rev = 2, "abc"  # left by the run before: the remote refused them
+    c.repo.push_ok = False
+    c.startup()
+    status = c.handle({"cmd": "status"}, None)["status"]
+    assert status["unpushed"] == 2 and status["upstream"] == "abc"
+    assert c.repo.calls.count("push") == 1 and c.push_at is not None
+    c.repo.push_ok = True
+    c.push_at = time.monotonic()  # the backoff's wait is over; no new change
+    assert c._has_work()
+    c.step()
+    assert c.repo.calls.count("push") == 2 and c.status_fields["unpushed"] == 0
+    c.repo.rev = "def"
+    c.push(force=True)
+    # The listener is told the upstream with the link: it announces what it has not yet.
+    assert c.handle({"cmd": "link", "up": True}, None) == {"ok": True, "upstream": "def",
+                                                           "url": "/srv/sync.git"}
+
+
+def test_another_dvcs_retries_a_failed_start_push_though_it_counted_nothing(committer):
+    committer.repo.push_ok = False
+    committer.startup()
+    assert committer.status_fields["unpushed"] == 0 and committer.repo.calls.count("push") == 1
+    committer.repo.push_ok = True
+    committer.push_at = time.monotonic()
+    committer.step()
+    assert committer.repo.calls.count("push") == 2
+    committer.push_at = time.monotonic()
+    committer.step()  # pushed: nothing owed any more
+    assert committer.repo.calls.count("push") == 2

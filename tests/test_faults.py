@@ -1,6 +1,7 @@
 """End-to-end: faults injected for real; nothing is lost, nothing is force-pushed."""
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -232,3 +233,47 @@ def test_folder_that_lost_its_metadata_is_not_committed(machines, remote):
     wait_until(lambda: "metadata" in (a.status().get("last_error") or ""), 10,
                what="the refusal")
     assert remote.files() == before
+
+
+def refuse_pushes(remote, why):
+    """The remote's pre-receive hook refuses every push, saying `why` (git shows it as remote:)."""
+    hook = os.path.join(remote.path, "hooks", "pre-receive")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho %s >&2\nexit 1\n" % shlex.quote(why))
+    os.chmod(hook, 0o755)
+    return hook
+
+
+def local_only(machine):
+    """Commits on the machine's HEAD that the remote's main does not have, counted by git."""
+    return int(git("rev-list", "--count", "origin/main..HEAD", cwd=machine.path))
+
+
+def test_refused_commits_are_counted_across_a_restart_and_pushed_when_the_remote_accepts(
+        machines, remote):
+    a = machines("a")
+    hook = refuse_pushes(remote, "quota exceeded on the sync server, ask Sam")
+    for name in ("one.txt", "two.txt"):
+        write(a, name, name.encode())
+        committed(a)
+    wait_until(lambda: a.status().get("unpushed") == 2, 20, what="two unpushed commits")
+    assert "quota exceeded on the sync server, ask Sam" in a.status()["last_error"]
+    a.stop()
+    assert local_only(a) == 2
+    a.start(wait=False)
+    # Read from the repository: from the first answer on, the restart forgets nothing,
+    # and the reason is said again.
+    seen = []
+    wait_until(lambda: seen.append(a.status()) or "ask Sam" in (seen[-1].get("last_error") or ""),
+               30, 0.02, "the refusal after the restart")
+    counts = {s["unpushed"] for s in seen if s}
+    assert counts == {2}, counts
+    os.unlink(hook)
+    # No new change: the retry pushes because the count is above zero. The backoff
+    # has only begun (a few seconds), well within its longest wait.
+    started = time.monotonic()
+    wait_until(lambda: remote.files().get(b"two.txt") == b"two.txt", 20, 0.1,
+               "the refused commits to reach the remote")
+    print("pushed %.1f s after the remote accepted again" % (time.monotonic() - started))
+    wait_until(lambda: a.status().get("unpushed") == 0, 10, what="a to count 0 unpushed")
+    assert local_only(a) == 0 and a.status()["last_error"] is None

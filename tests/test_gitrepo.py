@@ -210,3 +210,24 @@ def test_head_of_the_upstream_is_what_the_remote_had(repo, tmp_path):
     write(os.path.join(clone, "local.txt"), "not pushed yet\n")
     commit_all(clone)
     assert gitrepo.head(clone, "@{upstream}") == gitrepo.head(repo) != gitrepo.head(clone)
+
+
+def test_unpushed_counts_what_the_upstream_lacks_and_without_one_what_no_remote_has(
+        repo, tmp_path):
+    assert gitrepo.unpushed(repo) == (1, False)  # no remote at all: every commit
+    assert gitrepo.unpushed(str(tmp_path)) is None  # not a repository
+    bare = str(tmp_path / "remote.git")
+    git("clone", "-q", "--bare", repo, bare)
+    clone = str(tmp_path / "clone")
+    git("clone", "-q", bare, clone)
+    assert gitrepo.unpushed(clone) == (0, True)
+    for i in range(2):
+        write(os.path.join(clone, "local%d.txt" % i), "not pushed yet\n")
+        commit_all(clone)
+    assert gitrepo.unpushed(clone) == (2, True)
+    git("push", "-q", cwd=clone)
+    assert gitrepo.unpushed(clone) == (0, True)
+    write(os.path.join(clone, "local2.txt"), "on a branch without upstream\n")
+    git("checkout", "-q", "-b", "own", cwd=clone)
+    commit_all(clone)
+    assert gitrepo.unpushed(clone) == (1, False)  # on no remote branch

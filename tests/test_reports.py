@@ -21,9 +21,10 @@ class Host(Reports):
                               "last_pull": None, "unpushed": 0}
         self.backoff = backoffs()
         self.retry_at = {"commit": None, "pull": None}
-        self.push_at = self.next_timer_pull = self.own_last = None
+        self.push_at = self.next_timer_pull = self.next_safety_pull = self.own_last = None
         self.server = FakeServer(str(tmp_path / "s"), None)
-        self.repo = type("Repo", (), {"head": lambda self: "abc123"})()
+        self.repo = type("Repo", (), {"head": lambda self: "abc123", "unpushed": lambda self: None,
+                                      "upstream": lambda self: None})()
 
 
 def test_a_commit_is_counted_timed_for_its_push_and_published(tmp_path):

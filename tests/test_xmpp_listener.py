@@ -321,3 +321,45 @@ def test_outbox_requeues_what_no_ping_answer_confirmed_first():
     assert box.queued == [("notify", "n"), ("notify", "later")]
     assert box.pings == {} and box.oldest() is None
     assert unconfirmed not in box.pings
+
+
+def committer_answers_link(listener, upstream, url="/srv/repo.git"):
+    """The committer's reply to a link-up request reaches the loop."""
+    listener._linked({"cmd": "link", "up": True}, {"ok": True, "upstream": upstream, "url": url})
+    for event in listener.inbox.take():
+        listener.on_event(event)
+
+
+def test_an_upstream_revision_not_announced_yet_is_announced_when_the_link_is_up(made):
+    listener, server = made()
+    listener.login()
+    session = server.session
+    session.presence(PEER_B)
+    # The committer pushed before we logged in (or subscribed): its reply to link-up says
+    # where the upstream branch is. An answer that comes while the link is not ready
+    # (it went down again) is left for the next link-up.
+    committer_answers_link(listener, "abc123")
+    assert session.take_sent() == []
+    session.answer_pings()
+    committer_answers_link(listener, "abc123")
+    assert session.take_sent() == [(PEER_B, "pushed /srv/repo.git")]
+    committer_answers_link(listener, "abc123")  # told again (the committer restarted)
+    committer_answers_link(listener, None)  # another DVCS: it cannot say
+    assert session.take_sent() == []
+    listener.on_event({"event": "pushed", "url": "/srv/repo.git", "source": "committer",
+                       "rev": "def456"})
+    assert session.take_sent() == [(PEER_B, "pushed /srv/repo.git")]
+    committer_answers_link(listener, "def456")  # the same push: announced once
+    assert session.take_sent() == []
+
+
+def test_a_machine_that_comes_online_is_caught_up_with_by_a_pull(made):
+    listener, server = made()
+    session = up(listener, server, peers=(PEER_B,))
+    session.presence(PEER_B)  # seen already: nothing new
+    assert pulls(listener) == []
+    session.presence(PEER_C)
+    assert pulls(listener) == [{"cmd": "pull"}]
+    listener.pulls.pending.clear()
+    session.presence(PEER_C, "unavailable")
+    assert pulls(listener) == []

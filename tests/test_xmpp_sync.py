@@ -1,6 +1,8 @@
 """End-to-end through XMPP: the whole suite on several clones, announcements
 through a private prosody on 127.0.0.1 (tests/prosody.py), real git."""
 import os
+import signal
+import time
 
 import pytest
 
@@ -78,3 +80,45 @@ def test_a_change_made_while_the_server_is_down_still_arrives(xmpp_machines, pro
     prosody_server.start()
     # b reconnects and asks for a catch-up pull (or a announces once it is back).
     arrives(b, "while-down.txt", b"written with the server down\n", timeout=90)
+
+
+
+def restart(machine, how, write_change):
+    """Stop `how` much of the machine's suite, write_change() meanwhile, and start it again.
+
+    "daemon": the whole suite; "committer": the committer dies (SIGKILL) and the
+    supervisor starts it again, while the XMPP listener stays logged in and
+    subscribes again a moment later; "committer+xmpp": both die, so the listener
+    logs in again too."""
+    if how == "daemon":
+        machine.stop()
+        write_change()
+        machine.start(wait=False)
+        return
+    killed = {name: pid for name, pid in machine.children().items()
+              if name in how.split("+")}
+    for pid in killed.values():
+        os.kill(pid, signal.SIGKILL)
+    write_change()
+    wait_until(lambda: all(machine.children().get(name) not in (None, pid)
+                           for name, pid in killed.items()), 20, what="the restarts")
+
+
+def test_a_change_made_while_stopped_reaches_the_other_machine_soon_after_every_start(
+        xmpp_machines, remote):
+    """The start-up push may come before the XMPP login, or before the listener has
+    subscribed to the committer's events: it is announced all the same, every time."""
+    a, b = xmpp_machines(("a", 0), ("b", 0))
+    late = []
+    for i in range(20):
+        how = ("daemon", "committer", "committer+xmpp")[i % 3]
+        name, content = "stopped-%d.txt" % i, b"written while a was stopped %d\n" % i
+        started = time.monotonic()
+        restart(a, how, lambda: write(a, name, content))
+        try:
+            arrives(b, name, content, timeout=8)
+            print("start %d (%s): on b after %.2f s" % (i, how, time.monotonic() - started))
+        except AssertionError:
+            late.append((i, how))  # b stays behind until a's next own change
+        wait_until(lambda: a.settled(remote), 20, what="a to settle")
+    assert late == [], "starts after which b stayed behind: %s" % late
