@@ -187,3 +187,13 @@ def test_find_copies_skips_metadata(tmp_path):
         os.makedirs(os.path.dirname(str(tmp_path / rel)), exist_ok=True)
         (tmp_path / rel).write_text("x")
     assert [c.copy for c in conflicts.find_copies(str(tmp_path))] == sorted(copies)
+
+
+def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
+    """Before the first commit there is no HEAD to compare with: nothing to put back, and
+    no `git diff HEAD` error at every start."""
+    folder = str(tmp_path / "fresh")
+    git("init", "-q", folder)
+    with open(os.path.join(folder, "f.txt"), "w") as f:
+        f.write(">>>>>>> " + "a" * 40 + "\n")
+    assert conflicts.undo_killed_pull(folder) == []

@@ -193,6 +193,28 @@ def test_git_raises_one_line_on_failure(repo):
     assert gitrepo.git(repo, "rev-parse", "--verify", "no-such-ref", check=False) is None
 
 
+def test_git_says_why_in_git_s_words(tmp_path):
+    """Not a list's repr of the last line: git's fatal/error/hint lines, one line."""
+    folder = str(tmp_path / "fresh")
+    git("init", "-q", folder)
+    with pytest.raises(RuntimeError) as caught:
+        gitrepo.git(folder, "diff", "HEAD", "--name-only")
+    assert str(caught.value).startswith("git diff: fatal: ambiguous argument 'HEAD'")
+    assert "[" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_paths_go_on_stdin_with_their_literal_meaning(repo):
+    names = ["secret salary.txt", "-dash", "*", "new\nline"]
+    for name in names:
+        write(os.path.join(repo, name), "x\n")
+    gitrepo.git(repo, "add", "-A", "--", paths=names)
+    assert sorted(gitrepo.tracked_files(repo)) == sorted(
+        names + ["edit.txt", "gone.txt", "keep.txt", "old.txt", "sub/inner.txt"])
+    gitrepo.git(repo, "reset", "-q", "--", paths=["*"])   # only the file named `*`
+    staged = {c["path"] for c in gitrepo.staged_changes(repo)}
+    assert staged == {"secret salary.txt", "-dash", "new\nline"}
+
+
 def test_tracked_files_are_relative_to_the_folder(repo):
     write(os.path.join(repo, "untracked.txt"), "not tracked\n")
     assert sorted(gitrepo.tracked_files(repo)) == [

@@ -1,0 +1,135 @@
+"""No file name and no user text on any command line (issue 18, item 6).
+
+Every local user can read every process's /proc/PID/cmdline. A separate
+process reads all of them, as fast as it can, while the real suite on two
+machines adds, modifies, moves, removes, merges a conflict, restores and
+describes files with unmistakable names; none of them may appear."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import wait_until
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "secret-salary-2026"   # in every file and folder name
+TEXT = "Zebra-bonus-payroll"    # the description
+
+# Reads every /proc/*/cmdline until its stdin closes; prints "PID\tCMDLINE" (repr) per
+# new sighting of the marks, then "sweeps N" so the test knows it looked often enough.
+SPY = r"""
+import os, sys, threading
+marks = [m.encode() for m in os.environ["SPY_MARKS"].split()]   # not in our own argv
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+seen, sweeps = set(), 0
+while not stop.is_set():
+    sweeps += 1
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                line = f.read()
+        except OSError:
+            continue
+        if any(m in line for m in marks) and (pid, line) not in seen:
+            seen.add((pid, line))
+            print("%s\t%r" % (pid, line), flush=True)
+print("sweeps %d" % sweeps, flush=True)
+"""
+
+
+class Spy:
+    """The reader process. `mine`: the command lines the test itself ran (the user's own
+    `autosync-notify describe TEXT` and `dvcs-autosync restore PATH`), which their forked
+    children carry too until they exec."""
+
+    def __init__(self, *marks):
+        self.proc = subprocess.Popen([sys.executable, "-c", SPY], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, SPY_MARKS=" ".join(marks)))
+        self.mine = set()
+
+    def run(self, argv, **options):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, **options)
+        self.mine.add(repr(b"".join(os.fsencode(a) + b"\0" for a in argv)))
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, (argv, out, err)
+        return out
+
+    def finish(self):
+        """-> ([(pid, cmdline)] seen in processes the suite started, sweeps made)."""
+        out, _ = self.proc.communicate("", timeout=30)
+        lines = out.splitlines()
+        sweeps = int(lines[-1].split()[1])
+        hits = [tuple(l.split("\t", 1)) for l in lines[:-1]]
+        return [(pid, line) for pid, line in hits if line not in self.mine], sweeps
+
+
+def write(machine, rel, text):
+    full = os.path.join(machine.path, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as f:
+        f.write(text)
+
+
+def settle(machine, remote):
+    wait_until(lambda: machine.settled(remote), 30, 0.05, "%s to settle" % machine.name)
+
+
+def test_no_file_name_or_text_on_any_command_line(machines, remote, commands):
+    a, b = machines("a", "b", dvcs=commands, pushdelay="0")
+    spy = Spy(SECRET, TEXT)
+    old = "%s-1.txt" % SECRET
+    new = "%s-2.txt" % SECRET
+    folder = "%s-folder" % SECRET
+
+    write(a, old, "pay\n")                              # added
+    settle(a, remote)
+    write(a, old, "more pay\n")                         # modified
+    settle(a, remote)
+    os.rename(os.path.join(a.path, old), os.path.join(a.path, new))   # moved
+    write(a, folder + "/%s-3.txt" % SECRET, "three\n")
+    settle(a, remote)
+    os.rename(os.path.join(a.path, folder), os.path.join(a.path, folder + "-moved"))
+    settle(a, remote)
+    os.unlink(os.path.join(a.path, new))                 # removed
+    settle(a, remote)
+    # restored: log, list and the file's content at an old revision
+    spy.run([sys.executable, "-m", "autosync.supervisor", "restore",
+             os.path.join(a.path, new), "--config", a.config])
+    settle(a, remote)
+    assert a.read(new) == b"more pay\n"
+
+    # merged: both machines change one file while apart; b's push is refused, its pull
+    # keeps both versions (a merge commit naming the file and its conflict copy)
+    b.notify("pull")
+    write(a, new, "a's pay\n")
+    settle(a, remote)
+    write(b, new, "b's pay\n")
+    settle(b, remote)
+    assert any("conflict" in n and SECRET in n for n in os.listdir(b.path))
+
+    # described: the text on the last commit, not pushed yet (amendcmd) and, once it
+    # is pushed, on the next one (commitcmd)
+    a.settings["pushdelay"] = "30"
+    a.write_config()
+    a.stop()
+    a.start()
+    write(a, "%s-4.txt" % SECRET, "four\n")
+    wait_until(lambda: (a.status().get("unpushed") or 0) > 0, 20, what="a's commit")
+    out = spy.run([sys.executable, "-m", "autosync.notify", "--config", a.config,
+                   "describe", TEXT])
+    assert out.startswith("described the last commit"), out
+    a.notify("sync")
+    assert TEXT in remote.log("-1", "--format=%s")
+
+    time.sleep(0.2)
+    leaks, sweeps = spy.finish()
+    assert sweeps > 100, "the reader looked too seldom to mean anything"
+    assert leaks == [], "\n".join("%s: %s" % hit for hit in leaks)
