@@ -5,6 +5,7 @@ process reads all of them, as fast as it can, while the real suite on two
 machines adds, modifies, moves, removes, merges a conflict, restores and
 describes files with unmistakable names; none of them may appear."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from test_mercurial import central, hg  # noqa: F401 (central is a fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -133,3 +135,25 @@ def test_no_file_name_or_text_on_any_command_line(machines, remote, commands):
     leaks, sweeps = spy.finish()
     assert sweeps > 100, "the reader looked too seldom to mean anything"
     assert leaks == [], "\n".join("%s: %s" % hit for hit in leaks)
+
+
+@pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")
+def test_autosync_hgmerge_keeps_names_off_command_lines(tmp_path, central):
+    """autosync-hgmerge looks at, writes, adds and resolves a file changed on two clones,
+    and commits a message naming it and its conflict copy: all through stdin."""
+    clones = []
+    for name in ("x", "y"):
+        path = str(tmp_path / name)
+        hg("clone", "-q", central, path)
+        with open(os.path.join(path, SECRET + ".txt"), "w") as f:
+            f.write("from %s\n" % name)
+        hg("add", "-q", "-I", "glob:*", cwd=path)   # by pattern: no name on our command line
+        hg("commit", "-q", "-m", "autosync on %s: 1 added" % name, cwd=path)
+        clones.append(path)
+    x, y = clones
+    hg("pull", "-q", y, cwd=x)
+    spy = Spy(SECRET)
+    spy.run([sys.executable, "-m", "autosync.hgmerge", "--host", "merger", x])
+    leaks, sweeps = spy.finish()
+    assert len([n for n in os.listdir(x) if n.startswith(SECRET)]) == 2   # it merged
+    assert sweeps > 10 and leaks == [], "\n".join("%s: %s" % hit for hit in leaks)
