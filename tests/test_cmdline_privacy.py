@@ -47,8 +47,7 @@ print("sweeps %d" % sweeps, flush=True)
 
 class Spy:
     """The reader process. `mine`: the command lines the test itself ran (the user's own
-    `autosync-notify describe TEXT` and `dvcs-autosync restore PATH`), which their forked
-    children carry too until they exec."""
+    `dvcs-autosync restore PATH`), which their forked children carry too until they exec."""
 
     def __init__(self, *marks):
         self.proc = subprocess.Popen([sys.executable, "-c", SPY], stdin=subprocess.PIPE,
@@ -56,11 +55,11 @@ class Spy:
                                      env=dict(os.environ, SPY_MARKS=" ".join(marks)))
         self.mine = set()
 
-    def run(self, argv, **options):
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, **options)
+    def run(self, argv, input=None):
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         self.mine.add(repr(b"".join(os.fsencode(a) + b"\0" for a in argv)))
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(input, timeout=60)
         assert proc.returncode == 0, (argv, out, err)
         return out
 
@@ -117,8 +116,8 @@ def test_no_file_name_or_text_on_any_command_line(machines, remote, commands):
     settle(b, remote)
     assert any("conflict" in n and SECRET in n for n in os.listdir(b.path))
 
-    # described: the text on the last commit, not pushed yet (amendcmd) and, once it
-    # is pushed, on the next one (commitcmd)
+    # described: the text, given on stdin, reworded onto the last commit, not pushed
+    # yet (amendcmd); the next commit's message (commitcmd) is checked above
     a.settings["pushdelay"] = "30"
     a.write_config()
     a.stop()
@@ -126,7 +125,7 @@ def test_no_file_name_or_text_on_any_command_line(machines, remote, commands):
     write(a, "%s-4.txt" % SECRET, "four\n")
     wait_until(lambda: (a.status().get("unpushed") or 0) > 0, 20, what="a's commit")
     out = spy.run([sys.executable, "-m", "autosync.notify", "--config", a.config,
-                   "describe", TEXT])
+                   "describe", "-"], input=TEXT)
     assert out.startswith("described the last commit"), out
     a.notify("sync")
     assert TEXT in remote.log("-1", "--format=%s")
