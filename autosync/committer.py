@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from autosync import cli
+from autosync import cli, problems
 from autosync.everyday import Everyday
 from autosync.reports import BACKOFF_MAX, Reports
 from autosync.messages import ACTIONS
@@ -96,6 +96,8 @@ class Committer(Reports, Everyday):
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
                               "last_commit": None, "last_push": None, "last_pull": None,
                               "unpushed": 0, "last_error": None, "conflicts": [],
+                              "failing": {},  # op -> its error, while it fails (problems.py)
+                              "waiting": None,  # why there is nothing to pull yet
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
                               "paused": self.paused.fields(),
@@ -109,7 +111,10 @@ class Committer(Reports, Everyday):
         cmd = message.get("cmd")
         if cmd == "status":
             with self.cond:
-                status = dict(self.status_fields, pending=sorted(self.pending.changes))
+                status = dict(self.status_fields, pending=sorted(self.pending.changes),
+                              failing=dict(self.status_fields["failing"]))
+            status["problems"] = problems.problems(status)
+            status["headline"] = problems.headline(status, when=cli.show_time)
             return {"ok": True, "status": status}
         if cmd == "batch":
             changes = message.get("changes", [])
@@ -151,12 +156,19 @@ class Committer(Reports, Everyday):
             return self.watch_reported(message)
         if cmd == "link":
             up = bool(message.get("up"))
+            error = message.get("error")
             with self.cond:
                 changed, self.link_up = up != self.link_up, up
                 self.status_fields["link"] = "up" if up else "down"
                 self.cond.notify_all()
             if changed:  # the tray shows a machine without announcements as offline
                 self.event("link", up=up)
+            # A login or certificate refused is a problem by name; a link that is merely
+            # not up yet (connecting) is not.
+            if up:
+                self.succeeded("link")
+            elif isinstance(error, str) and error:
+                self.failed("link", error[:300])
             return {"ok": True}
         return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
 
@@ -272,13 +284,18 @@ class Committer(Reports, Everyday):
             retry = {op for op, t in self.retry_at.items() if t is not None and now >= t}
             for op in retry:
                 self.retry_at[op] = None
+        note = "; ".join(notes) or None
+        made = False
         if changes or rescan or "commit" in retry:
             # A retry rescans: the changes of the failed attempt are still in the folder.
-            self.commit(changes, rescan or "commit" in retry)
+            # A sync's note (a restore's) goes on the commit that holds the batch, which
+            # is often the restore's own writes.
+            made = self.commit(changes, rescan or "commit" in retry,
+                               note if syncs > self.done["sync"] else None)
         if pulls > self.done["pull"] or timer_pull or "pull" in retry:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
-            committed = self.commit([], True, note="; ".join(notes) or None)
+            committed = self.commit([], True, note=None if made else note) or made
             error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:

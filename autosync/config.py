@@ -112,6 +112,8 @@ KEYS = {
 GIT_COMMANDS = {name: key.default for name, key in KEYS["dvcs"].items()}
 _A, _X = ({k: key.default for k, key in KEYS[name].items()} for name in ("autosync", "xmpp"))
 
+WARNED = "AUTOSYNC_CONFIG_WARNED"  # set by the supervisor for the programs it starts
+
 # Accepted and not used: the original's planned but never written sync server.
 IGNORED_SECTIONS = ("autosync-server",)
 
@@ -181,8 +183,10 @@ def load(path: str, check_path: bool = True) -> Config:
     if check_path:
         _check_working_tree(file, config.path)
     _check_permissions(file, config, warnings)
-    for warning in warnings:
-        log.warning("%s", warning)
+    # Said once per start: the supervisor says them, the programs it starts do not.
+    if not os.environ.get(WARNED):
+        for warning in warnings:
+            log.warning("%s", warning)
     config.warnings = warnings
     return config
 

@@ -26,7 +26,7 @@ import subprocess
 
 from autosync import conflicts
 from autosync.commands import SHELL_CHARS, Template, environment
-from autosync.gitrepo import git
+from autosync.gitrepo import git, hash_file
 from autosync.guarded import Expect, Refused, Writer
 from autosync.messages import merge_message
 
@@ -67,18 +67,22 @@ def plain_pull(text):
     return [w for w in words[2:] if not w.startswith("-")]
 
 
+EMPTY = "empty"  # for_merge: the remote has no branch at all yet
+
+
 def for_merge(gitdir):
-    """The commit FETCH_HEAD says a pull merges, or None (an empty remote, no upstream)."""
+    """The commit FETCH_HEAD says a pull merges; EMPTY when the fetch brought no branch
+    at all (an empty remote: nothing to pull yet), None when it brought others only."""
     try:
         with open(os.path.join(gitdir, "FETCH_HEAD"), "rb") as f:
             lines = f.read().decode("utf-8", "replace").splitlines()
     except FileNotFoundError:
-        return None
+        return EMPTY
     for line in lines:
         fields = line.split("\t")
         if len(fields) >= 2 and fields[1] == "":
             return fields[0]
-    return None
+    return None if any(line.strip() for line in lines) else EMPTY
 
 
 class GitPull:
@@ -102,46 +106,42 @@ class GitPull:
         return proc
 
     def hash_as_git(self, rel, data):
-        """The blob id git would store for the file at rel (filters, line endings).
-
-        git reads the file itself (`--stdin-paths`: the name on stdin, never on a
-        command line, where every local user can read it), not `data`: the writer
-        calls this while it holds the file's read lease, so no write lands meanwhile, and
-        a file renamed over it only fails the check (None for a name with a newline too)."""
-        if "\n" in rel:
-            return None
-        proc = self.git("hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
-                        check=False)
-        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+        """The blob id git would store for this content at rel (filters, line endings);
+        the name goes to git on stdin (gitrepo.hash_file)."""
+        return hash_file(self.folder, rel, data)
 
     # --- the pull ---------------------------------------------------------------------
 
     def run(self, timeout=None):
         """Fetch, merge, write. -> {"merged": copies in the merge commit, "beside": copies
-        of files changed here meanwhile, "kept": paths that kept local bytes}; PullFailed or
+        of files changed here meanwhile, "kept": paths that kept local bytes, "merge": the
+        merge commit made here (None for a fast-forward)}; PullFailed or
         CommandFailed (the fetch) when it could not be done; nothing is written then."""
         self.fetch.run(cwd=self.folder, timeout=timeout)
         theirs = for_merge(self.gitdir)
         if theirs is None:
-            raise PullFailed("the remote has no branch to merge (an empty remote, or no "
-                             "upstream branch set: git branch --set-upstream-to)")
+            raise PullFailed("the remote has no branch this one follows: set it with git "
+                             "branch --set-upstream-to=origin/BRANCH")
+        if theirs == EMPTY:  # the first machine's first push is still to come
+            return {"merged": [], "beside": [], "kept": [], "merge": None, "empty": True}
         head = self.rev("HEAD")
         if head == theirs or (head and self.is_ancestor(theirs, head)):
-            return {"merged": [], "beside": [], "kept": []}
-        copies = []
+            return {"merged": [], "beside": [], "kept": [], "merge": None}
+        copies, merge = [], None
         if head is None or self.is_ancestor(head, theirs):
             new, tree = theirs, self.rev(theirs + "^{tree}")
         else:
             tree, copies = self.merge(head, theirs)
             new = self.git("commit-tree", tree, "-p", head, "-p", theirs,   # message: stdin
                            data=os.fsencode(merge_message(self.host, copies))).stdout.decode().strip()
+            merge = new
         entries = self.diff(head, tree)
         kept, beside = self.write(entries, theirs)
         self.move_index(entries)
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
         if head:
             self.git("update-ref", "ORIG_HEAD", head)
-        return {"merged": copies, "beside": beside, "kept": kept}
+        return {"merged": copies, "beside": beside, "kept": kept, "merge": merge}
 
     def rev(self, name):
         proc = self.git("rev-parse", "-q", "--verify", name, check=False)

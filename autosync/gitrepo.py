@@ -36,6 +36,27 @@ def git(folder, *args, check=True, data=None, paths=None):
     return proc.stdout
 
 
+def hash_file(folder, rel, data):
+    """The blob id git would store for the file at rel (its clean filters, line endings),
+    provided the file holds `data` (what the caller read from it); None otherwise.
+
+    git reads the file itself: its name goes on stdin (`--stdin-paths`), since `--path`
+    would show it to every local user. It is read once more after, so that the id is
+    data's even if the file changed meanwhile (None then). None for a name with a
+    newline (git reads the names line by line)."""
+    if "\n" in rel:
+        return None
+    out = git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
+              check=False)
+    try:
+        fd = os.open(os.path.join(folder, rel), os.O_RDONLY | os.O_NOFOLLOW)
+        with open(fd, "rb") as f:
+            same = f.read() == data
+    except OSError:
+        return None
+    return out.decode("ascii", "replace").strip() if out and same else None
+
+
 def git_dir(folder):
     """The repository's metadata folder (.git), absolute; None if folder is not in git."""
     out = git(folder, "rev-parse", "--absolute-git-dir", check=False)

@@ -2,9 +2,11 @@
 
 History is read with the config's logcmd, listcmd and restorecmd (git by
 default), so they work for any DVCS. A restore makes a file, a folder or the
-whole synced folder what it was at a moment: it writes the old files into the
-folder, removes those that did not exist then, and asks the running daemon to
-commit the result as one change whose message says what was restored.
+whole synced folder what it was at a moment: the running daemon commits the
+folder first (or nothing is restored), then the old files are written into
+the folder and those that did not exist then removed, never over a file that
+is not exactly in the newest commit (rewind.py), and the daemon commits the
+result as one change whose message says what was restored.
 """
 import argparse
 import collections
@@ -14,7 +16,7 @@ import re
 import sys
 import time
 
-from autosync import cli, commands
+from autosync import cli, commands, gitrepo, guarded
 from autosync.ignore import Ignore
 from autosync.messages import describe, printable, text_of
 from autosync.rewind import MODES, Rewind
@@ -93,6 +95,7 @@ class History:
                                    "(see docs/beyond-git.md)"
                                    % (cfg.file, name, wanted, template.text))
             self.cmd[name] = template
+        self.gitdir = False  # the repository's git folder, None if it is no git; read once
 
     def relative(self, path):
         """PATH as given on the command line -> the path relative to the folder ("." for it).
@@ -161,7 +164,10 @@ class History:
             raise HistoryError("%s is not synced (DVCS metadata, editor junk, ignorepath or "
                                ".gitignore): restore leaves it alone" % printable(rel))
         rewind = Rewind(self, version.rev, rel, wanted, ignore)
-        changes = rewind.run(dry_run)
+        try:
+            changes = rewind.run(dry_run)
+        except guarded.Refused as e:  # before anything was written
+            raise HistoryError("cannot restore %s: %s" % (printable(rel), e)) from None
         failed = {path for path, _ in rewind.failed}
         return version, [c for c in changes if c.path not in failed], rewind.failed
 
@@ -174,13 +180,42 @@ class History:
 
     def listing(self, rev, rel):
         """{path: mode} of the files at or below `rel` at `rev` (listcmd)."""
+        return {path: entry[0] for path, entry in self.entries(rev, rel).items()}
+
+    def entries(self, rev, rel):
+        """{path: (mode, git blob id or None)} of the files at or below `rel` at `rev`."""
         try:
             output = self.cmd["listcmd"].output_bytes(rev, rel, cwd=self.cfg.path)
         except commands.CommandFailed as e:
             raise HistoryError("listing %s at %s failed (is [dvcs] listcmd right for your "
                                "DVCS? see docs/beyond-git.md): %s" % (rel, rev[:12], e)) from None
-        return {path: mode for path, mode in parse_list(output).items()
+        return {path: entry for path, entry in parse_entries(output).items()
                 if rel == "." or path == rel or path.startswith(rel + "/")}
+
+    # --- what the newest commit holds, for the guarded writer --------------------------
+
+    def is_git(self):
+        if self.gitdir is False:
+            self.gitdir = gitrepo.git_dir(self.cfg.path)
+        return self.gitdir is not None
+
+    def expect(self, rev, path, entry):
+        """guarded.Expect of the version of path at rev, given its entries() entry: by
+        git blob id when listcmd printed one (git compares it as `git status` does,
+        through clean filters: git-annex, line endings), else by restorecmd's bytes."""
+        mode, oid = entry
+        if oid is not None and self.is_git():
+            return guarded.Expect(mode, oid=oid)
+        return guarded.Expect(mode, data=self.content(rev, path))
+
+    def confirm(self, rel, data):
+        """The blob id git would store for `data` at rel (its clean filters applied); the
+        name goes to git on stdin, off the command line (gitrepo.hash_file)."""
+        return gitrepo.hash_file(self.cfg.path, rel, data)
+
+    def writer(self):
+        """The guarded writer for the folder (`confirm` with git)."""
+        return guarded.Writer(self.cfg.path, confirm=self.confirm if self.is_git() else None)
 
     def content(self, rev, rel):
         """A file's content (a link's target) at `rev`: restorecmd's last command's stdout."""
@@ -194,18 +229,27 @@ class History:
 def parse_list(output):
     """listcmd's output -> {path: mode}: records "MODE[ MORE]<TAB>PATH", ended by NUL (or by
     newlines when there is no NUL at all); git ls-tree's own format is one such."""
+    return {path: entry[0] for path, entry in parse_entries(output).items()}
+
+
+def parse_entries(output):
+    """listcmd's output -> {path: (mode, blob id)}; the id is MORE's when it reads as git
+    ls-tree's "blob ID", else None."""
     text = os.fsdecode(output)
     found = {}
     for record in text.split("\0") if "\0" in text else text.split("\n"):
         if not record.strip("\n"):
             continue
         meta, tab, path = record.partition("\t")
-        mode = meta.strip().split(" ")[0]
+        words = meta.strip().split(" ")
+        mode = words[0]
         if not tab or not path or not re.fullmatch(r"[0-7]{6}", mode):
             raise HistoryError("listcmd printed %r, expected 'MODE<TAB>PATH' records"
                                % record[:80])
+        oid = words[2] if len(words) == 3 and words[1] == "blob" and \
+            re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", words[2]) else None
         if mode in MODES:  # 160000 (a nested repository) and others are left alone
-            found[os.path.normpath(path)] = mode
+            found[os.path.normpath(path)] = (mode, oid)
     return found
 
 
@@ -213,7 +257,10 @@ SAID = {"restored": ("restored %s", "would restore %s"),
         "brought back": ("brought back %s", "would bring back %s"),
         "removed": ("removed %s (still in history)", "would remove %s (it stays in history)"),
         "kept": ("kept %s: it did not exist then, but it is not in history yet",
-                 "would keep %s: it did not exist then, but it is not in history yet")}
+                 "would keep %s: it did not exist then, but it is not in history yet"),
+        "changed": ("kept %s as it is: it is not in history as it is now",
+                    "would keep %s as it is: it is not in history as it is now")}
+KEPT = ("kept", "changed")  # what restore leaves as it is
 
 
 def summary(changes):
@@ -247,20 +294,34 @@ def ask_daemon(cfg, request, timeout=600.0):
         conn.close()
 
 
+def commit_first(cfg, done):
+    """Have the daemon commit the folder as it is now, before anything in it is
+    written -> its reply, or None when no daemon runs. HistoryError, saying why in
+    one line, when that commit cannot be made: paused, a rebase, a timeout, any
+    error of the daemon's (a push that failed after the commit is no such error:
+    what matters is that the folder is in history, here). `done`: "restored"..."""
+    reply = ask_daemon(cfg, {"cmd": "sync"})
+    if reply is None or reply.get("ok"):
+        return reply
+    error = str(reply.get("error") or "no reason given")
+    if error.startswith("push: "):
+        return reply
+    raise HistoryError("the daemon could not commit the folder first, so nothing was %s: "
+                       "%s" % (done, error))
+
+
 def rewind(cfg, history, rel, at, dry_run):
     """`restore`: print what changes, write it, and have the daemon commit it as one."""
     if not dry_run:
         # Everything in the folder goes into history first, so that what the restore
         # removes or overwrites can be brought back too, and "the last change" is
-        # the last one made, even one the daemon had not committed yet.
-        reply = ask_daemon(cfg, {"cmd": "sync"})
-        if reply is not None and not reply.get("ok") and \
-                str(reply.get("error", "")).startswith("commit"):
-            raise HistoryError("the daemon could not commit the folder as it is now, so "
-                               "nothing was restored: %s" % reply.get("error"))
+        # the last one made, even one the daemon had not committed yet. With no
+        # daemon, only what is exactly in the newest commit is written over.
+        commit_first(cfg, "restored")
     version, changes, failed = history.restore(rel, at, dry_run)
-    kept = [c for c in changes if c.action == "kept"]
-    changes = [c for c in changes if c.action != "kept"]
+    kept = [c for c in changes if c.action in KEPT]
+    changes = [c for c in changes if c.action not in KEPT]
+    held = sum(c.action == "changed" for c in kept)
     when = "%s (%s, %s on %s)" % (cli.show_time(version.time), version.rev[:12],
                                    version.action, version.host)
     for change in changes + kept:
@@ -268,14 +329,23 @@ def rewind(cfg, history, rel, at, dry_run):
     for path, why in failed:
         print("could not restore %s: %s" % (printable(path), why), file=sys.stderr)
     name = "the whole folder" if rel == "." else printable(rel)
+    but = ", but for %d kept as %s" % (held, "it is" if held == 1 else "they are") \
+        if held else ""
+    code = 1 if failed or (held and not dry_run) else 0
+    if held and not dry_run:
+        print("restore left %s: run it again once the daemon has committed %s" % (
+            "1 path as it is: it changed after the newest commit" if held == 1 else
+            "%d paths as they are: they changed after the newest commit" % held,
+            "it" if held == 1 else "them"), file=sys.stderr)
     if not changes:
-        print("%s is already as it was at %s: nothing to do" % (name, when))
-        return 1 if failed else 0
+        if not held:
+            print("%s is already as it was at %s: nothing to do" % (name, when))
+        return code
     if dry_run:
-        print("would make %s as it was at %s: %s; nothing written"
-              % (name, when, summary(changes)))
-        return 0
-    print("%s is as it was at %s: %s" % (name, when, summary(changes)))
+        print("would make %s as it was at %s%s: %s; nothing written"
+              % (name, when, but, summary(changes)))
+        return code
+    print("%s is as it was at %s%s: %s" % (name, when, but, summary(changes)))
     reply = ask_daemon(cfg, {"cmd": "sync", "note": restore_note(rel, version)})
     if reply is None:
         print("no dvcs-autosync runs for %s: the restore is committed and synced when it "
@@ -288,7 +358,7 @@ def rewind(cfg, history, rel, at, dry_run):
     else:
         print("the daemon did not commit the restore: %s" % reply.get("error"), file=sys.stderr)
         return 1
-    return 1 if failed else 0
+    return code
 
 
 def print_versions(versions, out=sys.stdout):

@@ -85,6 +85,10 @@ def commit_message(host, changes, note=None, context=None, text=None):
     return described(message, text) if text else message
 
 
+# merge_message's line for one copy, read back (by the machines that pull the merge).
+MERGED_COPY = re.compile(r"conflict: (.+) \(other version kept as (.+)\)")
+
+
 def merge_message(host, copies):
     """The commit that finishes a merge; copies: [{"path", "copy"}] kept beside each other."""
     lines = ["conflict: %s (other version kept as %s)" % (printable(c["path"]),

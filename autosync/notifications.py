@@ -141,6 +141,7 @@ class Summariser:
         """Messages to show now for this event (often none)."""
         handler = {
             "failed": self._failed,
+            "recovered": self._recovered,
             "conflict": self._conflict,
             "mass-delete": self._mass_delete,
             "committed": self._committed,
@@ -190,6 +191,14 @@ class Summariser:
             return []
         self.failures[op] = (error, now)
         return [Message(_titled(self.folder, "%s failed" % op.capitalize()), error, NORMAL)]
+
+    def _recovered(self, event, now):
+        """The end of a failure that was told: told once too."""
+        op = str(event.get("op") or "sync")
+        if self.failures.pop(op, None) is None:
+            return []
+        return [Message(_titled(self.folder, "%s works again" % op.capitalize()),
+                        "Syncing goes on.", NORMAL)]
 
     def _conflict(self, event, now):
         path = str(event.get("path") or "a file")

@@ -4,14 +4,15 @@ Run from inside a synced folder (as git runs hooks) it finds that folder's
 daemon by itself; --config or --socket name another one.
 """
 import argparse
+import glob
 import json
 import os
 import sys
 
-from autosync import __version__, cli
+from autosync import __version__, cli, config, problems
 from autosync.messages import check_text
 from autosync.pause import parse_duration
-from autosync.paths import find_socket
+from autosync.paths import find_socket, runtime_dir
 from autosync.protocol import NoDaemon, ProtocolError, Untrusted, connect
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
@@ -22,6 +23,9 @@ def parse(argv):
     where = p.add_mutually_exclusive_group()
     where.add_argument("--config", help="the daemon's configuration file")
     where.add_argument("--socket", help="the daemon's control socket")
+    where.add_argument("--all", action="store_true",
+                       help="status: every daemon this user runs (also the default outside "
+                            "any synced folder)")
     p.add_argument("--json", action="store_true", help="print the reply as JSON, for scripts")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds to wait for sync or pull to finish (default 600)")
@@ -38,6 +42,8 @@ def parse(argv):
         p.error("%s takes %s" % (args.message, "no argument" if not takes else "one argument"))
     if args.message == "describe" and not args.words:
         p.error("describe needs the TEXT that says what the change was")
+    if args.all and args.message != "status":
+        p.error("--all goes with status only")
     return args
 
 
@@ -66,11 +72,58 @@ def socket_path(args):
     return env or find_socket(os.getcwd())
 
 
+def every_socket():
+    """The sockets of this user's daemons: the default place, and ~/.autosync's own."""
+    found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
+    default = os.path.expanduser("~/.autosync")
+    if os.path.isfile(default):
+        try:
+            own = config.load(default, check_path=False).socket
+        except config.ConfigError:
+            own = None
+        if own and own not in found and os.path.exists(own):
+            found.append(own)
+    return found
+
+
+def all_status(as_json):
+    """status for every daemon this user runs: one block each (JSON: a list)."""
+    replies = []
+    for path in every_socket():
+        try:
+            conn = connect(path)
+            try:
+                reply = conn.request({"cmd": "status"}, timeout=10)
+            finally:
+                conn.close()
+        except (NoDaemon, Untrusted, OSError, ValueError, ProtocolError):
+            continue  # a socket left by a daemon that is gone, or not ours
+        if reply.get("ok"):
+            replies.append(reply["status"])
+    if as_json:
+        print(json.dumps(replies, indent=2, sort_keys=True))
+    elif not replies:
+        print("autosync-notify: no dvcs-autosync daemon runs for this user", file=sys.stderr)
+    else:
+        print("\n\n".join(status_text(s) for s in replies))
+    return 0 if replies else EXIT_NO_DAEMON
+
+
+def link_text(status):
+    link = status.get("link")
+    if link is None:
+        return "not used (syncmethod = none: other machines' changes come every pullinterval)"
+    failing = (status.get("failing") or {}).get("link")
+    return link + (" (%s)" % failing if failing and link != "up" else "")
+
+
 def status_text(status):
     commit, push = status.get("last_commit"), status.get("last_push")
     lines = [
+        problems.headline(status, when=cli.show_time),
         "folder:      %s (on %s)" % (status.get("path"), status.get("host")),
         "state:       %s" % status.get("state"),
+        "link:        %s" % link_text(status),
         "paused:      %s" % (paused_text(status["paused"]) if status.get("paused") else "no"),
         "pending:     %d paths" % len(status.get("pending") or []),
         "last commit: %s" % ("%s  %s" % (cli.show_time(commit["time"]), commit.get("message", ""))
@@ -81,6 +134,8 @@ def status_text(status):
         "last error:  %s" % (status.get("last_error") or "none"),
         "watches:     %s" % ((status.get("watch") or {}).get("problem") or "every folder watched"),
     ]
+    for problem in problems.problems(status)[1:]:
+        lines.append("also:        %s - %s" % (problem["error"], problem["fix"]))
     for conflict in status.get("conflicts") or []:
         lines.append("conflict:    %s" % conflict)
     for path in status.get("held_back") or []:
@@ -117,7 +172,11 @@ def reply_text(reply):
 
 def main(argv=None):
     args = parse(argv)
+    if args.all:
+        return all_status(args.json)
     path = socket_path(args)
+    if not path and args.message == "status":  # outside any synced folder: all of them
+        return all_status(args.json)
     if not path:
         print("autosync-notify: no dvcs-autosync daemon runs for %s or a folder above it "
               "(use --config or --socket)" % os.getcwd(), file=sys.stderr)

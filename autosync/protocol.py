@@ -21,7 +21,7 @@ REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe", "p
             "describe")
 # What the committer tells its subscribers:
 EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
-          "failed", "mass-delete", "stopping", "paused", "resumed", "link")
+          "failed", "recovered", "mass-delete", "stopping", "paused", "resumed", "link")
 # What the committer's worker is doing (status "state"):
 STATES = ("starting", "idle", "committing", "pulling", "pushing", "paused", "stopped")
 

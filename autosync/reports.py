@@ -33,10 +33,21 @@ class Reports:
             return self.status_fields["last_error"]
 
     def failed(self, op, error, retry=None, quiet=False):
+        """op failed: said (log, `failed` event) when it starts failing or fails anew in
+        other words, and kept in the status' `failing` until op works again."""
+        text = "%s: %s" % (op, error)
+        # The same failure in other words is news; the same words around another command
+        # line (a commit's message differs at each try) are not.
+        key = getattr(error, "output", None) or str(error)
+        with self.cond:
+            keys = self.__dict__.setdefault("failure_keys", {})
+            new = op not in self.status_fields["failing"] or keys.get(op) != key
+            keys[op], self.status_fields["failing"][op] = key, text
+        quiet = quiet or not new
         if not quiet:
             log.error("%s failed: %s", op, error)
         with self.cond:
-            self.status_fields["last_error"] = "%s: %s" % (op, error)
+            self.status_fields["last_error"] = text
             if retry == "push":
                 delay = min(BACKOFF_MAX, self.cfg.pushdelay + self.backoff["push"].next())
                 self.push_at = time.monotonic() + delay
@@ -47,7 +58,12 @@ class Reports:
 
     def succeeded(self, op):
         with self.cond:
-            self.backoff[op].reset()
+            if op in self.backoff:
+                self.backoff[op].reset()
+            was = self.status_fields["failing"].pop(op, None)
+        if was:  # the problem's end is told once, as its start was
+            log.warning("%s works again", op)
+            self.event("recovered", op=op, error=was)
 
     def look_again(self, seconds):
         with self.cond:

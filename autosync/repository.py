@@ -24,7 +24,7 @@ import time
 from autosync import (conflicts, excludes, git_environment, gitpull, gitrepo, hgmerge,
                       massdelete, recovery)
 from autosync.commands import CommandFailed, Template
-from autosync.messages import commit_message, merge_message
+from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
 
 log = logging.getLogger("autosync.repository")
@@ -47,6 +47,7 @@ class Repository:
         self.commit_error = None  # why the last commit failed or left something out
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
+        self.merged = None  # the merge commit the last pull made here, if any
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
@@ -76,9 +77,10 @@ class Repository:
         if problem is None:
             if told:
                 log.warning("the repository is usable again: syncing resumes")
+                self.report.succeeded("folder")
             return True
         if problem != told:
-            self.report.failed(op, problem + "; not committing")
+            self.report.failed("folder", problem + "; not committing")
         self.report.look_again(SAFE_AGAIN)
         return False
 
@@ -97,11 +99,14 @@ class Repository:
         self.clear_lock()
         # Whether or not a leftover was seen: a killed pull may have died before we
         # started. A recorded merge (MERGE_HEAD) is finished by merge_cleared instead.
-        if self.gitdir and not conflicts.merging(self.gitdir):
+        # (No commit yet, as in a clone of an empty remote: no pull can have run.)
+        if self.gitdir and not conflicts.merging(self.gitdir) and self.head():
             try:
                 conflicts.undo_killed_pull(self.folder)
             except RuntimeError as e:
                 log.error("%s", e)
+        if self.gitdir:
+            self.count_conflicts()
 
     # --- commits -----------------------------------------------------------------------
 
@@ -136,15 +141,17 @@ class Repository:
             before = time.time()
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError) as e:
-            # A lock in the way passes; other failures are not retried blindly (the
-            # original's statuscmd makes "nothing to commit" fail) but found by the next rescan.
-            lock = self.locked() or "index.lock" in (getattr(e, "output", "") or "")
-            self.report.failed("commit", e, retry="commit" if lock else None)
+            # Tried again with backoff (a rescan): a lock in the way passes, and a cause
+            # the user fixes (a git identity, a full disk) must clear by itself.
+            self.report.failed("commit", e, retry="commit")
             self.commit_error = "commit: %s" % e
             return False
         if not self.held_back(held):
             self.report.succeeded("commit")
         self.report.committed(message, listed)
+        if any(conflicts.read_copy_name(c["path"]) or conflicts.read_copy_name(c.get("src", ""))
+               for c in listed):
+            self.count_conflicts()  # a copy made, settled or removed
         notice = massdelete.notice(self.cfg, self.gitdir, listed, before)
         if notice:
             self.report.status(mass_delete=notice)
@@ -216,20 +223,52 @@ class Repository:
         except (CommandFailed, RuntimeError, OSError) as e:
             self.report.failed("merge", e, retry="commit")
             return False
+        self.report.succeeded("merge")
         self.report.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
+        self.merged = self.head()
         self.announce(copies)
         return True
 
     def announce(self, copies):
-        """Each conflict copy told once: status, a `conflict` event, the log (git's
-        conflicts.resolve says it already)."""
+        """Each conflict copy told once: a `conflict` event, the log (git's
+        conflicts.resolve and gitpull say it already), and the status."""
         for c in copies:
             if not self.gitdir:
                 log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
                             c["path"], c["host"], c["copy"])
-            self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
-            self.report.status(conflicts=list(self.conflicts))
+                self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
             self.report.event("conflict", **c)
+        self.count_conflicts()
+
+    def count_conflicts(self):
+        """The status lists the conflict copies the folder holds now (git: the tracked
+        ones, read from the index; another DVCS: those made by this daemon)."""
+        if self.gitdir:
+            found = [c.copy for c in map(conflicts.read_copy_name,
+                                         gitrepo.tracked_files(self.folder)) if c]
+            self.conflicts = found[-CONFLICTS_KEPT:]
+        self.report.status(conflicts=list(self.conflicts))
+
+    def merged_elsewhere(self, before, after):
+        """Conflict copies that another machine's merges, pulled just now, kept: told here
+        too (read back from their commit messages)."""
+        if not (self.gitdir and before and after and before != after):
+            return []
+        out = gitrepo.git(self.folder, "log", "-z", "--format=%H%n%B",
+                          b"%s..%s" % (before, after), check=False) or b""
+        copies = []
+        for message in os.fsdecode(out).split("\0"):
+            rev, _, message = message.strip("\n").partition("\n")
+            lines = message.split("\n")
+            host = host_of(lines[0])
+            if not host or rev == self.merged:
+                continue  # the merge this pull made: its copies were told then
+            for line in lines[1:]:
+                found = MERGED_COPY.fullmatch(line)
+                if found:
+                    copies.append({"path": found.group(1), "copy": found.group(2),
+                                   "host": host, "source": "pulled"})
+        return copies
 
     # --- the remote --------------------------------------------------------------------
 
@@ -242,6 +281,8 @@ class Repository:
         self.pushed_new = False
         if not self.safe("push"):
             return False
+        if self.gitdir and gitrepo.head(self.folder) is None:
+            return True  # no commit yet (a clone of an empty remote): nothing to push
         before = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         for attempt in range(1, PUSH_TRIES + 1):
             self.report.state("pushing")
@@ -277,6 +318,10 @@ class Repository:
         except (CommandFailed, gitpull.PullFailed, RuntimeError, OSError) as e:
             self.report.failed("pull", e, retry="pull")
             return False
+        self.merged = result["merge"]
+        # An empty remote is where every sync begins: waited on, not a failure.
+        self.report.status(waiting="the remote is empty: waiting for the first change"
+                           if result.get("empty") else None)
         if result["merged"]:
             self.report.committed(merge_message(self.host, result["merged"]),
                                   [{"action": "added", "path": c["copy"]}
@@ -319,14 +364,20 @@ class Repository:
             return {"ok": False, "pulled": False, "error": self.blocked}
         self.report.event("pull-started")
         before = gitrepo.head(self.folder) if self.gitdir else None
+        self.merged = None
         ok = self.run_pull()
         self.report.event("pull-finished", ok=ok)
         self.report.pulled(ok)
         if ok:
             # git can say what came in; for another DVCS the event says only that it ran.
-            news = gitrepo.pulled(self.folder, before, gitrepo.head(self.folder)) \
-                if self.gitdir else {}
+            after = gitrepo.head(self.folder) if self.gitdir else None
+            news = gitrepo.pulled(self.folder, before, after) if self.gitdir else {}
             self.report.event("pulled", **news)
+            elsewhere = self.merged_elsewhere(before, after)
+            for c in elsewhere:
+                log.warning("conflict in %s (merged on %s): both versions kept, the other "
+                            "as %s", c["path"], c["host"], c["copy"])
+            self.announce(elsewhere)
         # conservative: the watcher ignored events during the pull; it asks for the
         # rescan once it has read every event up to pull-finished (a rescan here
         # could run before an edit made the instant the pull ended). With no

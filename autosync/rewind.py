@@ -1,14 +1,23 @@
 """Writing one path of the folder back as it was at a revision (for `restore`).
 
-A Rewind plans first (what to write, bring back, remove or keep), then
-writes everything within milliseconds from temporary files, so that the
-daemon's watcher sees one quick burst. history.py finds the revision and
-lists what it held; this module only writes.
+A Rewind plans first: what to write, bring back, remove or keep. A file is
+overwritten or removed only if it is exactly what the newest commit holds
+there; one that differs (edited after that commit, or never committed) is
+kept as it is and said. Every old content is fetched first into a staging
+folder named like editor junk (which the watcher and git leave out); then
+everything is written within milliseconds through one guarded.Writer, which
+checks each file again up to the instant it is replaced, never writes
+through a symbolic link and never outside the folder. So the daemon's
+watcher sees one quick burst, and the sync that follows commits it.
+history.py finds the revision and lists what it held; this module only writes.
 """
 import collections
 import os
+import shutil
 import stat
+import tempfile
 
+from autosync import guarded
 from autosync.paths import METADATA
 
 MODES = ("100644", "100755", "120000")
@@ -18,10 +27,6 @@ EXECUTABLE, LINK = "100755", "120000"
 def nested(folder):
     """A folder holding its own repository: never looked into."""
     return any(os.path.lexists(os.path.join(folder, m)) for m in METADATA)
-
-
-def is_below(path, top):
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def same(full, st, mode, data):
@@ -34,6 +39,8 @@ def same(full, st, mode, data):
         return f.read() == data
 
 
+# action: restored, brought back, removed; kept (did not exist then, not in history:
+# not removed); changed (not as the newest commit holds it: neither written nor removed).
 Change = collections.namedtuple("Change", "action path")
 
 
@@ -41,27 +48,36 @@ class Rewind:
     """Make one path of the folder what it was at a revision: plan, then write.
 
     Nothing the watcher ignores (DVCS metadata, editor junk, ignorepath, .gitignore)
-    is read, written or removed. Contents are fetched first into temporary files
-    named like editor junk, so that the folder then changes within milliseconds: the
-    daemon's watcher sees one quick burst, and the sync that follows commits it."""
+    is read, written or removed. run() raises guarded.Refused, before writing
+    anything, when a folder above the path is a symbolic link or a file."""
 
     def __init__(self, history, rev, rel, wanted, ignore):
         self.history, self.rev, self.rel = history, rev, rel
         self.root = history.cfg.path
         self.ignore = ignore
         self.wanted = {p: m for p, m in wanted.items() if not self.ignore(p)}
-        self.temps = {}  # path -> temporary file holding its old content
+        self.writer = history.writer()
+        self.newest = None  # (revision, {path: entry} at or below rel), read when needed
+        self.staging = None  # the folder holding the fetched contents
+        self.staged = 0  # how many it holds
         self.failed = []  # (path, why) of what could not be written or removed
 
     def full(self, path):
         return os.path.normpath(os.path.join(self.root, path))
+
+    def check_way(self):
+        """Refused if a folder above rel is a link or a file: nothing is read through it."""
+        try:
+            os.close(self.writer.folder(self.rel))
+        except FileNotFoundError:
+            pass  # a removed folder: made when it is filled
 
     def present(self):
         """{path: os.stat_result} of what is at or below rel now (files and links)."""
         top = self.full(self.rel)  # (history.py refuses a rel that is ignored)
         try:
             st = os.lstat(top)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # (check_way ran just before)
             return {}
         if not stat.S_ISDIR(st.st_mode):
             return {self.rel: st} if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else {}
@@ -83,81 +99,90 @@ class Rewind:
                     found[rel] = st
         return found
 
+    def committed(self, path):
+        """guarded.Expect of the newest commit's version if the file at path is exactly
+        that; None if it differs or is not in history (then it is never overwritten)."""
+        if self.newest is None:
+            rev = self.history.newest()
+            self.newest = rev, self.history.entries(rev, self.rel)
+        rev, listed = self.newest
+        if path not in listed:
+            return None
+        expect = self.history.expect(rev, path, listed[path])
+        return expect if self.writer.holds(path, expect) else None
+
     def run(self, dry_run):
+        self.check_way()
         now = self.present()
-        changes = []
+        changes, writes, removals = [], [], []
         try:
             for path in sorted(self.wanted):
                 mode = self.wanted[path]
                 data = self.history.content(self.rev, path)
-                if path in now and same(self.full(path), now[path], mode, data):
-                    continue
+                expect = None
+                if path in now:
+                    if same(self.full(path), now[path], mode, data):
+                        continue
+                    expect = self.committed(path)
+                    if expect is None:
+                        changes.append(Change("changed", path))
+                        continue
                 changes.append(Change("restored" if path in now else "brought back", path))
                 if not dry_run:
-                    self.temps[path] = self.stash(path, mode, data, now.get(path))
-            gone = sorted(p for p in now if p not in self.wanted)
-            if gone:
-                # Only what history holds is removed: a file the daemon has not committed
-                # (none runs, or its commit failed) stays.
-                kept = set(gone) - set(self.history.listing(self.history.newest(), self.rel))
-                gone = [p for p in gone if p not in kept]
-                changes += [Change("kept", p) for p in kept]
-            changes += [Change("removed", p) for p in gone]
+                    writes.append((path, mode, self.stage(data), expect))
+            for path in sorted(p for p in now if p not in self.wanted):
+                expect = self.committed(path)
+                if expect is None:
+                    listed = self.newest[1]
+                    changes.append(Change("changed" if path in listed else "kept", path))
+                    continue
+                changes.append(Change("removed", path))
+                removals.append((path, expect))
             if not dry_run:
-                self.apply(gone)
+                kept = self.apply(removals, writes)
+                changes = [Change("changed", c.path) if c.path in kept else c for c in changes]
         finally:
-            for tmp in self.temps.values():
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
+            if self.staging:
+                shutil.rmtree(self.staging, ignore_errors=True)
         return sorted(changes, key=lambda c: c.path)
 
-    def stash(self, path, mode, data, st):
-        """Write one old content to a temporary file near its place; -> its name."""
-        folder = os.path.dirname(self.full(path))
-        while not os.path.isdir(folder):  # a removed folder is made only when it is filled
-            folder = os.path.dirname(folder)
-        tmp = os.path.join(folder, ".autosync-restore.%d.%d~" % (os.getpid(), len(self.temps)))
-        if mode == LINK:
-            os.symlink(data, tmp)
-            return tmp
-        with open(tmp, "wb") as out:
+    def stage(self, data):
+        """Keep one old content in the staging folder until the burst; -> its name."""
+        if self.staging is None:
+            self.staging = tempfile.mkdtemp(prefix=".autosync-restore.", suffix="~",
+                                            dir=self.root)
+        name = os.path.join(self.staging, "%d~" % self.staged)
+        self.staged += 1
+        with open(name, "xb") as out:
             out.write(data)
-        perms = st.st_mode & 0o7777 if st is not None and stat.S_ISREG(st.st_mode) \
-            else 0o666 & ~UMASK
-        if mode == EXECUTABLE:
-            perms |= (perms & 0o444) >> 2  # x wherever r
+        return name
+
+    def apply(self, removals, writes):
+        """Remove what did not exist, then put every staged file in its place, each only
+        if it still is what the newest commit holds; -> the paths kept as they were."""
+        kept = set()
+        for path, expect in removals:
+            # (the writer removes the folders this empties, never the synced folder)
+            self.guarded(path, kept, self.writer.remove, path, expect)
+        for path, mode, staged, expect in writes:
+            with open(staged, "rb") as f:
+                data = f.read()
+            self.guarded(path, kept, self.writer.put, path, mode, data, expect)
+        return kept
+
+    def guarded(self, path, kept, write, *args):
+        try:
+            if write(*args):
+                return
+        except guarded.Refused as e:
+            self.failed.append((path, str(e)))
+            return
+        except OSError as e:
+            self.failed.append((path, e.strerror or str(e)))
+            return
+        full = self.full(path)
+        if os.path.isdir(full) and not os.path.islink(full):
+            # e.g. a folder that holds ignored files is where the file goes
+            self.failed.append((path, "a folder is in its place"))
         else:
-            perms &= ~0o111
-        os.chmod(tmp, perms)
-        return tmp
-
-    def apply(self, gone):
-        """Remove what did not exist, then put every stashed file in its place."""
-        top = self.full(self.rel)
-        for path in gone:
-            try:
-                os.unlink(self.full(path))
-            except OSError as e:
-                self.failed.append((path, e.strerror or str(e)))
-        # Folders emptied by the removals go too (never the synced folder itself, nor
-        # rel unless a file takes its place).
-        for path in gone:
-            folder = os.path.dirname(self.full(path))
-            while folder != self.root and (folder != top or self.rel in self.wanted) \
-                    and is_below(folder, top):
-                try:
-                    os.rmdir(folder)
-                except OSError:
-                    break
-                folder = os.path.dirname(folder)
-        for path, tmp in sorted(self.temps.items()):
-            target = self.full(path)
-            try:
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                os.replace(tmp, target)
-            except OSError as e:  # e.g. a folder that holds ignored files is in the way
-                self.failed.append((path, e.strerror or str(e)))
-
-
-UMASK = os.umask(0o022)
-os.umask(UMASK)
+            kept.add(path)  # written or removed by someone else since the plan: theirs stays

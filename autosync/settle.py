@@ -6,16 +6,18 @@ docs/conflicts.md): HOST made the version in the copy, at that time. This
 module lists those copies (conflicts.find_copies) and settles one: `--keep
 mine` keeps the version this machine made, `--keep theirs` the other one; the
 version kept ends at the path, the copy goes, and the version dropped stays
-in history. The running daemon commits the result (a `sync` request, as
-`restore` does), so it reaches every machine as one change.
+in history. The running daemon commits first (or nothing is settled) and
+commits the result (a `sync` request, as `restore` does), so it reaches every
+machine as one change. Both writes go through guarded.Writer, each only over
+what the newest commit holds: an edit made after it is never overwritten.
 """
 import argparse
 import os
 import sys
 
-from autosync import cli
+from autosync import cli, guarded
 from autosync.conflicts import find_copies
-from autosync.history import History, HistoryError, ask_daemon
+from autosync.history import History, HistoryError, ask_daemon, commit_first
 from autosync.messages import printable
 
 NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
@@ -51,30 +53,86 @@ def note(copy, keep):
     return head + name
 
 
-def settle(cfg, copy, keep):
-    """Put the version to keep at the path and remove the copy -> what was done, one line."""
-    path, spare = (os.path.join(cfg.path, p) for p in (copy.path, copy.copy))
+def changed(rel):
+    return HistoryError("%s changed after the newest commit, so nothing was settled: run this "
+                        "again once the daemon has committed it" % printable(rel))
+
+
+def committed(history, writer, rev, rel):
+    """guarded.Expect of the newest commit's version of rel, None if nothing is at rel;
+    HistoryError if what is there differs from it: it changed after that commit (or was
+    never committed)."""
+    entry = history.entries(rev, rel).get(rel)
+    if not os.path.lexists(os.path.join(history.cfg.path, rel)):
+        return None
+    expect = history.expect(rev, rel, entry) if entry else None
+    if expect is None or not writer.holds(rel, expect):
+        raise changed(rel)
+    return expect
+
+
+def version_in(writer, rel, expect):
+    """The bytes of rel (a link's target) on disk, checked to be `expect`'s: the
+    version to put at the file, as checked out (git-annex: the content, not a pointer)."""
+    fd = writer.folder(rel)
+    name = os.path.basename(rel)
+    try:
+        if expect.mode == guarded.LINK:
+            data = os.fsencode(os.readlink(name, dir_fd=fd))
+        else:
+            with open(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
+                data = f.read()
+    finally:
+        os.close(fd)
+    if expect.data is not None:
+        ok = data == expect.data
+    else:
+        ok = guarded.blob_id(len(data), [data], len(expect.oid)) == expect.oid or \
+            (writer.confirm is not None and writer.confirm(rel, data) == expect.oid)
+    if not ok:
+        raise changed(rel)
+    return data
+
+
+def settle(cfg, history, copy, keep):
+    """Put the version to keep at the path and remove the copy -> what was done, one line.
+    The folder is committed: each file is written only if it is still what the newest
+    commit holds."""
+    path = os.path.join(cfg.path, copy.path)
+    writer = history.writer()
+    os.close(writer.folder(copy.copy))  # Refused: a folder on the way is a link or a file
     if os.path.isdir(path) and not os.path.islink(path):
         raise HistoryError("%s is a folder now: rename or remove %s by hand"
                            % (printable(copy.path), printable(copy.copy)))
+    rev = history.newest()
+    spare = committed(history, writer, rev, copy.copy)
+    if spare is None:
+        raise HistoryError("%s is gone: nothing to settle" % printable(copy.copy))
     if (keep == "mine") == mine_is_copy(copy, cfg.hostname):
-        os.replace(spare, path)  # one rename: the path never lacks a version
+        # The copy's version at the path, then the copy goes: the path never lacks one.
+        here = committed(history, writer, rev, copy.path)
+        data = version_in(writer, copy.copy, spare)
+        if not writer.put(copy.path, spare.mode, data, here):
+            raise HistoryError("%s changed just now, so nothing was settled: run this again "
+                               "once the daemon has committed it" % printable(copy.path))
+        if not writer.remove(copy.copy, spare):
+            return "%s now holds the version from %s; %s changed just now, so it stays" % (
+                printable(copy.path), copy.host, printable(copy.copy))
         return "%s now holds the version from %s" % (printable(copy.path), copy.host)
-    os.unlink(spare)
+    if not writer.remove(copy.copy, spare):
+        raise HistoryError("%s changed just now, so nothing was settled: run this again once "
+                           "the daemon has committed it" % printable(copy.copy))
     return "kept %s as it is; removed %s" % (printable(copy.path), printable(copy.copy))
 
 
 def keep_one(cfg, rel, keep):
+    history = History(cfg)
     copy = pick(find_copies(cfg.path), rel)
     # The daemon commits first, so that both versions, as they are now, are in history.
-    reply = ask_daemon(cfg, {"cmd": "sync"})
-    if reply is None:
+    if commit_first(cfg, "settled") is None:
         raise HistoryError("no dvcs-autosync runs for %s: start it first, so that both "
                            "versions are in history before one goes" % cfg.path)
-    if not reply.get("ok") and str(reply.get("error", "")).startswith("commit"):
-        raise HistoryError("the daemon could not commit the folder as it is now, so nothing "
-                           "was settled: %s" % reply.get("error"))
-    print(settle(cfg, copy, keep))
+    print(settle(cfg, history, copy, keep))
     reply = ask_daemon(cfg, {"cmd": "sync", "note": note(copy, keep)})
     if reply is None or not reply.get("ok"):
         print("the daemon did not commit it yet: %s" % (
@@ -122,8 +180,9 @@ def main(argv):
             listing(cfg)
             return 0
         return keep_one(cfg, History(cfg).relative(args.path), args.keep)
-    except (HistoryError, OSError) as e:
-        print("dvcs-autosync conflicts: %s" % (e if isinstance(e, HistoryError) else
-                                               "%s: %s" % (e.filename, e.strerror)),
-              file=sys.stderr)
+    except (HistoryError, guarded.Refused) as e:
+        print("dvcs-autosync conflicts: %s" % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("dvcs-autosync conflicts: %s: %s" % (e.filename, e.strerror), file=sys.stderr)
         return 1

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from autosync import cli
+from autosync import cli, config
 from autosync.protocol import NoDaemon, Untrusted, connect
 from autosync.retry import Backoff
 
@@ -96,7 +96,9 @@ class Program:
         self.next_start = 0.0
 
     def start(self):
+        # The programs read the same file: its warnings were said once, by us.
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     env=dict(os.environ, **{config.WARNED: "1"}),
                                      preexec_fn=_child_setup)
         self.started = time.monotonic()
         log.debug("started %s (PID %d)", self.name, self.proc.pid)

@@ -66,12 +66,23 @@ class View:
         self.paused = status.get("paused")
         self.link = status.get("link")
         self.last_commit, self.last_push = status.get("last_commit"), status.get("last_push")
+        pull = status.get("last_pull") or {}
+        if "failing" in status:  # what fails now, by name (problems.py)
+            failing = status["failing"] or {}
+            away = REMOTE_OPS + ("link",)  # the other machines are out of reach
+            remote = [e for op, e in failing.items() if op in away]
+            local = [e for op, e in failing.items() if op not in away]
+            self.offline = remote[0] if remote else None
+            self.error = local[0] if local else None
+            return self._rest(status)
         error = status.get("last_error")
         remote = bool(error) and error.split(":")[0] in REMOTE_OPS
-        pull = status.get("last_pull") or {}
         self.offline = error if remote else ("the last pull failed"
                                              if pull.get("ok") is False else None)
         self.error = None if remote else error
+        self._rest(status)
+
+    def _rest(self, status):
         self.found_copies(status.get("conflicts") or [])
         if self.last_commit and not self.recent:
             self.recent.append((self.last_commit["time"], summary(self.last_commit["message"])))
@@ -119,6 +130,11 @@ class View:
                 self.offline = text
             else:
                 self.error = text
+        elif name == "recovered":
+            if event.get("op") in REMOTE_OPS + ("link",):
+                self.offline = None
+            else:
+                self.error = None
         elif name == "paused":
             self.paused = {"since": event.get("since"), "until": event.get("until")}
         elif name == "resumed":

@@ -139,6 +139,7 @@ class Listener:
         self.next_login = 0.0
         self.login_trouble = Trouble(log, logging.ERROR, repeat=logging.INFO)
         self.link_up = None       # as last told to the committer
+        self.link_error = None    # why the login failed, as last told
         self.strangers = {}       # bare JID -> when we last logged it
 
     @property
@@ -237,7 +238,7 @@ class Listener:
         delay = self.backoff.next()  # jittered: spreads out machines that failed together
         self.next_login = time.monotonic() + delay
         self.login_trouble.failed("%s; retrying in %.1fs", reason, delay, kind=reason)
-        self._tell_link(False)
+        self._tell_link(False, reason)  # a problem by name in the status, until it works
 
     def _on_ready(self):
         self.ready = True
@@ -300,10 +301,15 @@ class Listener:
                 self.session.chat(self.notify_to, text)
         self._ping(items)
 
-    def _tell_link(self, up):
-        if up != self.link_up:
-            self.link_up = up
-            self.links.put("link", {"cmd": "link", "up": up})
+    def _tell_link(self, up, error=None):
+        """The committer hears when the link comes up or goes down, and why it cannot
+        come up (a login or certificate refused) when that changes."""
+        if up != self.link_up or error != self.link_error:
+            self.link_up, self.link_error = up, error
+            request = {"cmd": "link", "up": up}
+            if error:
+                request["error"] = error
+            self.links.put("link", request)
 
     def _pull(self, why):
         log.info("asking the committer to pull (%s)", why)
@@ -315,7 +321,10 @@ class Listener:
         kind = event.get("event")
         if kind == "_subscribed":
             if self.link_up is not None:  # the committer may have restarted
-                self.links.put("link", {"cmd": "link", "up": self.link_up})
+                request = {"cmd": "link", "up": self.link_up}
+                if self.link_error:
+                    request["error"] = self.link_error
+                self.links.put("link", request)
         elif kind == "pushed":
             self._queue(("announce", str(event.get("url") or "")))
         if self.notify_to:

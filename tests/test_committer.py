@@ -123,6 +123,25 @@ def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
         assert not committer.handle({"cmd": "sync", "note": bad}, None)["ok"]
 
 
+def test_a_sync_note_goes_on_the_batch_committed_in_the_same_step(committer):
+    """A restore's writes (the watcher's batch) and its sync with the note arrive
+    together: the one commit that holds them carries the note, and the sync says so."""
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a.txt"}]}, None)
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(committer.handle(
+        {"cmd": "sync", "note": "restore of a.txt as it was", "timeout": 10}, None)))
+    asker.start()
+    for _ in range(100):
+        if committer.wanted["sync"]:
+            break
+        time.sleep(0.01)
+    committer.step()
+    asker.join(5)
+    assert committer.repo.notes == ["restore of a.txt as it was"]
+    assert [c for c in committer.repo.calls if c[0] == "commit"][0] == ("commit", ["a.txt"], False)
+    assert replies[0]["ok"] and replies[0]["committed"] is True
+
+
 def test_only_a_push_of_something_new_is_announced(committer):
     committer.repo.pushed_new = False
     assert committer.push(force=True) is True  # it worked, but took nothing new

@@ -78,7 +78,7 @@ def test_a_fast_forward_writes_the_files_and_moves_head_and_index(two):
     write(a, "n/new.txt", b"new\n")
     commit(a, "autosync on a: three changes")
     result = pull(b)
-    assert result == {"merged": [], "beside": [], "kept": []}
+    assert result == {"merged": [], "beside": [], "kept": [], "merge": None}
     assert open(os.path.join(b, "z.txt"), "rb").read() == b"second\n"
     assert not os.path.exists(os.path.join(b, "d"))  # emptied: removed
     assert open(os.path.join(b, "n", "new.txt"), "rb").read() == b"new\n"
@@ -153,6 +153,7 @@ def test_diverged_histories_merge_in_objects_and_conflicts_keep_both(two):
     versions = {open(os.path.join(b, p), "rb").read() for p in ("z.txt", copy["copy"])}
     assert versions == {b"from a\n", b"from b\n"}
     assert open(os.path.join(b, "a-only.txt"), "rb").read() == b"a\n"
+    assert result["merge"] == git("rev-parse", "HEAD", cwd=b).decode().strip()
     parents = git("log", "-1", "--format=%P", cwd=b).decode().split()
     assert parents == [local, git("rev-parse", "HEAD", cwd=a).decode().strip()]
     assert "merged, 1 conflicts" in git("log", "-1", "--format=%s", cwd=b).decode()
@@ -163,15 +164,21 @@ def test_diverged_histories_merge_in_objects_and_conflicts_keep_both(two):
 def test_nothing_new_changes_nothing(two):
     remote, a, b = two
     head = git("rev-parse", "HEAD", cwd=b)
-    assert pull(b) == {"merged": [], "beside": [], "kept": []}
+    assert pull(b) == {"merged": [], "beside": [], "kept": [], "merge": None}
     assert git("rev-parse", "HEAD", cwd=b) == head
 
 
-def test_an_empty_remote_is_said_in_one_line(tmp_path):
+def test_an_empty_remote_is_waited_on_not_an_error(tmp_path):
     git("init", "-q", "--bare", str(tmp_path / "empty.git"))
     git("clone", "-q", str(tmp_path / "empty.git"), str(tmp_path / "c"))
-    with pytest.raises(gitpull.PullFailed, match="no branch to merge"):
-        pull(str(tmp_path / "c"))
+    assert pull(str(tmp_path / "c"))["empty"] is True
+
+
+def test_a_branch_without_upstream_is_said_in_one_line(two):
+    remote, a, b = two
+    git("checkout", "-q", "-b", "elsewhere", cwd=b)
+    with pytest.raises(gitpull.PullFailed, match="set-upstream-to"):
+        pull(b)
 
 
 def remote_history(remote):
@@ -224,7 +231,7 @@ def test_files_written_by_a_killed_pull_are_taken_as_they_are(two):
     write(a, "z.txt", b"from a\n")
     commit(a, "autosync on a: modified z.txt")
     write(b, "z.txt", b"from a\n")
-    assert pull(b) == {"merged": [], "beside": [], "kept": []}
+    assert pull(b) == {"merged": [], "beside": [], "kept": [], "merge": None}
     assert status(b) == ""
 
 

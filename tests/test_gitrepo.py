@@ -1,4 +1,5 @@
 """gitrepo: what the committer asks git directly, on real repositories in tmp_path."""
+import hashlib
 import os
 
 import pytest
@@ -232,3 +233,18 @@ def test_head_of_the_upstream_is_what_the_remote_had(repo, tmp_path):
     write(os.path.join(clone, "local.txt"), "not pushed yet\n")
     commit_all(clone)
     assert gitrepo.head(clone, "@{upstream}") == gitrepo.head(repo) != gitrepo.head(clone)
+
+
+def test_hash_file_is_git_s_id_of_the_file_as_read(tmp_path):
+    """Through clean filters (CRLF to LF here), the name on stdin; None once the file no
+    longer holds what the caller read."""
+    folder = str(tmp_path / "r")
+    git("init", "-q", folder)
+    write(os.path.join(folder, ".gitattributes"), "*.txt text eol=crlf\n")
+    name = "secret salary.txt"
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(b"one\r\n")
+    expected = hashlib.sha1(b"blob 4\0one\n").hexdigest()   # the content as committed
+    assert gitrepo.hash_file(folder, name, b"one\r\n") == expected
+    assert gitrepo.hash_file(folder, name, b"other\r\n") is None
+    assert gitrepo.hash_file(folder, "gone.txt", b"") is None

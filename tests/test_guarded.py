@@ -178,3 +178,19 @@ def test_confirm_is_asked_when_the_plain_hash_differs(root):
 def test_sha256_blob_ids():
     assert guarded.blob_id(0, [b""], 64) == \
         "473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813"
+
+
+def test_holds_looks_without_writing(root, tmp_path_factory):
+    writer = Writer(str(root))
+    assert writer.holds("d/a.txt", Expect("100644", oid=oid(b"committed\n")))
+    assert not writer.holds("d/a.txt", Expect("100644", data=b"other\n"))
+    assert not writer.holds("d/a.txt", Expect("100755", data=b"committed\n"))
+    assert not writer.holds("d/none.txt", Expect("100644", data=b""))
+    assert not writer.holds("e/none.txt", Expect("100644", data=b""))
+    with open(root / "d" / "a.txt", "ab"):
+        assert not writer.holds("d/a.txt", Expect("100644", data=b"committed\n"))
+    other = tmp_path_factory.mktemp("other")
+    (other / "a.txt").write_bytes(b"")
+    os.symlink(other, root / "l")
+    assert not writer.holds("l/a.txt", Expect("100644", data=b""))  # never through a link
+    assert (root / "d" / "a.txt").read_bytes() == b"committed\n" and no_temps(root)

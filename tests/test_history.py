@@ -5,11 +5,15 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+
+from types import SimpleNamespace
 
 import pytest
 
-from autosync import history
+from autosync import guarded, history
+from autosync.protocol import Server
 from conftest import git, tree, wait_until
 from test_conflicts import share
 
@@ -47,6 +51,34 @@ def test_a_config_file_named_log_is_still_a_config(tmp_path):
     result = run("log", cwd=str(tmp_path))
     assert result.returncode == 2
     assert "log: [autosync] readfrequency: expected" in result.stderr
+
+
+@pytest.mark.parametrize("reply, goes_on", [
+    ({"ok": True, "committed": True, "pushed": True}, True),
+    ({"ok": True, "committed": False, "pushed": False}, True),  # nothing was pending
+    ({"ok": False, "committed": True, "pushed": False, "error": "push: remote unreachable"}, True),
+    ({"ok": False, "error": "sync did not finish in time"}, False),
+    ({"ok": False, "committed": False, "pushed": False,
+      "error": "commit: left out of the commit, the rest is committed: big.iso (too large)"}, False),
+    ({"ok": False, "error": "syncing is paused since 2026-12-04 18:00:00: nothing is committed, "
+                            "pushed or pulled until autosync-notify resume"}, False),
+])
+def test_restore_goes_on_only_once_the_daemon_committed_the_folder(tmp_path, reply, goes_on):
+    """The daemon's replies to `sync` (committer.py's wording), from a socket server."""
+    cfg = SimpleNamespace(socket=str(tmp_path / "run" / "s.sock"))
+    server = Server(cfg.socket, lambda message, client: reply)
+    server.start()
+    try:
+        if goes_on:
+            assert history.commit_first(cfg, "restored") == reply
+        else:
+            with pytest.raises(history.HistoryError) as e:
+                history.commit_first(cfg, "restored")
+            assert str(e.value) == "the daemon could not commit the folder first, so nothing " \
+                                   "was restored: " + reply["error"]
+    finally:
+        server.close()
+    assert history.commit_first(cfg, "restored") is None  # no daemon: the writer's check only
 
 
 # --- end to end ------------------------------------------------------------------------
@@ -147,6 +179,8 @@ def test_parse_list_takes_git_ls_tree_and_plain_records():
                                              "photos/link": "120000"}
     assert history.parse_list(b"100644\tx\n100755\ty z\n") == {"x": "100644", "y z": "100755"}
     assert history.parse_list(b"") == {}
+    assert history.parse_entries(b"100644 blob " + b"1f" * 20 + b"\tx\x00100755\ty\x00") == {
+        "x": ("100644", "1f" * 20), "y": ("100755", None)}
     with pytest.raises(history.HistoryError):
         history.parse_list(b"photos/a.jpg\0")
 
@@ -213,23 +247,32 @@ def test_without_a_daemon_a_file_not_in_history_is_kept(tmp_path):
     folder, config = plain_repo(tmp_path)
     with open(os.path.join(folder, "old.txt"), "w") as f:
         f.write("old\n")
+    with open(os.path.join(folder, "edited.txt"), "w") as f:
+        f.write("first\n")
     then = commit_all(folder, "old")
     with open(os.path.join(folder, "later.txt"), "w") as f:
         f.write("later\n")
+    with open(os.path.join(folder, "edited.txt"), "w") as f:
+        f.write("second\n")
     commit_all(folder, "later")
     with open(os.path.join(folder, "draft.txt"), "w") as f:
         f.write("never committed\n")
+    with open(os.path.join(folder, "edited.txt"), "w") as f:
+        f.write("edited, not committed\n")  # not in history: never written over
     # What is never synced is left alone: ignorepath, editor junk.
     os.makedirs(os.path.join(folder, "scratch"))
     for junk in ("scratch/x.txt", "old.txt~", ".later.txt.swp"):
         with open(os.path.join(folder, junk), "w") as f:
             f.write("junk\n")
     result = run("restore", folder, "--at", then, "--config", config)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # not all of it: edited.txt is kept
     assert "removed later.txt (still in history)" in result.stdout
     assert "kept draft.txt: it did not exist then, but it is not in history yet" in result.stdout
+    assert "kept edited.txt as it is: it is not in history as it is now" in result.stdout
+    assert result.stderr.startswith("restore left 1 path as it is: it changed after the ")
     assert sorted(n for n in os.listdir(folder) if n != ".git") == [
-        ".later.txt.swp", "draft.txt", "old.txt", "old.txt~", "scratch"]
+        ".later.txt.swp", "draft.txt", "edited.txt", "old.txt", "old.txt~", "scratch"]
+    assert open(os.path.join(folder, "edited.txt")).read() == "edited, not committed\n"
     assert os.listdir(os.path.join(folder, "scratch")) == ["x.txt"]
     result = run("restore", os.path.join(folder, "scratch"), "--config", config)
     assert result.returncode == 1 and "has no history" in result.stderr
@@ -403,3 +446,164 @@ def test_hostile_names_come_back_as_they_were(tmp_path):
             assert f.read() == os.fsencode(name)
     assert "brought back 'd/new\\nline'" in result.stdout
     assert not os.path.exists(os.path.join(folder, "pwned"))
+
+
+# --- restore never writes over what is not in history -----------------------------------
+
+def put(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_a_write_while_restore_replaces_a_file_is_kept(tmp_path, monkeypatch, capsys):
+    """An editor writes to the file between restore's check of it and the swap: the
+    swap is undone, and the editor's bytes stay at the path (the restore says so)."""
+    folder, config = plain_repo(tmp_path)
+    notes = os.path.join(folder, "notes.txt")
+    put(notes, b"version 1\n")
+    commit_all(folder, "one")
+    put(notes, b"version 2\n")
+    commit_all(folder, "two")
+    editors = []
+
+    def type_into_notes(rel):
+        editor = threading.Thread(target=lambda: open(notes, "ab").write(b"typed meanwhile\n"))
+        editor.start()
+        editors.append((rel, editor))
+        time.sleep(0.2)  # the editor now waits in open() for the writer's lease
+
+    monkeypatch.setattr(guarded.Writer, "checked", staticmethod(type_into_notes))
+    code = history.main(["restore", notes, "--config", config])
+    for _, editor in editors:
+        editor.join(5)
+    out = capsys.readouterr()
+    assert [rel for rel, _ in editors] == ["notes.txt"], \
+        "restore wrote notes.txt without the guarded writer's check"
+    assert open(notes, "rb").read() == b"version 2\ntyped meanwhile\n"
+    assert "kept notes.txt as it is: it is not in history as it is now" in out.out
+    assert code == 1 and out.err.startswith("restore left 1 path as it is")
+    assert not [n for n in os.listdir(folder) if n.endswith("~")]
+
+
+def test_an_editor_saving_over_a_file_restore_removes_is_kept(tmp_path, monkeypatch, capsys):
+    folder, config = plain_repo(tmp_path)
+    put(os.path.join(folder, "docs", "plan.txt"), b"plan\n")
+    then = commit_all(folder, "plan")
+    later = os.path.join(folder, "docs", "later.txt")
+    put(later, b"later\n")
+    commit_all(folder, "later")
+    saved = []
+
+    def save_by_rename(rel):
+        if rel == "docs/later.txt":
+            put(later + ".swp", b"saved by an editor\n")
+            os.replace(later + ".swp", later)
+            saved.append(rel)
+
+    monkeypatch.setattr(guarded.Writer, "checked", staticmethod(save_by_rename))
+    code = history.main(["restore", os.path.join(folder, "docs"), "--at", then,
+                         "--config", config])
+    out = capsys.readouterr()
+    assert saved == ["docs/later.txt"], "restore removed docs/later.txt without the guard"
+    assert open(later, "rb").read() == b"saved by an editor\n"
+    assert "kept docs/later.txt as it is" in out.out and code == 1
+
+
+def test_a_folder_that_is_now_a_file_is_one_line(tmp_path):
+    folder, config = plain_repo(tmp_path)
+    put(os.path.join(folder, "x", "a.txt"), b"in a folder\n")
+    commit_all(folder, "x/a.txt")
+    shutil.rmtree(os.path.join(folder, "x"))
+    put(os.path.join(folder, "x"), b"a file now\n")
+    commit_all(folder, "x is a file")
+    result = run("restore", os.path.join(folder, "x", "a.txt"), "--config", config)
+    assert result.returncode == 1
+    assert result.stderr == "dvcs-autosync restore: cannot restore x/a.txt: x is not a " \
+                            "folder: nothing is written through it\n"
+    assert open(os.path.join(folder, "x"), "rb").read() == b"a file now\n"
+    # Restoring x itself brings the folder back (the file x is in history).
+    folder_time = git("rev-parse", "HEAD~1", cwd=folder).decode().strip()
+    result = run("restore", os.path.join(folder, "x"), "--at", folder_time, "--config", config)
+    assert result.returncode == 0, result.stderr
+    assert open(os.path.join(folder, "x", "a.txt"), "rb").read() == b"in a folder\n"
+
+
+def one_line_error(result):
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+@pytest.mark.e2e
+def test_restore_while_paused_refuses_and_the_edit_survives(machines, remote):
+    a = machines("a")
+    notes = os.path.join(a.path, "notes.txt")
+    write(a, "notes.txt", b"version 1\n")
+    settle(a, remote)
+    time.sleep(1.1)
+    write(a, "notes.txt", b"version 2\n")
+    settle(a, remote)
+    a.notify("pause")
+    write(a, "notes.txt", b"edited while paused\n")
+    error = one_line_error(run("restore", notes, "--config", a.config))
+    assert error.startswith("dvcs-autosync restore: the daemon could not commit the folder "
+                            "first, so nothing was restored: syncing is paused since "), error
+    assert open(notes, "rb").read() == b"edited while paused\n"
+    a.notify("resume")
+    settle(a, remote)
+    assert remote.files()[b"notes.txt"] == b"edited while paused\n"
+
+
+@pytest.mark.e2e
+def test_restore_in_the_middle_of_a_rebase_refuses_and_the_edit_survives(machines, remote):
+    a = machines("a")
+    notes = os.path.join(a.path, "notes.txt")
+    write(a, "notes.txt", b"version 1\n")
+    settle(a, remote)
+    time.sleep(1.1)
+    write(a, "notes.txt", b"version 2\n")
+    settle(a, remote)
+    # A rebase the user started stops after its first commit (its --exec fails).
+    git("rebase", "--exec", "false", "HEAD~1", cwd=a.path, check=False)
+    assert os.path.isdir(os.path.join(a.path, ".git", "rebase-merge"))
+    write(a, "notes.txt", b"edited in the middle of a rebase\n")
+    error = one_line_error(run("restore", notes, "--config", a.config))
+    assert error.startswith("dvcs-autosync restore: the daemon could not commit the folder "
+                            "first, so nothing was restored: "), error
+    assert "the repository is in the middle of a rebase" in error
+    assert open(notes, "rb").read() == b"edited in the middle of a rebase\n"
+
+
+@pytest.mark.e2e
+def test_restore_through_a_symlinked_folder_is_refused(machines, remote, tmp_path):
+    a = machines("a")
+    write(a, "docs/a.txt", b"version 1\n")
+    settle(a, remote)
+    time.sleep(1.1)
+    write(a, "docs/a.txt", b"version 2\n")
+    settle(a, remote)
+    # docs moves to another disk, and a link takes its place.
+    elsewhere = tmp_path / "other-disk"
+    elsewhere.mkdir()
+    (elsewhere / "a.txt").write_bytes(b"on the other disk, never in history\n")
+    shutil.rmtree(os.path.join(a.path, "docs"))
+    os.symlink(str(elsewhere), os.path.join(a.path, "docs"))
+    settle(a, remote)
+    error = one_line_error(run("restore", os.path.join(a.path, "docs", "a.txt"),
+                               "--config", a.config))
+    assert error == "dvcs-autosync restore: cannot restore docs/a.txt: docs is a symbolic " \
+                    "link: nothing is written through it\n"
+    assert os.listdir(elsewhere) == ["a.txt"]
+    assert (elsewhere / "a.txt").read_bytes() == b"on the other disk, never in history\n"
+    assert os.path.islink(os.path.join(a.path, "docs"))
+    settle(a, remote)
+    assert "restore of" not in remote.log("--format=%B")
+    # Restoring docs itself takes the link away (it is in history) and brings the
+    # folder back; the other disk is not touched.
+    assert restore(a, "docs")[:2] == [
+        "removed docs (still in history)", "brought back docs/a.txt"]
+    assert not os.path.islink(os.path.join(a.path, "docs"))
+    assert a.read("docs/a.txt") == b"version 2\n"
+    assert os.listdir(elsewhere) == ["a.txt"]
+    assert (elsewhere / "a.txt").read_bytes() == b"on the other disk, never in history\n"

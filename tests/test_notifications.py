@@ -219,3 +219,13 @@ def test_describe_is_offered_for_changes_made_here_only():
     assert there.actions == ()
     assert s.feed(FAILED, 2.0)[0].actions == ()
     assert Summariser("verbose").feed(committed("a.txt"), 0.0)[0].actions == ()
+
+
+def test_a_failure_and_its_end_are_each_told_once():
+    s = Summariser("normal", repeat_after=600)
+    assert len(s.feed(FAILED, 0)) == 1
+    assert s.feed(FAILED, 10) == []
+    [m] = s.feed({"event": "recovered", "op": FAILED["op"]}, 20)
+    assert "works again" in m.title
+    assert s.feed({"event": "recovered", "op": FAILED["op"]}, 30) == []  # nothing was told
+    assert len(s.feed(FAILED, 40)) == 1  # failing again is news again

@@ -47,7 +47,8 @@ def daemon(tmp_path):
 
 
 def lines(text):
-    return dict(line.split(":", 1) for line in text.splitlines())
+    """The status' "key: value" lines (the first line is the headline)."""
+    return dict(line.split(":", 1) for line in text.splitlines()[1:])
 
 
 # --- status_text -----------------------------------------------------------------------
@@ -65,6 +66,24 @@ def test_status_text_shows_every_field():
     assert got["unpushed"] == "2 commits"
     assert got["last_error"] == "push: connection refused"
     assert got["conflict"] == "notes.txt"
+
+
+def test_status_text_starts_with_in_sync_or_what_stops_it_and_always_says_the_link():
+    quiet = dict(STATUS, pending=[], unpushed=0, link="up", last_error=None)
+    text = notify.status_text(quiet)
+    assert text.splitlines()[0] == "in sync" and "link:        up" in text
+    text = notify.status_text(dict(quiet, link="down",
+                                   failing={"push": "push: ! [remote rejected] main (full)",
+                                            "link": "login refused: not-authorized"}))
+    first = text.splitlines()[0]
+    assert first.startswith("NOT syncing: push: ! [remote rejected] main (full) - check the "
+                            "remote") and first.endswith("(and 1 more problem)")
+    assert "link:        down (login refused: not-authorized)" in text
+    assert "also:        login refused: not-authorized - check [xmpp]" in text
+    assert notify.status_text(dict(quiet, link=None)).count("syncmethod = none") == 1
+    assert notify.status_text(dict(quiet, unpushed=1)).splitlines()[0] == "syncing"
+    paused = notify.status_text(dict(quiet, paused={"since": 1700000000, "until": None}))
+    assert paused.splitlines()[0] == "NOT syncing: paused by the user - autosync-notify resume"
 
 
 def test_status_text_of_a_fresh_daemon():
@@ -178,9 +197,38 @@ def test_no_daemon_on_the_socket_is_exit_3(tmp_path, capsys, where):
 
 
 def test_no_daemon_anywhere_above_is_exit_3(tmp_path, capsys):
-    assert notify.main(["status"]) == 3
+    assert notify.main(["sync"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no dvcs-autosync daemon runs for %s" % tmp_path in err
+    assert notify.main(["status"]) == 3
+    assert capsys.readouterr().err == "autosync-notify: no dvcs-autosync daemon runs for this user\n"
+
+
+def test_status_outside_any_synced_folder_lists_every_daemon(tmp_path, capsys):
+    from autosync.paths import socket_for
+    other = dict(STATUS, path="/home/u/Photos", state="pulling", last_error=None)
+    with serving(socket_for(str(tmp_path / "Sync")), lambda m, c: {"ok": True, "status": STATUS}), \
+            serving(socket_for(str(tmp_path / "Photos")), lambda m, c: {"ok": True, "status": other}):
+        assert notify.main(["status"]) == 0  # run in tmp_path: in neither folder
+        out = capsys.readouterr().out
+        assert "folder:      /home/u/Sync" in out and "folder:      /home/u/Photos" in out
+        assert "push: connection refused" in out and "state:       pulling" in out
+        assert notify.main(["--all", "--json", "status"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert sorted(s["path"] for s in listed) == ["/home/u/Photos", "/home/u/Sync"]
+        os.makedirs(tmp_path / "Sync" / "sub")
+        os.chdir(tmp_path / "Sync" / "sub")  # inside one: that one only, unless --all
+        assert notify.main(["--json", "status"]) == 0
+        assert json.loads(capsys.readouterr().out)["path"] == "/home/u/Sync"
+        assert notify.main(["--all", "--json", "status"]) == 0
+        assert len(json.loads(capsys.readouterr().out)) == 2
+    assert notify.main(["--all", "status"]) == 3  # the sockets left behind answer no more
+
+
+def test_all_goes_with_status_only(capsys):
+    with pytest.raises(SystemExit) as exited:
+        notify.main(["--all", "sync"])
+    assert exited.value.code == 2
 
 
 def test_a_socket_folder_others_can_enter_is_refused_with_exit_1(tmp_path, capsys):

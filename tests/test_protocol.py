@@ -159,7 +159,7 @@ def test_notify_without_a_daemon_says_so(tmp_path):
                             capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 3
     assert result.stderr.count("\n") == 1 and "no autosync daemon" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "autosync.notify", "status"],
+    result = subprocess.run([sys.executable, "-m", "autosync.notify", "sync"],
                             capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 3 and "no dvcs-autosync daemon runs for" in result.stderr
 

@@ -17,6 +17,7 @@ class Host(Reports):
         self.cfg = config(tmp_path, **settings)
         self.cond = threading.Condition()
         self.status_fields = {"state": "idle", "last_error": None, "last_commit": None,
+                              "failing": {},
                               "last_pull": None, "unpushed": 0}
         self.backoff = backoffs()
         self.retry_at = {"commit": None, "pull": None}
@@ -44,8 +45,16 @@ def test_failures_set_the_next_try_with_growing_waits_and_success_resets_them(tm
     second = h.retry_at["pull"] - time.monotonic()
     assert 0 < first < second <= BACKOFF_MAX
     assert h.status_fields["last_error"] == "pull: remote away"
-    assert [e["op"] for e in h.server.events("failed")] == ["pull", "pull"]
+    # Said once while it fails in the same words; kept in `failing` until it works.
+    assert [e["op"] for e in h.server.events("failed")] == ["pull"]
+    assert h.status_fields["failing"] == {"pull": "pull: remote away"}
+    h.failed("pull", "refused", retry="pull")  # other words: said
+    assert len(h.server.events("failed")) == 2
     h.succeeded("pull")
+    assert h.status_fields["failing"] == {}
+    assert [e["op"] for e in h.server.events("recovered")] == ["pull"]
+    h.succeeded("pull")  # working on: no second word
+    assert len(h.server.events("recovered")) == 1
     h.failed("pull", "again", retry="pull", quiet=True)  # said once already: no event
     assert h.retry_at["pull"] - time.monotonic() <= 2.0  # the first wait again (2 s, jittered)
     assert len(h.server.events("failed")) == 2

@@ -2,6 +2,7 @@
 import os
 from types import SimpleNamespace
 
+from autosync import guarded
 from autosync.ignore import Ignore
 from autosync.rewind import EXECUTABLE, LINK, Rewind, same
 
@@ -14,16 +15,22 @@ class FakeHistory:
     def __init__(self, root, old, newest):
         self.cfg = SimpleNamespace(path=root, ignorepath=[])
         self.old = old          # path -> bytes at the revision
-        self.newest_files = newest  # what the newest revision lists
+        self.newest_files = newest  # path -> bytes at the newest revision
 
     def content(self, rev, path):
-        return self.old[path]
+        return (self.newest_files if rev == "HEAD" else self.old)[path]
 
     def newest(self):
         return "HEAD"
 
-    def listing(self, rev, rel):
-        return {p: PLAIN for p in self.newest_files}
+    def entries(self, rev, rel):
+        return {p: (PLAIN, None) for p in self.newest_files}
+
+    def expect(self, rev, path, entry):
+        return guarded.Expect(entry[0], data=self.content(rev, path))
+
+    def writer(self):
+        return guarded.Writer(self.cfg.path)
 
 
 def rewind(root, wanted, old, newest, rel="."):
@@ -42,20 +49,21 @@ def test_plan_then_write(tmp_path):
     old = {"same.txt": b"same\n", "changed.txt": b"old\n", "gone/run.sh": b"#!/bin/sh\n",
            "link": b"same.txt"}
     wanted = {"same.txt": PLAIN, "changed.txt": PLAIN, "gone/run.sh": EXECUTABLE, "link": LINK}
-    r = rewind(tmp_path, wanted, old, newest=["same.txt", "changed.txt", "later.txt"])
+    newest = {"same.txt": b"same\n", "changed.txt": b"new\n", "later.txt": b"later\n"}
+    r = rewind(tmp_path, wanted, old, newest)
     planned = r.run(dry_run=True)
     assert [(c.action, c.path) for c in planned] == [
         ("restored", "changed.txt"), ("kept", "draft.txt"), ("brought back", "gone/run.sh"),
         ("removed", "later.txt"), ("brought back", "link")]
     assert (tmp_path / "changed.txt").read_bytes() == b"new\n"  # a plan writes nothing
-    r = rewind(tmp_path, wanted, old, newest=["same.txt", "changed.txt", "later.txt"])
+    r = rewind(tmp_path, wanted, old, newest)
     assert r.run(dry_run=False) == planned and r.failed == []
     assert (tmp_path / "changed.txt").read_bytes() == b"old\n"
     assert os.access(tmp_path / "gone" / "run.sh", os.X_OK)
     assert os.readlink(tmp_path / "link") == "same.txt"
     assert not (tmp_path / "later.txt").exists()
     assert (tmp_path / "draft.txt").exists() and (tmp_path / "draft.txt~").exists()
-    assert not [n for n in os.listdir(tmp_path) if n.startswith(".autosync-restore")]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".autosync-")]
 
 
 def test_same_compares_content_mode_and_links(tmp_path):

@@ -3,11 +3,12 @@ real two-machine conflict."""
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from autosync import conflicts, settle
+from autosync import conflicts, guarded, settle
 from autosync.history import HistoryError
 from conftest import git, tree
 from test_conflicts import committed, cut_off, reconnect, share, sync_both
@@ -111,3 +112,63 @@ def test_list_and_settle_both_ways_after_a_real_conflict(machines, remote):
     assert "+b's plan" in log and "+a's list" in log
     assert "conflict settled: kept my version of doc/plan.md" in log
     assert "conflict settled: kept their version of list.txt" in log
+
+
+# --- settling never writes over an edit that is not in history ----------------------------
+
+def conflicted(a, remote):
+    """a.txt (this machine's version) and a copy of it from hostb (the other's), committed."""
+    copy = conflicts.copy_name("a.txt", "hostb", STAMP, lambda n: True)
+    write(a, "a.txt", b"mine\n")
+    write(a, copy, b"theirs\n")
+    settled(a, remote)
+    return copy
+
+
+@pytest.mark.e2e
+def test_keep_while_paused_refuses_and_the_edit_survives(machines, remote):
+    a = machines("a", hostname="hosta")
+    copy = conflicted(a, remote)
+    a.notify("pause")
+    write(a, "a.txt", b"edited while paused\n")
+    done = conflicts_cmd(a, "--keep", "theirs", "a.txt")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
+        "dvcs-autosync conflicts: the daemon could not commit the folder first, so nothing "
+        "was settled: syncing is paused since "), done.stderr
+    assert a.read("a.txt") == b"edited while paused\n" and a.read(copy) == b"theirs\n"
+    a.notify("resume")
+    settled(a, remote)
+    assert remote.files()[b"a.txt"] == b"edited while paused\n"
+
+
+@pytest.mark.e2e
+def test_a_write_while_settling_is_kept(machines, remote, monkeypatch, capsys):
+    """An editor writes to a.txt between the check of it and the swap that puts the
+    other version there: a.txt keeps the editor's bytes, the copy stays, nothing settled."""
+    a = machines("a", hostname="hosta")
+    copy = conflicted(a, remote)
+    path = os.path.join(a.path, "a.txt")
+    editors = []
+
+    def type_into_a(rel):
+        editor = threading.Thread(target=lambda: open(path, "ab").write(b"typed meanwhile\n"))
+        editor.start()
+        editors.append((rel, editor))
+        time.sleep(0.2)  # the editor now waits in open() for the writer's lease
+
+    monkeypatch.setattr(guarded.Writer, "checked", staticmethod(type_into_a))
+    code = settle.main(["conflicts", "--keep", "theirs", "a.txt", "--config", a.config])
+    for _, editor in editors:
+        editor.join(5)
+    out = capsys.readouterr()
+    assert [rel for rel, _ in editors] == ["a.txt"], "settled without the guarded writer's check"
+    assert a.read("a.txt") == b"mine\ntyped meanwhile\n" and a.read(copy) == b"theirs\n"
+    assert code == 1 and out.err == "dvcs-autosync conflicts: a.txt changed just now, so " \
+        "nothing was settled: run this again once the daemon has committed it\n"
+    settled(a, remote)
+    assert remote.files()[b"a.txt"] == b"mine\ntyped meanwhile\n"
+    # Once committed, the same command settles it.
+    monkeypatch.setattr(guarded.Writer, "checked", None)
+    assert settle.main(["conflicts", "--keep", "theirs", "a.txt", "--config", a.config]) == 0
+    assert a.read("a.txt") == b"theirs\n" and a.read(copy) is None

@@ -38,8 +38,12 @@ def test_two_folders_run_side_by_side(tmp_path, remote):
             result = notify_from(folder, "--json", "status")
             assert result.returncode == 0, result.stderr
             assert json.loads(result.stdout)["path"] == m.path
-        outside = notify_from(str(tmp_path), "status")
-        assert outside.returncode == 3 and "no dvcs-autosync daemon" in outside.stderr
+        # Outside both (and with --all anywhere): every daemon of this user, both among them.
+        for folder, args in ((str(tmp_path), ()), (work.path, ("--all",))):
+            outside = notify_from(folder, "--json", *args, "status")
+            assert outside.returncode == 0, outside.stderr
+            assert {work.path, photos.path} <= {s["path"] for s in json.loads(outside.stdout)}
+        assert notify_from(folder, "sync", "--all").returncode == 2
 
         # Each folder syncs to its own remote only.
         with open(os.path.join(work.path, "plan.txt"), "w") as f:

@@ -299,3 +299,16 @@ def test_main_starts_nothing_on_a_socket_folder_others_can_enter(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "refusing the socket folder %s" % (tmp_path / "shared") in err
     assert not os.path.exists(str(conf) + ".pid")
+
+
+@pytest.mark.e2e
+def test_a_config_warning_is_said_once_per_start(machines, remote):
+    """The supervisor says it; the committer, watcher and the rest read the same file
+    and keep quiet about it."""
+    a = machines("a", start=False)
+    a.settings["pathh"] = "~/typo"
+    a.write_config()
+    a.start()
+    time.sleep(1)  # every program has read the config by now
+    assert a.logtext().count("pathh") == 1, a.logtext()
+    a.stop()

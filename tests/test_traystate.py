@@ -100,3 +100,25 @@ def test_events_move_the_state(view):
     assert after("link", up=True) == "idle"
     view.status({"state": "idle"})
     assert view.name() == "idle"
+
+
+def test_what_fails_now_decides_over_the_last_error(view):
+    """A commit that failed once and works again is no error any more (last_error is
+    kept until the next push); what fails now, by name, is shown."""
+    view.status({"state": "idle", "last_error": "commit: no identity", "failing": {}})
+    assert view.name() == "idle"
+    view.status({"state": "idle", "failing": {"commit": "commit: Please tell me who you are"}})
+    assert view.name() == "error" and "who you are" in view.headline()
+    view.status({"state": "idle", "link": "down",
+                 "failing": {"link": "link: login refused: not-authorized"}})
+    assert view.name() == "offline" and "not-authorized" in view.headline()
+    view.event({"event": "recovered", "op": "link"})
+    view.event({"event": "link", "up": True})
+    assert view.name() == "idle"
+
+
+def test_a_failure_that_ends_clears_the_error(view):
+    view.event({"event": "failed", "op": "commit", "error": "disk full"})
+    assert view.name() == "error"
+    view.event({"event": "recovered", "op": "commit"})
+    assert view.name() == "idle"

@@ -500,6 +500,9 @@ def test_wrong_password_is_one_line_per_attempt_with_backoff(server, machines, c
     assert all(g <= FAST.backoff_max + 0.3 for g in gaps), gaps  # capped
     assert not [r for r in caplog.records if r.exc_info and r.levelno >= logging.INFO]
     assert set(a.committer.links()) == {False}
+    # Told to the committer once, with the reason: status names the `link` problem.
+    errors = [m.get("error") for _, m in a.committer.requests if m.get("cmd") == "link"]
+    assert len(errors) == 1 and "wrong user name or password" in errors[0]
     assert a.thread.is_alive()
 
 

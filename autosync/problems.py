@@ -1,0 +1,62 @@
+"""What stops syncing now, by name, with what the user can do about it.
+
+One place for the readable status, `status --json`, the tray and the
+notifications. The committer keeps `failing` in its status: {name: error}
+for each operation whose last try failed (set when it fails, dropped when it
+next works). From that, the pause, the watcher's report and the XMPP link,
+`problems(status)` lists what stops syncing, most pressing first, and
+`headline(status)` says it in one line: "in sync", "syncing", or
+"NOT syncing: WHY - WHAT TO DO".
+"""
+
+# name -> what the user can do. The error says why; these say what next.
+FIX = {
+    "folder": "put the synced folder back where it was (or finish the rebase the error "
+              "names); syncing resumes by itself",
+    "paused": "autosync-notify resume",
+    "commit": "see the error (git's own hint is in it); tried again by itself",
+    "merge": "see the error; tried again by itself",
+    "watch": "see the error; folders without a watch are rescanned meanwhile",
+    "push": "check the remote and the network (the error has the remote's words); pushed "
+            "by itself once it works",
+    "pull": "check the remote and the network; pulled by itself once it works",
+    "link": "check [xmpp] username, password and the server's certificate; until then "
+            "other machines' changes come only every pullinterval",
+}
+ORDER = tuple(FIX)  # most pressing first
+BUSY = ("starting", "committing", "pushing", "pulling")
+
+
+def problems(status):
+    """[{"name", "error", "fix"}] of what stops syncing now, most pressing first."""
+    found = dict(status.get("failing") or {})
+    paused = status.get("paused")
+    if paused:
+        found["paused"] = "paused by the user" + (" until %s" % paused["until"]
+                                                  if paused.get("until") else "")
+    watch = status.get("watch")
+    if watch and watch.get("unwatched"):
+        found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
+    return [{"name": name, "error": str(found[name]), "fix": FIX[name]}
+            for name in ORDER if name in found]
+
+
+def headline(status, when=str):
+    """The status in one line; `when` shows a unix time (a pause's end)."""
+    listed = problems(dict(status, paused=_shown(status.get("paused"), when)))
+    if listed:
+        first = listed[0]
+        more = " (and %d more problem%s)" % (len(listed) - 1, "" if len(listed) == 2 else "s") \
+            if len(listed) > 1 else ""
+        return "NOT syncing: %s - %s%s" % (first["error"], first["fix"], more)
+    if status.get("state") in BUSY or status.get("pending") or status.get("unpushed"):
+        return "syncing"
+    if status.get("waiting"):
+        return "in sync: %s" % status["waiting"]
+    return "in sync"
+
+
+def _shown(paused, when):
+    if not paused:
+        return paused
+    return dict(paused, until=when(paused["until"]) if paused.get("until") else None)

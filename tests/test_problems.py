@@ -1,0 +1,32 @@
+"""problems.py: what stops syncing, named, most pressing first, with what to do."""
+from autosync import problems
+
+
+def test_nothing_wrong_is_in_sync_or_syncing():
+    assert problems.problems({"state": "idle"}) == []
+    assert problems.headline({"state": "idle"}) == "in sync"
+    assert problems.headline({"state": "pushing"}) == "syncing"
+    assert problems.headline({"state": "idle", "pending": ["a"]}) == "syncing"
+    assert problems.headline({"state": "idle", "waiting": "the remote is empty"}) == \
+        "in sync: the remote is empty"
+
+
+def test_each_failing_operation_is_named_with_what_to_do():
+    status = {"state": "idle", "failing": {"pull": "pull: unreachable", "folder": "gone"},
+              "watch": {"unwatched": 3, "problem": "raise fs.inotify.max_user_watches"}}
+    listed = problems.problems(status)
+    assert [p["name"] for p in listed] == ["folder", "watch", "pull"]
+    assert listed[0]["error"] == "gone" and "put the synced folder back" in listed[0]["fix"]
+    assert all(p["fix"] for p in listed)
+    assert problems.headline(status).startswith("NOT syncing: gone - put the synced folder")
+    assert problems.headline(status).endswith("(and 2 more problems)")
+
+
+def test_a_pause_is_a_problem_with_its_end():
+    status = {"state": "paused", "paused": {"since": 1, "until": 100}}
+    assert problems.headline(status, when=lambda t: "at %d" % t) == \
+        "NOT syncing: paused by the user until at 100 - autosync-notify resume"
+
+
+def test_every_name_has_a_fix_and_a_place_in_the_order():
+    assert set(problems.ORDER) == set(problems.FIX)
