@@ -18,10 +18,26 @@ def setup_logging(verbose):
                         stream=sys.stderr)
 
 
+class _Parser(argparse.ArgumentParser):
+    """The config file as the original took it (an argument), or as `autosync-notify`,
+    `log` and the rest take it (`--config FILE`): either way in `args.config`."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        given = parsed.__dict__.pop("config_option")
+        if given is not None:
+            if parsed.config is not None and parsed.config != given:
+                self.error("two config files: %s and --config %s" % (parsed.config, given))
+            parsed.config = given
+        return parsed
+
+
 def parser(prog, doc):
-    p = argparse.ArgumentParser(prog=prog, description=(doc or "").strip().split("\n")[0])
+    p = _Parser(prog=prog, description=(doc or "").strip().split("\n")[0])
     p.add_argument("config", nargs="?", default=None,
                    help="configuration file (default: ~/.autosync)")
+    p.add_argument("--config", dest="config_option", metavar="FILE",
+                   help="the same, as the other commands take it")
     p.add_argument("-v", "--verbose", action="store_true", help="log every command run")
     p.add_argument("--version", action="version", version="%(prog)s " + __version__)
     return p

@@ -9,11 +9,13 @@ Every key's check and default is in one table, KEYS: the dataclasses take
 their defaults from it, and a test holds the README's tables to it.
 """
 import dataclasses
+import difflib
 import logging
 import math
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import socket
 import typing
@@ -118,6 +120,8 @@ WARNED = "AUTOSYNC_CONFIG_WARNED"  # set by the supervisor for the programs it s
 IGNORED_SECTIONS = ("autosync-server",)
 
 ADDRESS_RE = re.compile(r"[^@/\s]+@[^@/\s]+")
+# The account in .autosync-example and the README's Set up: copied, not filled in.
+PLACEHOLDER_ACCOUNTS = ("you@example.org",)
 NO_XMPP = {"xmpp": "none", "all": "desktop"}  # notifymethod without its XMPP part
 
 
@@ -171,15 +175,20 @@ def default_path() -> str:
 def load(path: str, check_path: bool = True) -> Config:
     """Read, check and complete the configuration in `path`; raise ConfigError if unusable."""
     file = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(file):
+        raise ConfigError(_folder_given(file))
     warnings = []
     sections = ini.parse(file, ini.read_text(file), warnings,
                          secret=("xmpp",) + IGNORED_SECTIONS)
-    if "autosync" not in sections:
-        raise ConfigError("%s: [autosync]: expected a section [autosync] with path = FOLDER, "
-                          "got no such section" % file)
-    known = _known_keys(file, sections, warnings)
-    values = _validate(file, known)
-    config = _build(file, values, known, warnings)
+    hints = {}
+    known = _known_keys(file, sections, warnings, hints)
+    try:
+        if "autosync" not in sections:
+            raise _bad(file, "autosync", None, "a section [autosync] with path = FOLDER", None)
+        values = _validate(file, known)
+        config = _build(file, values, known, warnings)
+    except ConfigError as e:
+        raise _with_hint(e, hints) from None
     if check_path:
         _check_working_tree(file, config.path)
     _check_permissions(file, config, warnings)
@@ -191,23 +200,75 @@ def load(path: str, check_path: bool = True) -> Config:
     return config
 
 
-def _known_keys(file, sections, warnings):
-    """Keep the known sections and keys; warn about the rest (typos would otherwise go unseen)."""
+def _known_keys(file, sections, warnings, hints):
+    """Keep the known sections and keys; warn about the rest, with the nearest known name
+    (typos would otherwise go unseen). `hints` gets, for each (section, key) or (section,
+    None) a typo may stand for, what to add to the error should that one be missing."""
     known = {}
     for name, keys in sections.items():
         if name in IGNORED_SECTIONS:
             log.info("%s: section [%s] was never implemented; ignored", file, name)
         elif name not in KEYS:
-            warnings.append("%s: unknown section [%s], ignored" % (file, name))
+            meant = _nearest(name, KEYS)
+            advice = "; did you mean [%s]?" % meant if meant else ""
+            if meant:
+                hints.setdefault((meant, None), "[%s]: unknown section%s" % (name, advice))
+            warnings.append("%s: [%s]: unknown section, ignored%s" % (file, name, advice))
         else:
             known[name] = {}
             for key, (value, number) in keys.items():
                 if key in KEYS[name]:
                     known[name][key] = value
-                else:
-                    warnings.append("%s: line %d: [%s] %s: unknown key, ignored"
-                                    % (file, number, name, key))
+                    continue
+                advice, meant = _unknown_key(name, key)
+                if meant:
+                    hints.setdefault(meant, "line %d: %s: unknown key%s" % (number, key, advice))
+                warnings.append("%s: line %d: [%s] %s: unknown key, ignored%s"
+                                % (file, number, name, key, advice))
     return known
+
+
+def _nearest(name, names):
+    """The known name `name` most likely misspells, or None."""
+    found = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _unknown_key(section, key):
+    """What to say of an unknown key ('; did you mean ...?', or ''), and the (section, key)
+    it probably stands for (or None)."""
+    elsewhere = [name for name, keys in KEYS.items() if key in keys]
+    if elsewhere:
+        return "; it belongs in [%s]" % elsewhere[0], (elsewhere[0], key)
+    meant = _nearest(key, KEYS[section])
+    if meant:
+        return "; did you mean %s?" % meant, (section, meant)
+    return "", None
+
+
+def _with_hint(error, hints):
+    """A key or section reported missing, which a typo stands for: say so in the same line."""
+    missing = getattr(error, "missing", None)
+    hint = missing and (hints.get(missing) or hints.get((missing[0], None)))
+    if not hint:
+        return error
+    return ConfigError("%s (%s)" % (error, hint))
+
+
+def _folder_given(folder):
+    """The error for a folder given where the config file goes, with what to run instead."""
+    # TODO(issue 19 item 2): once `dvcs-autosync init REMOTE FOLDER` exists, name it here.
+    default = default_path()
+    if os.path.isfile(default):
+        return ("%s: a folder, where a config file is expected; to sync it, set `path = %s` "
+                "in [autosync] of %s (or of another file) and run `dvcs-autosync` "
+                "(or `dvcs-autosync --config FILE`)" % (folder, folder, default))
+    write = "printf '[autosync]\\npath = %%s\\nsyncmethod = none\\n' %s > %s" % (
+        shlex.quote(folder), default)
+    return ("%s: a folder, where a config file is expected; to sync it, write the config "
+            "file: %s, then run `dvcs-autosync` (to have changes pulled at once rather than "
+            "every %g s, add [xmpp] with username and password: README, Set up)"
+            % (folder, write, _A["pullinterval"]))
 
 
 def _validate(file, known):
@@ -372,6 +433,9 @@ def _check_account(file, config):
         raise _bad(file, "xmpp", "username", ADDRESS, None)
     if not ADDRESS_RE.fullmatch(x.username):
         return [_xmpp_off(file, config, "username: %r is not an XMPP address" % x.username)]
+    if x.username in PLACEHOLDER_ACCOUNTS:
+        return [_xmpp_off(file, config, "username: %r is the example's placeholder: put in "
+                          "your own XMPP account and its password" % x.username)]
     if not x.password:
         raise _bad(file, "xmpp", "password", "the password of username", None)
     if x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
@@ -416,9 +480,14 @@ def _check_permissions(file, config, warnings):
 
 
 def _bad(file, section, key, expected, got, quote=True):
-    """The one-line error for a key; `got` None means the key is missing."""
+    """The one-line error for a key (or, key None, a section); `got` None: it is missing."""
+    if key is None:
+        error = ConfigError("%s: [%s]: expected %s, got no such section"
+                            % (file, section, expected))
+    else:
+        error = ConfigError("%s: [%s] %s: expected %s, got %s" % (
+            file, section, key, expected,
+            "nothing" if got is None else repr(got) if quote else got))
     if got is None:
-        got = "nothing"
-    elif quote:
-        got = repr(got)
-    return ConfigError("%s: [%s] %s: expected %s, got %s" % (file, section, key, expected, got))
+        error.missing = (section, key)  # a typo elsewhere may explain it (_with_hint)
+    return error

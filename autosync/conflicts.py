@@ -128,10 +128,22 @@ def copy_name(path, host, stamp, free):
     host = host.replace("/", "_")
     for n in range(1, 1000):
         extra = "" if n == 1 else " %d" % n
-        name = os.path.join(folder, "%s (conflict from %s %s%s)%s" % (stem, host, when, extra, ext))
+        tail = " (conflict from %s %s%s)%s" % (host, when, extra, ext)
+        name = os.path.join(folder, _fit(stem, NAME_MAX - len(os.fsencode(tail))) + tail)
         if free(name):
             return name
     raise RuntimeError("no free conflict name for %s" % path)
+
+
+NAME_MAX = 255  # bytes of one file name on Linux file systems
+
+
+def _fit(stem, room):
+    """The stem cut to at most `room` bytes, whole characters (a copy of a copy of a
+    long name would pass the file system's limit and stall the merge)."""
+    while len(os.fsencode(stem)) > room and len(stem) > 1:
+        stem = stem[:-max(1, (len(os.fsencode(stem)) - room) // 4)]
+    return stem
 
 
 Copy = collections.namedtuple("Copy", "copy path host time")

@@ -3,7 +3,8 @@
 Starts the committer, then the watcher (and the XMPP listener, desktop
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
-go to history.py, `dvcs-autosync conflicts` to settle.py.
+go to history.py, `dvcs-autosync conflicts` to settle.py, `dvcs-autosync
+status` to notify.py (autosync-notify status).
 """
 import ctypes
 import errno
@@ -67,11 +68,16 @@ def release_pidfile(path):
 
 
 def _is_autosync(pid):
+    """Whether `pid` runs a dvcs-autosync (ours, by launcher or module, or the original's)."""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return b"autosync" in f.read()
+            args = f.read().split(b"\0")
     except OSError:
         return True  # cannot tell: better refuse than run twice
+    # By its arguments, not anywhere in the text: the Python running another program
+    # may itself live in a folder named after us (/opt/autosync-test/venv/bin/python3).
+    return any(os.path.basename(arg) == b"dvcs-autosync" or arg == b"autosync.supervisor"
+               for arg in args)
 
 
 SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM}
@@ -181,17 +187,32 @@ def stop(running):
             program.proc.wait()
 
 
+# `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
+COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify"}
+
+
+def command(argv):
+    """argv for one of COMMANDS, its word first (a `--config FILE` before it is moved after
+    it); None when argv names none, or when the word names a file (a config file that is
+    named `log` still wins, as it always did)."""
+    words, config = list(argv), []
+    while words and (words[0] == "--config" or words[0].startswith("--config=")):
+        taken = 1 if "=" in words[0] else 2
+        config, words = words[:taken], words[taken:]
+    if words and words[0] in COMMANDS and not os.path.isfile(words[0]):
+        return words + config
+    return None
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    # `dvcs-autosync log|restore|conflicts ...`; a config file that is named `log` still wins.
-    if argv and argv[0] in ("log", "restore") and not os.path.isfile(argv[0]):
-        from autosync import history
-        return history.main(argv)
-    if argv and argv[0] == "conflicts" and not os.path.isfile(argv[0]):
-        from autosync import settle
-        return settle.main(argv)
+    routed = command(argv)
+    if routed:
+        import importlib
+        return importlib.import_module("autosync." + COMMANDS[routed[0]]).main(routed)
     parser = cli.parser("dvcs-autosync", __doc__)
-    parser.epilog = ("Old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
+    parser.epilog = ("How it runs: dvcs-autosync status (as autosync-notify status); "
+                     "old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
                      "[--at WHEN]; conflict copies: dvcs-autosync conflicts [--keep "
                      "mine|theirs PATH]; --help after any tells more.")
     args = parser.parse_args(argv)

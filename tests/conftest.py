@@ -230,7 +230,9 @@ class OrdinaryUser:
     clones. Its Python is a venv of the system's python3 (tests/install.sh),
     since root's own interpreter may sit where `nobody` cannot reach."""
 
-    PYTHON = "/opt/autosync-test/venv/bin/python3"
+    # tests/install.sh's venv (AUTOSYNC_VENV moves it: to a place `nobody` can reach).
+    PYTHON = os.path.join(os.environ.get("AUTOSYNC_VENV", "/opt/autosync-test/venv"), "bin",
+                          "python3")
 
     def __init__(self):
         entry = pwd.getpwnam("nobody")

@@ -3,7 +3,8 @@
 Makes a bare git repository and two clones of it ("laptop" and "desktop"),
 starts a private prosody XMPP server on 127.0.0.1, runs the whole suite on
 each clone, then changes files on one machine and shows them arriving on the
-other. Run it through tests/demo.sh, which installs what it needs first.
+other. Run it through tests/demo.sh, which installs what it needs first and
+runs this with the venv's Python: the programs are the venv's own launchers.
 """
 import argparse
 import os
@@ -15,7 +16,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
 
 from prosody import Prosody  # noqa: E402  (the tests' private server, reused)
 
@@ -90,8 +90,17 @@ def has(path, content=None):
     return check
 
 
+def program(name):
+    """The installed program `name`: the launcher beside this Python (a venv's bin/)."""
+    launcher = os.path.join(os.path.dirname(sys.executable), name)
+    if not os.access(launcher, os.X_OK):
+        raise SystemExit("demo: %s is not installed beside %s; run tests/demo.sh"
+                         % (name, sys.executable))
+    return launcher
+
+
 def status(config):
-    return subprocess.run([sys.executable, "-m", "autosync.notify", "--config", config, "status"],
+    return subprocess.run([program("autosync-notify"), "--config", config, "status"],
                           capture_output=True, text=True).stdout
 
 
@@ -108,8 +117,8 @@ def run_demo(base):
         for name, path in clones.items():
             configs[name] = write_config(base, name, path, server, jid)
             log = open(os.path.join(base, name + ".log"), "w")
-            procs.append(subprocess.Popen([sys.executable, "-m", "autosync.supervisor",
-                                           configs[name]], stdout=log, stderr=log))
+            procs.append(subprocess.Popen([program("dvcs-autosync"), configs[name]],
+                                          stdout=log, stderr=log))
         for name, config in configs.items():
             wait_for(lambda: "state:       idle" in status(config), name + " to start")
         time.sleep(1.0)  # let both XMPP listeners log in and see each other

@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
-# Installs what the demo and the tests need: Debian packages for the real
-# parts (git, prosody, Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus,
-# systemd-analyze) and the project itself with pytest (editable, through
-# pyproject.toml; and into a venv of the system's /usr/bin/python3).
+# Installs what the demo (`--demo`) or the tests (no argument) need:
+#   * Debian packages through apt: for the demo git, prosody, openssl (the
+#     private server's certificate) and python3-venv; for the tests also
+#     Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus, systemd-analyze;
+#   * the project (and for the tests pytest) into a venv of the system's own
+#     /usr/bin/python3, $AUTOSYNC_VENV (default /opt/autosync-test/venv, where
+#     an ordinary user can run it: the tests start the daemon as `nobody`).
+# The system's Python is never written to: Debian 12/13 and Ubuntu 24.04 refuse
+# `pip install` outside a venv (PEP 668). A second run with nothing changed
+# installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(git prosody mercurial git-annex git-remote-gcrypt gnupg dbus systemd
-          desktop-file-utils openssl procps tar python3-venv)
+mode=tests
+case "${1:-}" in
+    --demo) mode=demo ;;
+    "") ;;
+    *) echo "usage: tests/install.sh [--demo]" >&2; exit 2 ;;
+esac
+venv=${AUTOSYNC_VENV:-/opt/autosync-test/venv}
+python=/usr/bin/python3  # the distribution's own, whatever python3 is first on PATH
+
+packages=(git prosody openssl python3-venv)
+[ $mode = demo ] || packages+=(mercurial git-annex git-remote-gcrypt gnupg dbus systemd
+                               desktop-file-utils procps tar)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -19,18 +35,48 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
-# The system's own python3 with the suite's dependencies, in a venv that an
-# ordinary user can run: the tests start the daemon as `nobody` with it.
-if [ ! -x /opt/autosync-test/venv/bin/python3 ]; then
-    /usr/bin/python3 -m venv /opt/autosync-test/venv
+
+if [ ! -x "$venv/bin/python3" ]; then
+    echo "making a venv of $python in $venv"
+    "$python" -m venv "$venv"
 fi
-/opt/autosync-test/venv/bin/python3 -m pip install -q --disable-pip-version-check .
-chmod -R a+rX /opt/autosync-test
+
+# What is installed is noted in the venv: the sources' checksum and the extras.
+extras=""
+[ $mode = demo ] || extras="[test]"
+stamp="$venv/.autosync-installed"
+sources=$(find autosync -name '*.py' | LC_ALL=C sort | xargs sha256sum pyproject.toml setup.py README |
+          sha256sum | cut -d' ' -f1)
+read -r had_sources had_extras 2>/dev/null < "$stamp" || true
+if [ "${had_sources:-}" = "$sources" ]; then
+    [ -z "$extras" ] || [ "${had_extras:-}" = "[test]" ] && exit 0  # already there
+    # The demo's install, then the tests': add only the test extra's requirements
+    # (as the installed metadata names them), without building the project again.
+    requirements=$("$venv/bin/python3" -c '
+import re
+from importlib.metadata import requires
+for line in requires("dvcs-autosync") or ():
+    requirement, _, marker = line.partition(";")
+    if re.search(r"extra *== *.test.", marker):
+        print(requirement.strip())')
+    echo "installing the tests' requirements into $venv:" $requirements
+    env -u PYTHONPATH "$venv/bin/python3" -m pip install -q --disable-pip-version-check $requirements
+    chmod -R a+rX "$venv"
+    echo "$sources $extras" > "$stamp"
+    exit 0
+fi
+[ "${had_extras:-}" = "[test]" ] && extras="[test]"  # pip keeps pytest anyway: say so
+echo "installing dvcs-autosync$extras into $venv"
+rm -f "$stamp"
+# Not editable: the demo runs what a user installs. The tests run the checkout's own
+# code (tests/run.sh sets PYTHONPATH), so each checkout tests itself.
+env -u PYTHONPATH "$venv/bin/python3" -m pip install -q --disable-pip-version-check ".$extras"
+chmod -R a+rX "$venv"
 # The launchers pip wrote there must run (tests/test_install.py does the same
 # in a fresh venv, from a copy of the checkout with a stale build/ folder).
 for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp \
                autosync-desktop autosync-tray autosync-notify autosync-hgmerge; do
-    env -u PYTHONPATH "/opt/autosync-test/venv/bin/$program" --help >/dev/null ||
-        { echo "$program --help failed in /opt/autosync-test/venv" >&2; exit 1; }
+    env -u PYTHONPATH "$venv/bin/$program" --help >/dev/null ||
+        { echo "$program --help failed in $venv" >&2; exit 1; }
 done
+echo "$sources $extras" > "$stamp"

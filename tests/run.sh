@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need, then runs them all.
+# The test command: installs what the tests need (tests/install.sh: into a venv
+# of the system's /usr/bin/python3), then runs them all with that venv's Python.
 # Extra arguments go to pytest (e.g. tests/run.sh -k conflict -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/install.sh
-exec python3 -m pytest -q -m "not slow" "$@"
+venv=${AUTOSYNC_VENV:-/opt/autosync-test/venv}
+# The venv's programs on PATH (some tests run `dvcs-autosync` by name, as users do),
+# running this checkout's code, not the copy installed in the venv (which may be
+# another checkout's): the programs the tests start inherit both.
+export PATH="$venv/bin:$PATH"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+exec "$venv/bin/python3" -m pytest -q -m "not slow" "$@"

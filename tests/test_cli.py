@@ -47,6 +47,18 @@ def test_parser_takes_an_optional_config_and_verbose():
     assert cli.parser("x", None).description == ""
 
 
+def test_parser_takes_the_config_as_an_option_too(capsys):
+    p = cli.parser("autosync-example", DOC)
+    assert p.parse_args(["--config", "my.ini", "-v"]).config == "my.ini"
+    assert p.parse_args(["--config=my.ini"]).config == "my.ini"
+    assert p.parse_args(["my.ini", "--config", "my.ini"]).config == "my.ini"
+    assert "config_option" not in vars(p.parse_args([]))
+    with pytest.raises(SystemExit) as exited:
+        p.parse_args(["a.ini", "--config", "b.ini"])
+    assert exited.value.code == 2
+    assert "two config files: a.ini and --config b.ini" in capsys.readouterr().err
+
+
 def test_version_and_unknown_options(capsys):
     p = cli.parser("autosync-example", DOC)
     with pytest.raises(SystemExit) as exited:

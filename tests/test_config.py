@@ -4,6 +4,7 @@ import dataclasses
 import logging
 import os
 import socket
+import subprocess
 
 import pytest
 
@@ -133,9 +134,14 @@ def test_unusable_username_switches_xmpp_off(tmp_path, folder, username):
 
 def test_new_example_file_loads_with_every_key(tmp_path, folder):
     with open(os.path.join(HERE, "..", ".autosync-example"), encoding="utf-8") as f:
-        text = f.read().replace("~/sync", folder)
-    cfg = config.load(write(tmp_path, text))
-    assert cfg.warnings == []
+        text = f.read().replace("~/Sync", folder)
+    file = write(tmp_path, text)
+    cfg = config.load(file)
+    # Only the account, a placeholder, is told to be filled in.
+    assert cfg.warnings == ["%s: [xmpp] username: 'you@example.org' is the example's "
+                            "placeholder: put in your own XMPP account and its password; XMPP "
+                            "is off: pushes are not announced, other machines' pushes are pulled "
+                            "every 300 s (pullinterval)" % file]
     assert cfg.commands == config.GIT_COMMANDS
     parsed = ini.parse("f", text, [])
     for section, keys in config.KEYS.items():
@@ -189,7 +195,7 @@ def test_default_section_is_an_ordinary_unknown_one(tmp_path, folder):
     file = write(tmp_path, minimal(folder, "[DEFAULT]\npushcmd = x\n"))
     cfg = config.load(file)
     assert cfg.commands["pushcmd"] == "git push -q"
-    assert cfg.warnings == ["%s: unknown section [DEFAULT], ignored" % file]
+    assert cfg.warnings == ["%s: [DEFAULT]: unknown section, ignored" % file]
 
 
 @pytest.mark.parametrize("newline", ["\r\n", "\r"])
@@ -566,9 +572,100 @@ def test_unknown_key_and_section_warn(tmp_path, folder, caplog):
                                    "[autosync-server]\nserver = http://x\n"))
     with caplog.at_level(logging.WARNING, logger="autosync.config"):
         cfg = config.load(file)
-    assert cfg.warnings == ["%s: line 6: [dvcs] adcmd: unknown key, ignored" % file,
-                            "%s: unknown section [extra], ignored" % file]
+    assert cfg.warnings == ["%s: line 6: [dvcs] adcmd: unknown key, ignored; did you mean "
+                            "addcmd?" % file,
+                            "%s: [extra]: unknown section, ignored" % file]
     assert [r.getMessage() for r in caplog.records] == cfg.warnings
+
+
+def test_an_unknown_name_is_told_with_the_nearest_known_one(tmp_path, folder):
+    file = write(tmp_path, minimal(folder, "[xmmp]\nport = 5222\n[dvcs]\npuhscmd = x\n",
+                                   autosync="pushdelayy = 3\nusername = me@example.org\n"))
+    assert config.load(file).warnings == [
+        "%s: line 4: [autosync] pushdelayy: unknown key, ignored; did you mean pushdelay?" % file,
+        "%s: line 5: [autosync] username: unknown key, ignored; it belongs in [xmpp]" % file,
+        "%s: [xmmp]: unknown section, ignored; did you mean [xmpp]?" % file,
+        "%s: line 10: [dvcs] puhscmd: unknown key, ignored; did you mean pushcmd?" % file]
+
+
+@pytest.mark.parametrize("text, error", [
+    # The key the typo stands for is required: the error itself names the typo.
+    ("[autosync]\npathh = {folder}\nsyncmethod = none\n",
+     "[autosync] path: expected the folder to keep in sync, got nothing "
+     "(line 2: pathh: unknown key; did you mean path?)"),
+    ("[autosync]\npath = {folder}\n[xmmp]\nusername = me@example.org\npassword = x\n",
+     "[xmpp] username: expected an XMPP address like user@example.org, got nothing "
+     "([xmmp]: unknown section; did you mean [xmpp]?)"),
+    ("[autosync]\npath = {folder}\nusername = me@example.org\n",
+     "[xmpp] username: expected an XMPP address like user@example.org, got nothing "
+     "(line 3: username: unknown key; it belongs in [xmpp])"),
+    ("[autosyn]\npath = {folder}\n",
+     "[autosync]: expected a section [autosync] with path = FOLDER, got no such section "
+     "([autosyn]: unknown section; did you mean [autosync]?)"),
+    # Nothing near: the error as it was.
+    ("[autosync]\nfolder = {folder}\nsyncmethod = none\n",
+     "[autosync] path: expected the folder to keep in sync, got nothing"),
+])
+def test_a_missing_key_names_the_typo_that_stands_for_it(tmp_path, folder, text, error):
+    file = write(tmp_path, text.format(folder=folder))
+    with pytest.raises(ConfigError) as raised:
+        config.load(file)
+    assert str(raised.value) == "%s: %s" % (file, error)
+
+
+def test_a_folder_given_for_the_config_file_is_told_what_to_write(tmp_path, folder,
+                                                                    private_home):
+    with pytest.raises(ConfigError) as raised:
+        config.load(folder)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("%s: a folder, where a config file is expected; " % folder)
+    assert "cannot read" not in message
+    # The command it names writes a config that loads, for that very folder.
+    command = message.split("write the config file: ")[1].split(", then run ")[0]
+    subprocess.run(["sh", "-c", command], check=True)
+    cfg = config.load(str(private_home / ".autosync"))
+    assert (cfg.path, cfg.syncmethod) == (folder, "none")
+    assert "then run `dvcs-autosync`" in message
+
+
+def test_a_folder_given_while_a_config_file_exists_names_it(tmp_path, folder, private_home):
+    (private_home / ".autosync").write_text(minimal(folder))
+    with pytest.raises(ConfigError) as raised:
+        config.load(folder)
+    assert str(raised.value) == (
+        "%s: a folder, where a config file is expected; to sync it, set `path = %s` in "
+        "[autosync] of %s (or of another file) and run `dvcs-autosync` (or `dvcs-autosync "
+        "--config FILE`)" % (folder, folder, private_home / ".autosync"))
+
+
+def test_the_examples_placeholder_account_is_told_to_be_filled_in(tmp_path, folder):
+    text = "[autosync]\npath = %s\n[xmpp]\nusername = you@example.org\npassword = x\n" % folder
+    file = write(tmp_path, text)
+    cfg = config.load(file)
+    assert cfg.warnings == [
+        "%s: [xmpp] username: 'you@example.org' is the example's placeholder: put in your own "
+        "XMPP account and its password; XMPP is off: pushes are not announced, other "
+        "machines' pushes are pulled every 300 s (pullinterval)" % file]
+    assert cfg.syncmethod == "none"
+
+
+def test_the_example_file_and_the_readme_agree():
+    example = os.path.join(os.path.dirname(HERE), ".autosync-example")
+    with open(os.path.join(os.path.dirname(HERE), "README"), encoding="utf-8") as f:
+        readme = f.read()
+    setup = readme[readme.index("\nSet up\n"):readme.index("\nThe programs\n")]
+    with open(example, encoding="utf-8") as f:
+        text = f.read()
+    shown = {}
+    for line in setup.splitlines():
+        key, sep, value = line.strip().partition(" = ")
+        if sep:
+            shown[key] = value
+    assert shown["path"] == "~/Sync" and "\npath = ~/Sync\n" in text
+    assert "\nusername = %s\n" % shown["username"] in text
+    assert "\npassword = %s\n" % shown["password"] in text
+    assert shown["username"] in config.PLACEHOLDER_ACCOUNTS
 
 
 PASSWORD = "s3cret-Pa55"

@@ -199,3 +199,13 @@ def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
     with open(os.path.join(folder, "f.txt"), "w") as f:
         f.write(">>>>>>> " + "a" * 40 + "\n")
     assert conflicts.undo_killed_pull(folder) == []
+
+
+def test_a_copy_of_a_copy_of_a_long_name_fits_the_file_system(tmp_path):
+    long = "é" * 100 + ".txt"  # 204 bytes
+    first = conflicts.copy_name(long, "laptop", 1700000000, lambda n: True)
+    second = conflicts.copy_name(first, "desktop", 1700000100, lambda n: True)
+    for name in (first, second):
+        assert len(os.fsencode(name)) <= 255
+        (tmp_path / name).write_bytes(b"x")  # the file system takes it
+    assert second.endswith(").txt") and "conflict from desktop" in second

@@ -1,12 +1,19 @@
-"""`pip install .` into a venv made by the distribution's own /usr/bin/python3.
+"""tests/install.sh with the distribution's own /usr/bin/python3 (PATH=/usr/bin:/bin).
+
+Debian 12/13 and Ubuntu 24.04 refuse `pip install` into the system's Python
+(PEP 668), so the demo's and the tests' installs must go into a venv of it and
+leave its site-packages as they were. Here a copy of the checkout is installed
+by its own tests/install.sh into a fresh venv, the demo's way first, then the
+tests' way into the same venv (as a newcomer runs tests/demo.sh, then
+tests/run.sh), with nothing on PATH but /usr/bin and /bin; the system's
+site-packages are listed before and after.
 
 Debian 12's pip (23.0, no `wheel` package) used to fall back to the deprecated
 `setup.py install`; with a `build/` folder left from an earlier wheel build it
 then installed launchers whose first line was `#!python`, which do not run.
-Here a copy of the checkout, with such a stale build/ folder in it, is
-installed into a fresh venv, and each program's --help runs from the venv.
-The real checkout is never written. pip fetches setuptools (and the
-dependencies) from the package index: about 15 seconds.
+So the copy has such a stale build/ folder in it, and each program's --help
+runs from the venv. The real checkout is never written. pip fetches
+setuptools (and the dependencies) from the package index: about 20 seconds.
 """
 import os
 import shutil
@@ -32,6 +39,11 @@ PROGRAMS = {
 # What a checkout holds that is not the project's own source.
 NOT_SOURCE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
                                     ".pytest_cache", "*.pyc", "venv", ".venv")
+# What pip needs to reach its index here (a proxy, a local mirror, certificates); nothing else
+# of the test's environment (PYTHONPATH, VIRTUAL_ENV, a pyenv PATH) goes in.
+PASSED_ON = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+ASIDE = ("PIP_USER", "PIP_REQUIRE_VIRTUALENV", "PIP_TARGET", "PIP_PREFIX")
 
 
 def checkout_version():
@@ -67,13 +79,30 @@ def run(argv, **kwargs):
                           **kwargs)
 
 
-def test_pip_install_into_a_system_python_venv_gives_programs_that_run(tmp_path):
+def system_site_packages(env):
+    """Every file below the system Python's site-packages (and root's user site), with its
+    size and time: what a `pip install` outside a venv would change."""
+    where = run([SYSTEM_PYTHON, "-c", "import site; print('\\n'.join(site.getsitepackages() + "
+                 "[site.getusersitepackages()]))"], env=env)
+    assert where.returncode == 0, where.stdout
+    listing = {}
+    for top in where.stdout.split():
+        for folder, _, files in os.walk(top):
+            for name in files + [""]:
+                path = os.path.join(folder, name)
+                info = os.lstat(path)
+                listing[path] = (info.st_size, info.st_mtime_ns)
+    return listing
+
+
+def test_install_sh_uses_a_venv_of_the_system_python_and_leaves_it_untouched(tmp_path):
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.fail("%s is missing: the distribution's own Python 3" % SYSTEM_PYTHON)
-    # Nothing of the checkout or of the test's own Python may leak in.
+    home = tmp_path / "newcomer"
+    home.mkdir()
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_USER",
-                        "PIP_REQUIRE_VIRTUALENV")}
+           if k in PASSED_ON or (k.startswith("PIP_") and k not in ASIDE)}
+    env.update(PATH="/usr/bin:/bin", HOME=str(home), LANG="C.UTF-8")
     version = run([SYSTEM_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                   env=env)
     assert version.returncode == 0, version.stdout
@@ -81,23 +110,17 @@ def test_pip_install_into_a_system_python_venv_gives_programs_that_run(tmp_path)
     tree = tmp_path / "checkout"
     shutil.copytree(ROOT, tree, ignore=NOT_SOURCE)
     stale_build(tree, version.stdout.strip())
-
     venv = tmp_path / "venv"
-    made = run([SYSTEM_PYTHON, "-m", "venv", str(venv)], env=env)
-    assert made.returncode == 0, ("install the Debian package python3-venv\n" + made.stdout)
+    env["AUTOSYNC_VENV"] = str(venv)
+    before = system_site_packages(env)
+
+    demo = run(["bash", str(tree / "tests" / "install.sh"), "--demo"], cwd=str(home), env=env)
+    assert demo.returncode == 0, demo.stdout
+    # The venv is the system Python's (not a pyenv's or the test's own).
+    cfg = (venv / "pyvenv.cfg").read_text()
+    assert "home = /usr/bin\n" in cfg, cfg
     python = str(venv / "bin" / "python3")
-
-    pip = run([python, "-m", "pip", "install", "--disable-pip-version-check", "."],
-              cwd=str(tree), env=env)
-    assert pip.returncode == 0, pip.stdout
-    # Built as a wheel, never through the deprecated `setup.py install`.
-    # (pyinotify, which publishes only a source archive, still gets that
-    # notice from pip 23.0 without `wheel`: it has no launchers to break.)
-    assert "Building wheel for dvcs-autosync" in pip.stdout, pip.stdout
-    ours = [line for line in pip.stdout.splitlines() if "dvcs-autosync" in line]
-    assert not [line for line in ours if "DEPRECATION" in line or "setup.py install" in line], \
-        pip.stdout
-
+    assert os.path.realpath(python) == os.path.realpath(SYSTEM_PYTHON)
     for name in PROGRAMS:
         launcher = venv / "bin" / name
         with open(launcher) as f:
@@ -106,7 +129,6 @@ def test_pip_install_into_a_system_python_venv_gives_programs_that_run(tmp_path)
         shown = run([str(launcher), "--help"], cwd=str(tmp_path), env=env)
         assert shown.returncode == 0, (name, shown.stdout)
         assert "usage: " + name in shown.stdout, (name, shown.stdout)
-
     # The installed package is the checkout's, nothing of the stale build/.
     probe = ("import os, autosync; print(autosync.__version__); "
              "print(sorted(os.listdir(os.path.dirname(autosync.__file__))))")
@@ -116,3 +138,18 @@ def test_pip_install_into_a_system_python_venv_gives_programs_that_run(tmp_path)
     assert installed_version == checkout_version()
     assert "obsolete.py" not in files
     assert "supervisor.py" in files
+    no_pytest = run([python, "-c", "import pytest"], env=env)
+    assert no_pytest.returncode != 0, "the demo's install needs no pytest"
+
+    # The tests' install, into the same venv: pytest comes in, nothing is made twice.
+    tests = run(["bash", str(tree / "tests" / "install.sh")], cwd=str(home), env=env)
+    assert tests.returncode == 0, tests.stdout
+    assert "making a venv" not in tests.stdout
+    has_pytest = run([python, "-c", "import pytest, autosync.supervisor"], cwd=str(tmp_path),
+                     env=env)
+    assert has_pytest.returncode == 0, has_pytest.stdout
+    # A second run finds everything there and installs nothing.
+    again = run(["bash", str(tree / "tests" / "install.sh")], cwd=str(home), env=env)
+    assert (again.returncode, again.stdout) == (0, "")
+
+    assert system_site_packages(env) == before

@@ -2,12 +2,17 @@
 
 `systemd-analyze verify` (Debian package systemd) and `desktop-file-validate`
 (desktop-file-utils) check them for real; a broken copy of each proves that
-the check can fail.
+the check can fail. Each unit's ExecStart is run as systemd would run it, for
+each way of installing, against a config with an error: it must find the
+program and end with the status the unit does not restart on.
 """
 import configparser
 import os
+import re
+import shlex
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -64,7 +69,7 @@ def test_systemd_analyze_verify_passes(unit, tmp_path):
 @pytest.mark.parametrize("old, new", [
     ("Restart=on-failure", "Restart=sometimes"),  # a bad value: rc 0, but a complaint
     ("KillMode=mixed", "KilMode=mixed"),  # an unknown key: rc 0, but a complaint
-    ("ExecStart=/usr/bin/env", "ExecStart=/nonexistent/env"),  # fatal: rc 1
+    ("ExecStart=/bin/sh", "ExecStart=/nonexistent/sh"),  # fatal: rc 1
     ("%h/.config", "%Q/.config"),  # an unknown specifier: fatal
 ])
 def test_verify_catches_a_broken_unit(old, new, tmp_path):
@@ -74,7 +79,7 @@ def test_verify_catches_a_broken_unit(old, new, tmp_path):
 def test_one_instance_per_config_file_under_dot_config():
     service = service_section(TEMPLATE)["Service"]
     # %i, not %I: unescaping would turn the '-' of "my-notes" into a '/'.
-    assert service["ExecStart"] == "/usr/bin/env dvcs-autosync %h/.config/autosync/%i"
+    assert service["ExecStart"].endswith(" dvcs-autosync %h/.config/autosync/%i")
     assert service["Restart"] == "on-failure"
     assert service["KillMode"] == "mixed"
     assert service["SyslogIdentifier"] == "dvcs-autosync@%i"
@@ -83,8 +88,71 @@ def test_one_instance_per_config_file_under_dot_config():
 
 def test_the_plain_unit_runs_the_classic_config():
     service = service_section(PLAIN)["Service"]
-    assert service["ExecStart"] == "/usr/bin/env dvcs-autosync %h/.autosync"
+    assert service["ExecStart"].endswith(" dvcs-autosync %h/.autosync")
     assert service["Restart"] == "on-failure"
+
+
+def exec_start(unit, home, instance):
+    """The unit's ExecStart as systemd runs it: specifiers expanded, `$$` made `$`, split."""
+    line = service_section(unit)["Service"]["ExecStart"]
+    line = re.sub(r"%.", lambda m: {"%h": home, "%i": instance, "%%": "%"}[m.group()], line)
+    assert "$" not in line.replace("$$", ""), "a variable systemd would expand: %s" % line
+    return shlex.split(line.replace("$$", "$"))
+
+
+def not_restarted_on(unit):
+    return {int(code) for code in
+            service_section(unit)["Service"]["RestartPreventExitStatus"].split()}
+
+
+# Where each way of installing puts dvcs-autosync (README "Install", docs/service.md).
+INSTALLS = {
+    "venv": ".local/autosync/bin",  # python3 -m venv ~/.local/autosync; pip install .
+    "pip --user": ".local/bin",  # also pipx, or a link to a venv's launcher
+    "system": None,  # /usr/bin or /usr/local/bin: on the user manager's PATH
+}
+
+
+@pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
+@pytest.mark.parametrize("install", INSTALLS)
+def test_exec_start_finds_the_program_and_a_config_error_is_not_restarted(unit, install,
+                                                                         tmp_path):
+    home = tmp_path / "user"
+    system = tmp_path / "usr-local-bin"
+    folder = system if INSTALLS[install] is None else home / INSTALLS[install]
+    folder.mkdir(parents=True)
+    (tmp_path / "run").mkdir(mode=0o700)
+    # A launcher as pip writes one, which also notes where it was found.
+    launcher = folder / "dvcs-autosync"
+    launcher.write_text('#!/bin/sh\necho "$0" > "%s"\nexec %s -m autosync.supervisor "$@"\n'
+                        % (tmp_path / "ran", sys.executable))
+    launcher.chmod(0o755)
+    config = home / (".config/autosync/work" if unit == TEMPLATE else ".autosync")
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[autosync]\nsyncmethod = none\n")  # no path: a config error
+    # The user manager's PATH: the system's folders, without the user's own.
+    env = {"PATH": "%s:/usr/bin:/bin" % system, "HOME": str(home), "PYTHONPATH": ROOT,
+           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    result = subprocess.run(exec_start(unit, str(home), "work"), env=env, cwd="/",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert (tmp_path / "ran").read_text() == "%s\n" % launcher, result.stderr
+    # The config error's one line, and the status the unit does not restart on.
+    assert result.stderr == ("%s: [autosync] path: expected the folder to keep in sync, "
+                             "got nothing\n" % config), result.stderr
+    assert result.returncode == 2
+    assert result.returncode in not_restarted_on(unit)
+
+
+@pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
+def test_without_the_program_the_unit_stops_at_once(unit, tmp_path):
+    home = tmp_path / "user"
+    home.mkdir()
+    result = subprocess.run(exec_start(unit, str(home), "work"),
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "dvcs-autosync" in result.stderr and "not found" in result.stderr, result.stderr
+    assert result.returncode == 127
+    assert result.returncode in not_restarted_on(unit)
 
 
 def test_the_autostart_entry_is_valid(tmp_path):

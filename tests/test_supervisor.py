@@ -94,6 +94,26 @@ def test_a_live_autosync_is_refused_with_exit_1_and_its_pid(tmp_path, spawn, cap
     assert read(path) == "%d\n" % running.pid  # left alone
 
 
+@pytest.mark.parametrize("how, theirs", [
+    # A Python that lives in a folder named after us (the tests' venv) runs something else.
+    ("venv/bin/python3", False),
+    ("-m autosync.supervisor", True),  # ours, as the supervisor starts from a checkout
+    ("/venv/bin/dvcs-autosync", True),  # ours, through a launcher; or the original
+])
+def test_what_counts_as_a_running_autosync(tmp_path, spawn, how, theirs):
+    folder = tmp_path / "autosync-test" / "venv" / "bin"
+    folder.mkdir(parents=True)
+    python = folder / "python3"
+    python.symlink_to(sys.executable)
+    wait = "import sys; print('ready', flush=True); sys.stdin.read()"
+    argv = {"venv/bin/python3": [str(python), "-c", wait],
+            "-m autosync.supervisor": [str(python), "-c", wait, "-m", "autosync.supervisor"],
+            "/venv/bin/dvcs-autosync": [str(python), "-c", wait, "/venv/bin/dvcs-autosync"]}
+    other = spawn(argv[how])
+    assert other.stdout.readline() == b"ready\n"
+    assert supervisor._is_autosync(other.pid) is theirs
+
+
 def test_release_pidfile_removes_only_our_own(tmp_path, spawn):
     path = str(tmp_path / "autosync.pid")
     supervisor.release_pidfile(path)  # none: nothing to do
@@ -312,3 +332,54 @@ def test_a_config_warning_is_said_once_per_start(machines, remote):
     time.sleep(1)  # every program has read the config by now
     assert a.logtext().count("pathh") == 1, a.logtext()
     a.stop()
+
+
+# --- What the main command understands -----------------------------------------------------
+
+def run_module(module, *args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "autosync." + module] + list(args), cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_dvcs_autosync_status_is_autosync_notify_status(machines, remote):
+    a = machines("a")
+    told = run_module("notify", "--config", a.config, "status")
+    assert told.returncode == 0 and "state:       idle" in told.stdout, told.stderr
+    for argv in (["status", "--config", a.config], ["--config", a.config, "status"],
+                 ["--config=" + a.config, "status"]):
+        said = run_module("supervisor", *argv)
+        assert (said.returncode, said.stdout, said.stderr) == (0, told.stdout, ""), argv
+    # From inside the folder, as autosync-notify finds its daemon.
+    here = run_module("supervisor", "status", cwd=a.path)
+    assert (here.returncode, here.stdout) == (0, told.stdout), here.stderr
+
+
+def test_a_config_file_named_status_is_still_a_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "status").write_text("[autosync]\n")
+    assert supervisor.command(["status"]) is None
+    assert supervisor.command(["--config", "x", "log", "a.txt"]) == ["log", "a.txt",
+                                                                    "--config", "x"]
+
+
+@pytest.mark.parametrize("module", ["supervisor", "committer", "watcher", "xmpp", "desktop",
+                                    "tray", "notify"])
+def test_every_program_takes_config_and_tells_a_folder_given_for_it(module, tmp_path,
+                                                                    private_home):
+    folder = tmp_path / "Sync"
+    (folder / ".git").mkdir(parents=True)
+    argv = ["--config", str(folder)] + (["status"] if module == "notify" else [])
+    result = run_module(module, *argv)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("%s: a folder, where a config file is expected; to sync "
+                                    "it, write the config file: printf " % folder), result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_the_main_command_tells_a_folder_given_as_its_argument(tmp_path, private_home):
+    folder = tmp_path / "Sync"
+    folder.mkdir()
+    result = run_module("supervisor", str(folder))
+    assert result.returncode == 2
+    assert result.stderr.startswith("%s: a folder, where a config file is expected" % folder)
+    assert "cannot read" not in result.stderr
