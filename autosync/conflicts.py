@@ -78,13 +78,15 @@ def undo_killed_pull(folder):
     such lines (notes about git) names no such commit and is left alone.
     Called at every start (the killed pull may have ended before the new
     committer looked for it), never during a recorded merge. -> the paths put back."""
+    if git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False) is None:
+        return []   # no commit yet: nothing to put back
     out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL)
     paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
     paths = [p for p in paths if _labels_unmerged_commit(folder, p)]
     if paths:
         log.warning("a killed pull left conflict markers in %d file(s): put back to the last "
                     "commit, the next pull merges again: %s", len(paths), ", ".join(paths[:10]))
-        git(folder, "checkout", "-q", "HEAD", "--", *paths)
+        git(folder, "checkout", "-q", "HEAD", "--", paths=paths)
     return paths
 
 
@@ -105,8 +107,11 @@ def _labels_unmerged_commit(folder, path):
 
 def last_change(folder, rev, path):
     """(commit time, commit id, host) of the last commit on rev that touched path."""
-    out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev, "--", path,
-              check=False) or b""
+    # The path on stdin (--stdin reads paths after a `--` line), off the command line;
+    # git reads it line by line, so a name with a newline is the rev's last commit.
+    out = b"" if "\n" in path else git(
+        folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", "--stdin", rev,
+        data=b"--\n" + os.fsencode(path) + b"\n", check=False) or b""
     if not out.strip():
         out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev)
     stamp, commit, author, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 3)
@@ -194,7 +199,11 @@ def same_blob(folder, rel, blob):
     full = os.path.join(folder, rel)
     if not os.path.isfile(full) or os.path.islink(full):
         return False
-    return git(folder, "hash-object", "--", rel, check=False) == blob.encode() + b"\n"
+    if "\n" in rel:   # --stdin-paths reads lines; such a copy is simply not reused
+        return False
+    # The name on stdin, off the command line; git hashes the file as `-- rel` would.
+    return git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
+               check=False) == blob.encode() + b"\n"
 
 
 def resolve(folder):
@@ -226,7 +235,7 @@ def resolve(folder):
             staged.append(path)
             log.warning("%s was changed on one side and deleted on the other: kept", path)
         else:  # deleted on both sides (e.g. renamed apart): nothing to keep here
-            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", path)
-    for chunk in range(0, len(staged), 500):
-        git(folder, "add", "-A", "--", *staged[chunk:chunk + 500])
+            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path])
+    if staged:
+        git(folder, "add", "-A", "--", paths=staged)
     return copies

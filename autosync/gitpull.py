@@ -26,7 +26,7 @@ import subprocess
 
 from autosync import conflicts
 from autosync.commands import SHELL_CHARS, Template, environment
-from autosync.gitrepo import git
+from autosync.gitrepo import git, hash_file
 from autosync.guarded import Expect, Refused, Writer
 from autosync.messages import merge_message
 
@@ -106,9 +106,9 @@ class GitPull:
         return proc
 
     def hash_as_git(self, rel, data):
-        """The blob id git would store for this content at rel (filters, line endings)."""
-        proc = self.git("hash-object", "--path=" + rel, "--stdin", data=data, check=False)
-        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+        """The blob id git would store for this content at rel (filters, line endings);
+        the name goes to git on stdin (gitrepo.hash_file)."""
+        return hash_file(self.folder, rel, data)
 
     # --- the pull ---------------------------------------------------------------------
 
@@ -132,8 +132,8 @@ class GitPull:
             new, tree = theirs, self.rev(theirs + "^{tree}")
         else:
             tree, copies = self.merge(head, theirs)
-            new = self.git("commit-tree", tree, "-p", head, "-p", theirs, "-m",
-                           merge_message(self.host, copies)).stdout.decode().strip()
+            new = self.git("commit-tree", tree, "-p", head, "-p", theirs,   # message: stdin
+                           data=os.fsencode(merge_message(self.host, copies))).stdout.decode().strip()
             merge = new
         entries = self.diff(head, tree)
         kept, beside = self.write(entries, theirs)
@@ -238,9 +238,19 @@ class GitPull:
         by_path = {e.path: found.get(e.new) for e in wanted if e.path not in filtered}
         for e in wanted:
             if e.path in filtered:
-                by_path[e.path] = self.git("cat-file", "--filters", "--path=" + e.path,
-                                           e.new).stdout
+                by_path[e.path] = self.filtered(e.new, e.path)
         return by_path
+
+    def filtered(self, oid, path):
+        """A blob as checked out at path. The path goes on stdin (`--batch` with
+        --filters takes "OID PATH" as %(rest)); one object per run, since git 2.39's
+        header gives the unfiltered size: the header (the path) is cut instead."""
+        out = self.git("cat-file", "--batch=%(rest)", "--filters", "-z",
+                       data=b"%s %s\0" % (oid.encode(), os.fsencode(path))).stdout
+        header = os.fsencode(path).lstrip(b" \t\n\v\f\r") + b"\n"
+        if not out.startswith(header) or not out.endswith(b"\n"):
+            raise PullFailed("git cat-file: could not read %s for %s" % (oid, path))
+        return out[len(header):-1]
 
     def needs_filters(self, paths):
         """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""

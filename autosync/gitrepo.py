@@ -8,24 +8,53 @@ when `startupcmd` found the changes by itself).
 import os
 import subprocess
 
-from autosync.commands import environment
+from autosync.commands import PATHSPEC_OPTIONS, environment, why
 from autosync.messages import host_of
 
 ACTIONS = {"A": "added", "M": "modified", "T": "modified", "D": "removed"}
 GITLINK = "160000"  # the mode of a repository inside the tree (a submodule)
 
 
-def git(folder, *args, check=True):
-    """Run git in folder -> stdout bytes (None on failure when not check)."""
-    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+def git(folder, *args, check=True, data=None, paths=None):
+    """Run git in folder -> stdout bytes (None on failure when not check).
+
+    data: its standard input. paths: pathspecs given on standard input (NUL-ended,
+    `--pathspec-from-file`), never on the command line where every local user can read
+    them; args[0] must take that option (add, rm, reset, checkout, ...).
+    A failure raises RuntimeError("git SUBCOMMAND: git's lines that say why")."""
+    if paths is not None:
+        args = args[:1] + tuple(PATHSPEC_OPTIONS) + args[1:]
+        data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(), input=data,
+                          stdin=subprocess.DEVNULL if data is None else None,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode:
         if check:
-            raise RuntimeError("git %s: %s" % (args[0], proc.stderr.decode(errors="replace")
-                                               .strip().splitlines()[-1:]))
+            said = " | ".join(why(proc.stderr.decode(errors="replace")))
+            raise RuntimeError("git %s: %s" % (args[0], said or "exit %d" % proc.returncode))
         return None
     return proc.stdout
+
+
+def hash_file(folder, rel, data):
+    """The blob id git would store for the file at rel (its clean filters, line endings),
+    provided the file holds `data` (what the caller read from it); None otherwise.
+
+    git reads the file itself: its name goes on stdin (`--stdin-paths`), since `--path`
+    would show it to every local user. It is read once more after, so that the id is
+    data's even if the file changed meanwhile (None then). None for a name with a
+    newline (git reads the names line by line)."""
+    if "\n" in rel:
+        return None
+    out = git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
+              check=False)
+    try:
+        fd = os.open(os.path.join(folder, rel), os.O_RDONLY | os.O_NOFOLLOW)
+        with open(fd, "rb") as f:
+            same = f.read() == data
+    except OSError:
+        return None
+    return out.decode("ascii", "replace").strip() if out and same else None
 
 
 def git_dir(folder):

@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 
+from autosync.commands import HG_LIST, why
 from autosync.conflicts import copy_name
 from autosync.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.messages import host_of, merge_message
@@ -57,19 +58,25 @@ class Hg:
     def __init__(self, root):
         self.root = root
 
-    def run(self, *args, ok=(0,)):
-        """-> (returncode, stdout bytes); raises Failed on a return code not in ok."""
+    def run(self, *args, ok=(0,), paths=None, data=None):
+        """-> (returncode, stdout bytes); raises Failed on a return code not in ok.
+
+        paths: file patterns, given on stdin (hg's `listfile0:`) and never on the command
+        line, where every local user can read them; data: stdin (a commit message)."""
+        if paths is not None:
+            args += ("--", HG_LIST)
+            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
         env = dict(os.environ, HGPLAIN="1")
-        proc = subprocess.run(("hg", "--cwd", self.root) + args, env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+        proc = subprocess.run(("hg", "--cwd", self.root) + args, env=env, input=data,
+                              stdin=subprocess.DEVNULL if data is None else None,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if proc.returncode not in ok:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise Failed("hg %s: %s" % (args[0], err[-1] if err else "exit %d" % proc.returncode))
+            said = " | ".join(why(proc.stderr.decode("utf-8", "replace")))
+            raise Failed("hg %s: %s" % (args[0], said or "exit %d" % proc.returncode))
         return proc.returncode, proc.stdout
 
-    def out(self, *args):
-        return self.run(*args)[1].decode("utf-8", "surrogateescape")
+    def out(self, *args, paths=None):
+        return self.run(*args, paths=paths)[1].decode("utf-8", "surrogateescape")
 
     def nodes(self, revset):
         return self.out("log", "-r", revset, "-T", "{node}\n").split()
@@ -81,16 +88,16 @@ def pattern(path):
 
 def version(hg, rev, path):
     """(flags, content) of path in rev, or None if rev has no such file."""
-    rc, flags = hg.run("files", "-r", rev, "-T", "{flags}", "--", pattern(path), ok=(0, 1))
+    rc, flags = hg.run("files", "-r", rev, "-T", "{flags}", paths=[pattern(path)], ok=(0, 1))
     if rc:
         return None
-    return flags.decode(), hg.run("cat", "-r", rev, "--", pattern(path))[1]
+    return flags.decode(), hg.run("cat", "-r", rev, paths=[pattern(path)])[1]
 
 
 def copy_source(hg, rev, path):
     """Where path came from on rev's side since the merge's common ancestor (a rename)."""
     out = hg.out("status", "-C", "-a", "--rev", "ancestor(p1(), p2())", "--rev", rev,
-                 "--", pattern(path))
+                 paths=[pattern(path)])
     lines = out.splitlines()
     return lines[1].strip() if len(lines) > 1 and lines[1].startswith("  ") else None
 
@@ -116,7 +123,7 @@ def last_change(hg, rev, path):
     clones, and both machines must come to the same answer."""
     out = hg.out("log", "-r", "::%s" % rev, "-T",
                  "{date|hgdate}\\0{node}\\0{author|person}\\0{desc|firstline}\\n",
-                 "--", pattern(path))
+                 paths=[pattern(path)])
     best = None
     for line in out.splitlines():
         date, node, author, subject = line.split("\0", 3)
@@ -181,15 +188,15 @@ def resolve_one(hg, path, p1, p2):
             not os.path.lexists(os.path.join(root, n)) or holds(root, n, lose[2])))
         put(root, name, *lose[1:])
         put(root, target, *win[1:])
-        hg.run("add", "-q", "--", *{pattern(name), pattern(target)})
+        hg.run("add", "-q", paths=sorted({pattern(name), pattern(target)}))
         copy = {"path": path, "copy": name, "host": host}
         log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
                     path, host, name)
     elif ours or theirs:  # changed on one side, deleted on the other: keep the change
         put(root, path, *(ours or theirs)[1:])
-        hg.run("add", "-q", "--", pattern(path))
+        hg.run("add", "-q", paths=[pattern(path)])
         log.warning("%s was changed on one side and deleted on the other: kept", path)
-    hg.run("resolve", "-m", "--", pattern(path))
+    hg.run("resolve", "-m", paths=[pattern(path)])
     return copy
 
 
@@ -200,7 +207,7 @@ def finish(hg, host):
     left = unresolved(hg)
     if left:
         raise Failed("still unresolved after the merge: %s" % ", ".join(left[:10]))
-    hg.run("commit", "-q", "-m", merge_message(host, copies))
+    hg.run("commit", "-q", "-l", "-", data=os.fsencode(merge_message(host, copies)))
     return copies
 
 

@@ -13,7 +13,6 @@ import collections
 import datetime
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -210,11 +209,9 @@ class History:
         return guarded.Expect(mode, data=self.content(rev, path))
 
     def confirm(self, rel, data):
-        """The blob id git would store for `data` at rel (its clean filters applied)."""
-        done = subprocess.run(["git", "hash-object", "--stdin", "--path", rel], input=data,
-                              cwd=self.cfg.path, env=commands.environment(),
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        return done.stdout.decode("ascii", "replace").strip() if done.returncode == 0 else None
+        """The blob id git would store for `data` at rel (its clean filters applied); the
+        name goes to git on stdin, off the command line (gitrepo.hash_file)."""
+        return gitrepo.hash_file(self.cfg.path, rel, data)
 
     def writer(self):
         """The guarded writer for the folder (`confirm` with git)."""

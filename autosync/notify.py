@@ -34,7 +34,8 @@ def parse(argv):
                                        "describe"])
     p.add_argument("words", nargs="*", metavar="ARG",
                    help="pushed URL: the address that was pushed to; pause DURATION: 90s, "
-                        "30m, 2h, 1d (none: until resumed); describe TEXT: what the change was")
+                        "30m, 2h, 1d (none: until resumed); describe TEXT: what the change was "
+                        "(`-`: read from standard input, out of other users' `ps`)")
     args = p.parse_args(argv)
     takes = {"pushed": 1, "pause": 1, "describe": None}.get(args.message, 0)
     if takes is not None and len(args.words) > takes:
@@ -56,7 +57,9 @@ def request_for(args):
     if args.message == "pause":
         request["seconds"] = parse_duration(args.words[0]) if args.words else None
     if args.message == "describe":
-        request["text"] = check_text(" ".join(args.words))
+        # `-`: the text on stdin, since every local user can read a command line.
+        words = [sys.stdin.read()] if args.words == ["-"] else args.words
+        request["text"] = check_text(" ".join(words))
     return request
 
 

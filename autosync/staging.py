@@ -268,7 +268,7 @@ class Staging:
         links = [c["path"] for c in staged if c.get("gitlink") and c["action"] != "removed"]
         unwanted = sorted(set(links) - gitrepo.submodules(self.folder)) if links else []
         if unwanted:
-            gitrepo.git(self.folder, "reset", "-q", "--", *unwanted)
+            gitrepo.git(self.folder, "reset", "-q", "--", paths=unwanted)
             self.note_nested(unwanted)
 
     def hold_back(self, held):

@@ -191,6 +191,16 @@ def test_find_copies_skips_metadata(tmp_path):
     assert [c.copy for c in conflicts.find_copies(str(tmp_path))] == sorted(copies)
 
 
+def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
+    """Before the first commit there is no HEAD to compare with: nothing to put back, and
+    no `git diff HEAD` error at every start."""
+    folder = str(tmp_path / "fresh")
+    git("init", "-q", folder)
+    with open(os.path.join(folder, "f.txt"), "w") as f:
+        f.write(">>>>>>> " + "a" * 40 + "\n")
+    assert conflicts.undo_killed_pull(folder) == []
+
+
 def test_a_copy_of_a_copy_of_a_long_name_fits_the_file_system(tmp_path):
     long = "é" * 100 + ".txt"  # 204 bytes
     first = conflicts.copy_name(long, "laptop", 1700000000, lambda n: True)

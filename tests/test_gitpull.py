@@ -242,3 +242,24 @@ def test_a_synced_folder_below_the_top_of_the_working_tree(two):
     puller = gitpull.GitPull(os.path.join(b, "d"), gitrepo.git_dir(b), "b", [])
     assert puller.run()["kept"] == []
     assert open(os.path.join(b, "d", "y.txt"), "rb").read() == b"y 2\n"
+
+
+def test_filtered_content_and_its_hash_without_a_path_argument(tmp_path):
+    """CRLF on checkout (an attribute): the blob as written and the blob id of the file
+    on disk, with the names on stdin (odd ones too) and git's own answer to compare."""
+    folder = str(tmp_path / "r")
+    git("init", "-q", folder)
+    names = ["secret salary.txt", " lead.txt", "-dash.txt"]
+    write(folder, ".gitattributes", b"*.txt text eol=crlf\n")
+    for name in names:
+        write(folder, name, b"one\ntwo\n")
+    git("add", "-A", cwd=folder)
+    git("commit", "-q", "-m", "first", cwd=folder)
+    puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
+    for name in names:
+        oid = git("rev-parse", "HEAD:" + name, cwd=folder).decode().strip()
+        assert puller.filtered(oid, name) == b"one\r\ntwo\r\n"
+        write(folder, name, b"one\r\ntwo\r\n")   # as checked out: the same blob
+        assert puller.hash_as_git(name, b"one\r\ntwo\r\n") == oid
+        write(folder, name, b"changed\r\n")
+        assert puller.hash_as_git(name, b"changed\r\n") != oid

@@ -1,4 +1,5 @@
 """gitrepo: what the committer asks git directly, on real repositories in tmp_path."""
+import hashlib
 import os
 
 import pytest
@@ -193,6 +194,28 @@ def test_git_raises_one_line_on_failure(repo):
     assert gitrepo.git(repo, "rev-parse", "--verify", "no-such-ref", check=False) is None
 
 
+def test_git_says_why_in_git_s_words(tmp_path):
+    """Not a list's repr of the last line: git's fatal/error/hint lines, one line."""
+    folder = str(tmp_path / "fresh")
+    git("init", "-q", folder)
+    with pytest.raises(RuntimeError) as caught:
+        gitrepo.git(folder, "diff", "HEAD", "--name-only")
+    assert str(caught.value).startswith("git diff: fatal: ambiguous argument 'HEAD'")
+    assert "[" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_paths_go_on_stdin_with_their_literal_meaning(repo):
+    names = ["secret salary.txt", "-dash", "*", "new\nline"]
+    for name in names:
+        write(os.path.join(repo, name), "x\n")
+    gitrepo.git(repo, "add", "-A", "--", paths=names)
+    assert sorted(gitrepo.tracked_files(repo)) == sorted(
+        names + ["edit.txt", "gone.txt", "keep.txt", "old.txt", "sub/inner.txt"])
+    gitrepo.git(repo, "reset", "-q", "--", paths=["*"])   # only the file named `*`
+    staged = {c["path"] for c in gitrepo.staged_changes(repo)}
+    assert staged == {"secret salary.txt", "-dash", "new\nline"}
+
+
 def test_tracked_files_are_relative_to_the_folder(repo):
     write(os.path.join(repo, "untracked.txt"), "not tracked\n")
     assert sorted(gitrepo.tracked_files(repo)) == [
@@ -231,3 +254,18 @@ def test_unpushed_counts_what_the_upstream_lacks_and_without_one_what_no_remote_
     git("checkout", "-q", "-b", "own", cwd=clone)
     commit_all(clone)
     assert gitrepo.unpushed(clone) == (1, False)  # on no remote branch
+
+
+def test_hash_file_is_git_s_id_of_the_file_as_read(tmp_path):
+    """Through clean filters (CRLF to LF here), the name on stdin; None once the file no
+    longer holds what the caller read."""
+    folder = str(tmp_path / "r")
+    git("init", "-q", folder)
+    write(os.path.join(folder, ".gitattributes"), "*.txt text eol=crlf\n")
+    name = "secret salary.txt"
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(b"one\r\n")
+    expected = hashlib.sha1(b"blob 4\0one\n").hexdigest()   # the content as committed
+    assert gitrepo.hash_file(folder, name, b"one\r\n") == expected
+    assert gitrepo.hash_file(folder, name, b"other\r\n") is None
+    assert gitrepo.hash_file(folder, "gone.txt", b"") is None

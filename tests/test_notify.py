@@ -299,3 +299,12 @@ def test_as_a_program_without_a_daemon(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode == 3 and proc.stdout == b""
     assert proc.stderr.count(b"\n") == 1
+
+
+def test_describe_dash_reads_the_text_from_stdin(monkeypatch):
+    """Off the command line, which every local user can read."""
+    import io
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Tax forms\nfor 2025\n"))
+    request = notify.request_for(notify.parse(["describe", "-"]))
+    assert request["text"] == "Tax forms for 2025"
+    assert notify.request_for(notify.parse(["describe", "a", "-"]))["text"] == "a -"
