@@ -6,6 +6,10 @@ says when a writer is done, so no timer has to guess). When it closes, each touc
 when the batch opened (the Tree). That makes editors' save dances (rename
 to a backup, write anew, delete the backup) and a file created and removed
 within a batch come out right whatever order the events came in.
+
+A file still open when its batch closes at `maxwait` is what `Growing`
+decides on: an empty one waits on (its writer has not said anything yet),
+one with content is committed, and each further wait for it doubles.
 """
 import os
 import time
@@ -19,6 +23,9 @@ SETTLE = 0.05
 # an editor between two files: the pause that ends a batch grows with the
 # batch's age (a tenth of it), up to this.
 SETTLE_MAX = 1.0
+# A file still written at maxwait waits twice as long before each further
+# version, up to this: a long download makes a few versions, not one per maxwait.
+LONGEST_WAIT = 600.0
 
 
 class Tree:
@@ -165,8 +172,10 @@ class Batch:
             end = min(end, quiet_end)
         return max(0.0, end - now)
 
-    def close(self, root, tree, ignore):
-        """The changes this batch amounts to; brings the tree up to date."""
+    def close(self, root, tree, ignore, leave=()):
+        """The changes this batch amounts to; brings the tree up to date.
+
+        `leave`: files left out (still being written: a later batch takes them)."""
         changes = []
         # A folder moved inside the tree is one move, whatever it holds.
         for src, dst in self.dir_moves:
@@ -185,6 +194,7 @@ class Batch:
                 files.add(folder)  # a link to a folder is recorded as a link
             files.update(tree.files_under(folder))
             files.update(tree.scan(root, folder, ignore))
+        files.difference_update(leave)
         before = {rel: tree.has(rel) for rel in files}
         after = {rel: is_file(os.path.join(root, rel)) for rel in files}
         actions = {}
@@ -209,3 +219,33 @@ class Batch:
                 changes.append({"action": action, "path": rel})
                 (tree.discard if action == "removed" else tree.add)(rel)
         return changes
+
+
+class Growing:
+    """Files still open for writing when their batch closed at maxwait.
+
+    An empty one is left out: its creator has written nothing yet, and an
+    empty version would reach every machine. One with content is committed,
+    and then waits twice as long as the last time (from maxwait, up to
+    LONGEST_WAIT) before the next version; its close ends the wait at once
+    (the batch closes then, and it is forgotten here)."""
+
+    def __init__(self):
+        self.files = {}  # rel -> (when it may be committed again, the wait after that)
+
+    def leave_out(self, batch, root, maxwait, now):
+        """Which of the batch's open files wait on (not committed by this batch)."""
+        self.files = {rel: v for rel, v in self.files.items() if rel in batch.writing}
+        left = set()
+        for rel in batch.writing:
+            try:
+                empty = os.lstat(os.path.join(root, rel)).st_size == 0
+            except OSError:
+                continue  # gone: the batch records that
+            due, wait = self.files.get(rel, (now, maxwait))
+            if empty or now < due:
+                left.add(rel)
+            else:
+                wait = min(LONGEST_WAIT, 2 * wait)
+                self.files[rel] = (now + wait, wait)
+        return left

@@ -1,6 +1,7 @@
 """The watcher on a real folder: what reaches the committer, what it watches."""
 import os
 import select
+import shutil
 import signal
 import time
 from types import SimpleNamespace
@@ -168,3 +169,96 @@ def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
         assert sent == [([{"action": "added", "path": "pulled.txt"}], False)]
     else:
         assert sent == [] and watcher.batch.rescan
+
+
+# --- the synced folder itself moved, replaced, taken away (issue 18, item 2) -------------
+
+RAW = ("-unknown-path", "<Watch wd=", "pyinotify")
+
+
+def away(machine):
+    """The committer's status says the folder is away (the watcher told it)."""
+    return machine.status().get("folder")
+
+
+def test_the_folder_moved_away_and_back_syncs_on_without_a_restart(machines, remote):
+    from test_sync import settle, write
+    a = machines("a")
+    watcher = a.children()["watcher"]
+    os.rename(a.path, a.path + ".x")
+    problem = wait_until(lambda: away(a), 10, what="status to say the folder is away")
+    assert "gone" in problem and a.path in problem
+    with open(a.path + ".x/while-away.txt", "wb") as f:  # changed while away
+        f.write(b"x\n")
+    os.rename(a.path + ".x", a.path)
+    wait_until(lambda: away(a) is None, 10, what="the folder to be watched again")
+    write(a, "after.txt", b"after\n")
+    settle(a, remote)
+    files = remote.files()
+    assert files[b"after.txt"] == b"after\n"
+    assert files[b"while-away.txt"] == b"x\n"  # found by the rescan on return
+    assert a.children()["watcher"] == watcher  # no restart
+    assert not any(raw in a.logtext() for raw in RAW)
+
+
+def test_a_fresh_clone_in_its_place_syncs_on_without_a_restart(machines, remote):
+    from test_sync import settle, write
+    a = machines("a")
+    write(a, "before.txt", b"before\n")
+    settle(a, remote)
+    watcher = a.children()["watcher"]
+    shutil.rmtree(a.path)
+    wait_until(lambda: away(a), 10, what="status to say the folder is away")
+    git("clone", "-q", remote.path, a.path)
+    wait_until(lambda: away(a) is None, 20, what="the clone to be taken on")
+    write(a, "after.txt", b"after\n")
+    settle(a, remote)
+    assert remote.files()[b"after.txt"] == b"after\n"
+    assert b"before.txt" in remote.files()  # nothing was committed as removed
+    assert a.children()["watcher"] == watcher
+    assert "is another clone of" in a.logtext()
+    assert not any(raw in a.logtext() for raw in RAW)
+
+
+def test_a_folder_replaced_by_another_repository_stops_the_daemon(machines, remote, tmp_path):
+    from test_sync import settle
+    a = machines("a")
+    settle(a, remote)
+    shutil.rmtree(a.path)
+    git("init", "-q", a.path)  # a repository, but not a clone of the remote
+    with open(os.path.join(a.path, "other.txt"), "w") as f:
+        f.write("other\n")
+    assert a.proc.wait(30) == 78
+    lines = [l for l in a.logtext().splitlines() if "was replaced by another folder" in l]
+    assert len(lines) == 1 and "not a clone of %s" % remote.path in lines[0]
+    assert "start dvcs-autosync again" in lines[0]
+    assert "Traceback" not in a.logtext() and "restarting" not in a.logtext()
+    assert not os.path.exists(os.path.join(a.path, ".git", "refs", "heads", "master")) \
+        and not os.path.exists(os.path.join(a.path, ".git", "refs", "heads", "main"))  # no commit
+
+
+# --- what is committed is what the writer meant (issue 18, item 7) ------------------------
+
+def test_a_file_created_and_held_open_is_never_committed_empty(machines, remote):
+    from test_sync import settle
+    a = machines("a")
+    with open(os.path.join(a.path, "download.part"), "wb") as f:
+        time.sleep(2)  # the creator connects, then writes
+        f.write(b"the content\n")
+    settle(a, remote)
+    assert history_of(remote, "download.part") == [b"the content\n"]
+
+
+def test_a_file_written_for_long_makes_few_versions(machines, remote):
+    """The issue's 300 MB over 60 s with maxwait 10 (3 versions at most, 5 before), scaled
+    down: 6 MB over 12 s with maxwait 2, the same six maxwaits of writing. Versions at
+    2 s and 6 s (each wait doubles) and the whole file at its close: 3, where one every
+    maxwait made 6."""
+    from test_sync import settle
+    a = machines("a", maxwait="2")
+    chunks = [bytes([65 + i % 26]) * 100_000 for i in range(60)]
+    write_slowly(os.path.join(a.path, "big.iso"), chunks, 0.2)
+    settle(a, remote)
+    versions = history_of(remote, "big.iso")
+    assert versions[-1] == b"".join(chunks)
+    assert 2 <= len(versions) <= 3, [len(v) for v in versions]
