@@ -95,6 +95,10 @@ class Batch:
         self.moves = {}  # destination -> where its content was when the batch opened
         self.dir_moves = []  # (src, dst) of folders
         self.writing = set()  # files written and not closed by their writer yet
+        # Files a writer created and holds open, written nothing to yet: left out of
+        # the commit (an empty version would reach every machine) without holding
+        # the batch back (a lock file may stay open, empty, for hours).
+        self.fresh = set()
         self.created = None  # when the last file was created (its first write may follow)
         self.rescan = False
         self.first = self.last = None
@@ -108,6 +112,11 @@ class Batch:
     def written(self, rel):
         """Written to and not closed yet: the batch waits for the close."""
         self.writing.add(rel)
+        self.fresh.discard(rel)
+
+    def opened_new(self, rel):
+        """Created by a writer that holds it open: not committed until it writes or closes."""
+        self.fresh.add(rel)
 
     def was_created(self, now=None):
         """A file was created: its creator's first write may come a moment later, so the
@@ -117,31 +126,39 @@ class Batch:
     def closed(self, rel):
         """Closed by its writer, or gone (removed)."""
         self.writing.discard(rel)
+        self.fresh.discard(rel)
 
     def closed_under(self, folder):
         self.writing = {w for w in self.writing if not w.startswith(folder + "/")}
+        self.fresh = {w for w in self.fresh if not w.startswith(folder + "/")}
 
     def forget_vanished(self, root):
         """Files moved out of the folder while open say nothing more: stop waiting for them."""
         if self.writing:
             self.writing = {w for w in self.writing if os.path.lexists(os.path.join(root, w))}
+        if self.fresh:
+            self.fresh = {w for w in self.fresh if os.path.lexists(os.path.join(root, w))}
 
     def rescan_all(self, now=None):
         """Events were lost: compare the whole folder, and have the committer rescan it,
         when this batch closes."""
         self.rescan = True
         self.writing.clear()  # what was open is found by the rescan
+        self.fresh.clear()
         self.touch("", True, now)
 
     def move(self, src, dst, isdir, now=None):
         # A file renamed while open is closed under its new name.
-        if src in self.writing:
-            self.writing.discard(src)
-            self.writing.add(dst)
+        for open_files in (self.writing, self.fresh):
+            if src in open_files:
+                open_files.discard(src)
+                open_files.add(dst)
         if isdir:
             prefix = src + "/"
             self.writing = {dst + w[len(src):] if w.startswith(prefix) else w
                             for w in self.writing}
+            self.fresh = {dst + w[len(src):] if w.startswith(prefix) else w
+                          for w in self.fresh}
             self.dir_moves.append((src, dst))
             self.touch(src, True, now)
             self.touch(dst, True, now)
@@ -234,7 +251,8 @@ class Growing:
         self.files = {}  # rel -> (when it may be committed again, the wait after that)
 
     def leave_out(self, batch, root, maxwait, now):
-        """Which of the batch's open files wait on (not committed by this batch)."""
+        """Which of the batch's written, still open files wait on (not committed by this
+        batch); the next batch waits for them as this one did."""
         self.files = {rel: v for rel, v in self.files.items() if rel in batch.writing}
         left = set()
         for rel in batch.writing:

@@ -118,7 +118,7 @@ class Inotify:
 
     def wd(self, folder):
         """The watch descriptor of a watched folder, or None."""
-        return self.wm.get_wd(folder)
+        return self.wm.get_wd(os.path.normpath(folder))
 
     def close(self):
         """Every watch ends with the instance (the kernel drops its queue too)."""

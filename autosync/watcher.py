@@ -21,6 +21,7 @@ anything else is one line, and the suite stops.
 import logging
 import os
 import select
+import stat
 import sys
 import time
 
@@ -147,17 +148,10 @@ class Watcher:
         elif not isdir and mask & pyinotify.IN_MODIFY:
             batch.written(rel)
         elif not isdir and mask & pyinotify.IN_CREATE:
-            path = os.path.join(self.root, rel)
-            if made_up or os.path.islink(path) or _links(path) > 1:
-                # pyinotify makes IN_CREATE up for what a new folder already holds,
-                # finished files among them, whose close came before the watch; a
-                # link or a hard link has no writer. A first write within the settle
-                # time is waited for.
-                batch.was_created()
-            else:
-                # Created by a writer that holds it open: its close says it is done
-                # (an empty version would reach every machine).
-                batch.written(rel)
+            # A first write within the settle time is waited for.
+            batch.was_created()
+            if not made_up and _opened_new(os.path.join(self.root, rel)):
+                batch.opened_new(rel)
 
     def send(self, changes, rescan=False):
         if not changes and not rescan:
@@ -210,7 +204,11 @@ class Watcher:
         for rel in leave:
             self.batch.touch(rel, now=now)
             self.batch.written(rel)
-        changes = batch.close(self.root, self.tree, self.ignore, leave)
+        # Created and still empty: left out until written to or closed, without a
+        # touch (nothing to wait for until then).
+        fresh = {rel for rel in batch.fresh if _empty(os.path.join(self.root, rel))}
+        self.batch.fresh |= fresh
+        changes = batch.close(self.root, self.tree, self.ignore, leave | fresh)
         log.debug("batch closed: %d changes%s", len(changes), " + rescan" if batch.rescan else "")
         self.send(changes, batch.rescan)
 
@@ -232,7 +230,8 @@ class Watcher:
             # events when the write happens, before git returns.
             self.drain()
             batch, self.pull_batch = self.pull_batch, None
-            changes = batch.close(self.root, self.tree, self.ignore)
+            changes = batch.close(self.root, self.tree, self.ignore, batch.fresh)
+            self.batch.fresh |= batch.fresh  # created by a local writer, still empty
             # A file a local writer still holds open waits for its close, in
             # the open batch, whichever lock: committed half-written, it would
             # reach every machine so.
@@ -318,11 +317,12 @@ class Watcher:
             # Whatever changed while no watcher ran is found by the committer's rescan.
             self.send([], rescan=True)
             status = self.loop()
-            if self.stop:
+            if self.stop and self.away is None:
                 # Hand over what this batch holds; the committer commits it before it stops.
                 self.stopping = True
                 self.drain()
                 self.close_batch()
+            self.stop_returning()
             return status
         finally:
             self.subscription.close()
@@ -445,11 +445,22 @@ def _identity(path):
     return st.st_dev, st.st_ino
 
 
-def _links(path):
+def _empty(path):
     try:
-        return os.lstat(path).st_nlink
+        return os.lstat(path).st_size == 0
     except OSError:
-        return 1
+        return False
+
+
+def _opened_new(path):
+    """Was this file, just created, opened by a writer (and not made by link(), a
+    symlink, mknod or a socket's bind, which no close follows)? pyinotify's made-up
+    IN_CREATE (for what a new folder already holds) is no creation either."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 def main(argv=None):

@@ -171,3 +171,23 @@ def test_what_a_batch_leaves_out_is_not_recorded(folder):
     b.touch("part.iso")
     assert b.close(root, tree2, ignore, leave={"part.iso"}) == []
     assert not tree2.has("part.iso")  # still new to the next batch
+
+
+def test_a_file_created_and_held_open_empty_does_not_hold_the_batch(folder):
+    """A lock file may stay open and empty for hours: it is left out, and the rest of
+    the batch closes after the settle time as usual."""
+    root, tree, ignore = folder
+    b = Batch()
+    make(root, {"app.lock": "", "a.txt": "changed"})
+    b.touch("app.lock", now=1.0)
+    b.was_created(now=1.0)
+    b.opened_new("app.lock")
+    b.touch("a.txt", now=1.0)
+    assert b.due(1.0, None, 10.0) == pytest.approx(SETTLE)
+    assert b.close(root, tree, ignore, leave=b.fresh) == [{"action": "modified", "path": "a.txt"}]
+    later = Batch()
+    later.fresh = {"app.lock"}
+    assert later.due(2.0, None, 10.0) is None  # nothing to wait for
+    later.touch("app.lock", now=3.0)
+    later.written("app.lock")  # its first write: now its close is waited for
+    assert later.fresh == set() and later.writing == {"app.lock"}

@@ -123,6 +123,7 @@ def test_a_file_open_for_writing_is_committed_once_closed(machines, remote):
     """Shipped defaults: 2.4 s of writing (maxwait 3 in these tests) is one commit, whole."""
     from test_sync import settle
     a = machines("a")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     chunks = [b"part %d\n" % i for i in range(6)]
     write_slowly(os.path.join(a.path, "slow.log"), chunks, 0.4)
     settle(a, remote)
@@ -242,6 +243,7 @@ def test_a_folder_replaced_by_another_repository_stops_the_daemon(machines, remo
 def test_a_file_created_and_held_open_is_never_committed_empty(machines, remote):
     from test_sync import settle
     a = machines("a")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     with open(os.path.join(a.path, "download.part"), "wb") as f:
         time.sleep(2)  # the creator connects, then writes
         f.write(b"the content\n")
@@ -256,9 +258,26 @@ def test_a_file_written_for_long_makes_few_versions(machines, remote):
     maxwait made 6."""
     from test_sync import settle
     a = machines("a", maxwait="2")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     chunks = [bytes([65 + i % 26]) * 100_000 for i in range(60)]
     write_slowly(os.path.join(a.path, "big.iso"), chunks, 0.2)
     settle(a, remote)
     versions = history_of(remote, "big.iso")
     assert versions[-1] == b"".join(chunks)
     assert 2 <= len(versions) <= 3, [len(v) for v in versions]
+
+
+def test_a_file_held_open_empty_holds_nothing_else_back(machines, remote):
+    """A lock file an application keeps open, empty, for its whole life: other changes
+    are committed as usual (not at maxwait), the lock file once its writer closes it."""
+    from test_sync import settle, write
+    a = machines("a", maxwait="30")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
+    with open(os.path.join(a.path, "app.lock"), "wb"):
+        time.sleep(0.2)
+        started = time.monotonic()
+        write(a, "notes.txt", b"notes\n")
+        wait_until(lambda: b"notes.txt" in remote.files(), 20, what="notes.txt pushed")
+        assert time.monotonic() - started < 10  # not held back until maxwait (30 s)
+        assert b"app.lock" not in remote.files()
+    wait_until(lambda: b"app.lock" in remote.files(), 20, what="the closed lock file")
