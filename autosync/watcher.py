@@ -105,12 +105,12 @@ class Watcher:
         if self.away is not None or self.lost:
             self.stirred = time.monotonic()  # a folder being made (a clone, a copy)
             return  # the old folder's queued events name paths that are not ours now
-        if event.wd == self.root_wd and event.mask & ROOT_GONE:
-            self.lost = True
-            return
-        if event.mask & pyinotify.IN_Q_OVERFLOW:
+        if event.mask & pyinotify.IN_Q_OVERFLOW:  # an event of no watch (no wd)
             log.warning("the kernel's event queue overflowed: rescanning everything")
             self.batch.rescan_all()
+            return
+        if event.wd == self.root_wd and event.mask & ROOT_GONE:
+            self.lost = True
             return
         path = event.pathname
         rel = self.rel(path)
