@@ -72,6 +72,7 @@ class Watcher:
         self.stirred = 0.0  # when that folder changed last
         self.look_at = time.monotonic() + IDENTITY_EVERY  # the next look at its identity
         self.foreign = None  # the folder was replaced by something else: why we stop
+        self.foreign_told = False
         self.stopping = False
         self.conn = None  # for requests; the events come through self.subscription
         self.inbox = client.Inbox()
@@ -359,7 +360,8 @@ class Watcher:
                 self.close_batch()
         if self.stop:
             return 0
-        log.error("%s", self.foreign)
+        if not self.foreign_told:
+            log.error("%s", self.foreign)
         return cli.STOP_ALL
 
     # --- the synced folder itself away, and back ----------------------------------------
@@ -373,16 +375,18 @@ class Watcher:
         self.batch, self.pull_batch, self.growing = Batch(), None, Growing()
         problem = recovery.GONE % self.root  # what is there now, if anything, is judged later
         self.stirred = time.monotonic()
-        log.warning("%s", problem)
-        self.tell_folder(problem)
+        if not self.tell_folder(problem):
+            log.warning("%s", problem)
 
     def tell_folder(self, problem):
+        """-> True once the committer knows (it says it: log, notification, status)."""
         self.away = problem
         self.folder.set_away(problem)
         try:
-            self.request({"cmd": "watch", "folder": problem})
+            return self.request({"cmd": "watch", "folder": problem}).get("ok", False)
         except (OSError, ProtocolError, NoDaemon) as e:
             log.warning("could not tell the committer about the folder: %s", e)
+            return False
 
     def wait_for_folder(self):
         """While away: look for a folder at the path, watch a new one until it is quiet,
@@ -418,7 +422,7 @@ class Watcher:
         elif verdict == "foreign":
             self.stop_returning()
             self.foreign = problem + ": stopping; start dvcs-autosync again to sync it instead"
-            self.tell_folder(self.foreign)
+            self.foreign_told = self.tell_folder(self.foreign)
         elif problem != self.away:
             self.stirred = time.monotonic()
             self.tell_folder(problem)

@@ -189,10 +189,14 @@ def test_the_folder_moved_away_and_back_syncs_on_without_a_restart(machines, rem
     os.rename(a.path, a.path + ".x")
     problem = wait_until(lambda: away(a), 10, what="status to say the folder is away")
     assert "gone" in problem and a.path in problem
+    status = a.status()
+    assert status["headline"].startswith("NOT syncing: folder: " + problem)
+    assert "folder" in status["failing"]
     with open(a.path + ".x/while-away.txt", "wb") as f:  # changed while away
         f.write(b"x\n")
     os.rename(a.path + ".x", a.path)
     wait_until(lambda: away(a) is None, 10, what="the folder to be watched again")
+    assert "folder" not in a.status()["failing"]
     write(a, "after.txt", b"after\n")
     settle(a, remote)
     files = remote.files()
