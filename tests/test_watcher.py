@@ -285,3 +285,27 @@ def test_a_file_held_open_empty_holds_nothing_else_back(machines, remote):
         assert time.monotonic() - started < 10  # not held back until maxwait (30 s)
         assert b"app.lock" not in remote.files()
     wait_until(lambda: b"app.lock" in remote.files(), 20, what="the closed lock file")
+
+
+def test_a_link_pointed_at_another_clone_is_noticed_by_its_identity(machines, remote, tmp_path):
+    """The synced folder is a symbolic link; pointed elsewhere, no inotify event says so
+    (as with a disk mounted over the folder): the look at its identity does. The other
+    clone is taken on, with its own git dir."""
+    from test_sync import settle, write
+    link = str(tmp_path / "Sync")
+    a = machines("a", start=False, path=link)
+    os.symlink(a.path, link)
+    a.start()
+    settle(a, remote)
+    other = str(tmp_path / "other-clone")
+    git("clone", "-q", remote.path, other)
+    os.symlink(other, link + ".new")
+    os.replace(link + ".new", link)
+    wait_until(lambda: "is back: watching it again" in a.logtext(), 20,
+               what="the identity look to see the folder replaced, then the clone taken on")
+    assert "is another clone of %s" % remote.path in a.logtext()
+    with open(os.path.join(other, "in-the-other.txt"), "wb") as f:
+        f.write(b"other\n")
+    wait_until(lambda: remote.files().get(b"in-the-other.txt") == b"other\n", 30,
+               what="the other clone's file pushed")
+    assert git("rev-parse", "HEAD", cwd=other) == git("--git-dir", remote.path, "rev-parse", "main")
