@@ -6,6 +6,10 @@ says when a writer is done, so no timer has to guess). When it closes, each touc
 when the batch opened (the Tree). That makes editors' save dances (rename
 to a backup, write anew, delete the backup) and a file created and removed
 within a batch come out right whatever order the events came in.
+
+A file still open when its batch closes at `maxwait` is what `Growing`
+decides on: an empty one waits on (its writer has not said anything yet),
+one with content is committed, and each further wait for it doubles.
 """
 import os
 import time
@@ -19,6 +23,9 @@ SETTLE = 0.05
 # an editor between two files: the pause that ends a batch grows with the
 # batch's age (a tenth of it), up to this.
 SETTLE_MAX = 1.0
+# A file still written at maxwait waits twice as long before each further
+# version, up to this: a long download makes a few versions, not one per maxwait.
+LONGEST_WAIT = 600.0
 
 
 class Tree:
@@ -88,6 +95,10 @@ class Batch:
         self.moves = {}  # destination -> where its content was when the batch opened
         self.dir_moves = []  # (src, dst) of folders
         self.writing = set()  # files written and not closed by their writer yet
+        # Files a writer created and holds open, written nothing to yet: left out of
+        # the commit (an empty version would reach every machine) without holding
+        # the batch back (a lock file may stay open, empty, for hours).
+        self.fresh = set()
         self.created = None  # when the last file was created (its first write may follow)
         self.rescan = False
         self.first = self.last = None
@@ -101,6 +112,11 @@ class Batch:
     def written(self, rel):
         """Written to and not closed yet: the batch waits for the close."""
         self.writing.add(rel)
+        self.fresh.discard(rel)
+
+    def opened_new(self, rel):
+        """Created by a writer that holds it open: not committed until it writes or closes."""
+        self.fresh.add(rel)
 
     def was_created(self, now=None):
         """A file was created: its creator's first write may come a moment later, so the
@@ -110,31 +126,39 @@ class Batch:
     def closed(self, rel):
         """Closed by its writer, or gone (removed)."""
         self.writing.discard(rel)
+        self.fresh.discard(rel)
 
     def closed_under(self, folder):
         self.writing = {w for w in self.writing if not w.startswith(folder + "/")}
+        self.fresh = {w for w in self.fresh if not w.startswith(folder + "/")}
 
     def forget_vanished(self, root):
         """Files moved out of the folder while open say nothing more: stop waiting for them."""
         if self.writing:
             self.writing = {w for w in self.writing if os.path.lexists(os.path.join(root, w))}
+        if self.fresh:
+            self.fresh = {w for w in self.fresh if os.path.lexists(os.path.join(root, w))}
 
     def rescan_all(self, now=None):
         """Events were lost: compare the whole folder, and have the committer rescan it,
         when this batch closes."""
         self.rescan = True
         self.writing.clear()  # what was open is found by the rescan
+        self.fresh.clear()
         self.touch("", True, now)
 
     def move(self, src, dst, isdir, now=None):
         # A file renamed while open is closed under its new name.
-        if src in self.writing:
-            self.writing.discard(src)
-            self.writing.add(dst)
+        for open_files in (self.writing, self.fresh):
+            if src in open_files:
+                open_files.discard(src)
+                open_files.add(dst)
         if isdir:
             prefix = src + "/"
             self.writing = {dst + w[len(src):] if w.startswith(prefix) else w
                             for w in self.writing}
+            self.fresh = {dst + w[len(src):] if w.startswith(prefix) else w
+                          for w in self.fresh}
             self.dir_moves.append((src, dst))
             self.touch(src, True, now)
             self.touch(dst, True, now)
@@ -165,8 +189,10 @@ class Batch:
             end = min(end, quiet_end)
         return max(0.0, end - now)
 
-    def close(self, root, tree, ignore):
-        """The changes this batch amounts to; brings the tree up to date."""
+    def close(self, root, tree, ignore, leave=()):
+        """The changes this batch amounts to; brings the tree up to date.
+
+        `leave`: files left out (still being written: a later batch takes them)."""
         changes = []
         # A folder moved inside the tree is one move, whatever it holds.
         for src, dst in self.dir_moves:
@@ -185,6 +211,7 @@ class Batch:
                 files.add(folder)  # a link to a folder is recorded as a link
             files.update(tree.files_under(folder))
             files.update(tree.scan(root, folder, ignore))
+        files.difference_update(leave)
         before = {rel: tree.has(rel) for rel in files}
         after = {rel: is_file(os.path.join(root, rel)) for rel in files}
         actions = {}
@@ -209,3 +236,34 @@ class Batch:
                 changes.append({"action": action, "path": rel})
                 (tree.discard if action == "removed" else tree.add)(rel)
         return changes
+
+
+class Growing:
+    """Files still open for writing when their batch closed at maxwait.
+
+    An empty one is left out: its creator has written nothing yet, and an
+    empty version would reach every machine. One with content is committed,
+    and then waits twice as long as the last time (from maxwait, up to
+    LONGEST_WAIT) before the next version; its close ends the wait at once
+    (the batch closes then, and it is forgotten here)."""
+
+    def __init__(self):
+        self.files = {}  # rel -> (when it may be committed again, the wait after that)
+
+    def leave_out(self, batch, root, maxwait, now):
+        """Which of the batch's written, still open files wait on (not committed by this
+        batch); the next batch waits for them as this one did."""
+        self.files = {rel: v for rel, v in self.files.items() if rel in batch.writing}
+        left = set()
+        for rel in batch.writing:
+            try:
+                empty = os.lstat(os.path.join(root, rel)).st_size == 0
+            except OSError:
+                continue  # gone: the batch records that
+            due, wait = self.files.get(rel, (now, maxwait))
+            if empty or now < due:
+                left.add(rel)
+            else:
+                wait = min(LONGEST_WAIT, 2 * wait)
+                self.files[rel] = (now + wait, wait)
+        return left

@@ -8,6 +8,11 @@ import time
 from autosync import __version__, config, protocol
 
 
+# A program's exit status that stops the whole suite instead of a restart (EX_CONFIG:
+# the configured folder holds something else now). The supervisor exits with it too.
+STOP_ALL = 78
+
+
 def setup_logging(verbose):
     # Under systemd the journal adds its own timestamp and program name.
     if os.environ.get("JOURNAL_STREAM"):

@@ -105,6 +105,7 @@ class Committer(Reports, Everyday):
                               "waiting": None,  # why there is nothing to pull yet
                               "held_back": [], "nested_repositories": [],
                               "watch": None,  # the watcher's report while folders have no watch
+                              "folder": None,  # the watcher's report while the folder is away
                               "paused": self.paused.fields(),
                               "upstream": None,  # git: the upstream branch's revision
                               "link": "down" if cfg.syncmethod == "xmpp" else None}
@@ -183,6 +184,8 @@ class Committer(Reports, Everyday):
 
     def watch_reported(self, message):
         """The watcher says how many folders have no inotify watch, and what to do about it."""
+        if "folder" in message:
+            return self.folder_reported(message["folder"])
         unwatched, problem = message.get("unwatched"), message.get("problem")
         if not isinstance(unwatched, int) or isinstance(unwatched, bool) or unwatched < 0 \
                 or (unwatched and not isinstance(problem, str)):
@@ -194,6 +197,20 @@ class Committer(Reports, Everyday):
                 if unwatched else None
         if unwatched and not told:  # a notification, once (the watcher has logged it)
             self.event("failed", op="watch", error=problem)
+        return {"ok": True}
+
+    def folder_reported(self, problem):
+        """The watcher says the synced folder is away (text), or back at its place (None)."""
+        if problem is not None and not isinstance(problem, str):
+            return {"ok": False, "error": "folder must be a text or null"}
+        self.repo.where.set_away(problem)  # nothing is committed while it is away
+        with self.cond:
+            self.status_fields["folder"] = problem
+            self.cond.notify_all()
+        if problem:  # the problem "folder": said once (log, event), in the headline
+            self.failed("folder", problem)
+        else:
+            self.succeeded("folder")
         return {"ok": True}
 
     def wait_for(self, kind, timeout):

@@ -2,9 +2,11 @@
 
 pyinotify 0.9.6 decodes file names as strict UTF-8 and dies on any other
 bytes, encodes watched paths strictly, and hides why a watch failed. The
-watcher gets names decoded as os.fsdecode does, and a call when the kernel
+watcher gets names decoded as os.fsdecode does, a call when the kernel
 has no watch left (ENOSPC), said once by watchlimit.py instead of a log
-line per folder.
+line per folder, and on each event whether pyinotify made it up (`made_up`:
+the IN_CREATE it invents for what a new folder already holds). pyinotify's
+own log lines never reach the log: the watcher says what they would mean.
 """
 import ctypes
 import errno
@@ -35,11 +37,13 @@ def _add_watch_calls(wm, refused):
     wrapper._inotify_add_watch = add_watch
 
 
-class _NoWatchLeft(logging.Filter):
-    """pyinotify logs one error per folder refused a watch; we say it once, with the fix."""
+class _Silent(logging.Filter):
+    """pyinotify's own lines, raw (`... -unknown-path ... <Watch wd=1 ...>` when the
+    synced folder is moved, one error per folder refused a watch): the watcher says
+    what they mean once, in words (watcher.py, watchlimit.py)."""
 
     def filter(self, record):
-        return "(ENOSPC)" not in record.getMessage()
+        return False
 
 
 class _Raw(pyinotify._RawEvent):
@@ -70,6 +74,18 @@ class DecodingNotifier(pyinotify.Notifier):
             self._eventq.append(_Raw(wd, mask, cookie, os.fsdecode(name)))
             offset += 16 + length
 
+    def process_events(self):
+        """pyinotify's loop (without its unused options), telling which events it made up."""
+        while self._eventq:
+            raw = self._eventq.popleft()
+            if self._watch_manager.get_watch(raw.wd) is None \
+                    and not raw.mask & pyinotify.IN_Q_OVERFLOW:
+                continue  # a watch removed meanwhile (its IN_IGNORED came first)
+            event = self._sys_proc_fun(raw)
+            event.made_up = type(raw) is not _Raw  # not read from the kernel
+            self._default_proc_fun(event)
+        self._sys_proc_fun.cleanup()
+
 
 class Inotify:
     """One inotify instance: watches added recursively, events read without waiting.
@@ -82,8 +98,8 @@ class Inotify:
     def __init__(self, on_event, refused, excluded, follow_root=False):
         self.wm = pyinotify.WatchManager()
         _add_watch_calls(self.wm, refused)
-        if not any(isinstance(f, _NoWatchLeft) for f in pyinotify.log.filters):
-            pyinotify.log.addFilter(_NoWatchLeft())
+        if not any(isinstance(f, _Silent) for f in pyinotify.log.filters):
+            pyinotify.log.addFilter(_Silent())
         self.notifier = DecodingNotifier(self.wm, on_event)
         os.set_blocking(self.wm.get_fd(), False)  # drain() must never wait
         self.excluded = excluded
@@ -99,6 +115,14 @@ class Inotify:
         wds = self.wm.add_watch(folder, self.mask, rec=recursive, auto_add=True,
                                 exclude_filter=self.excluded, quiet=True)
         return wds.get(folder, -1) >= 0
+
+    def wd(self, folder):
+        """The watch descriptor of a watched folder, or None."""
+        return self.wm.get_wd(os.path.normpath(folder))
+
+    def close(self):
+        """Every watch ends with the instance (the kernel drops its queue too)."""
+        self.wm.close()
 
     def watched(self):
         """The folders that have a watch."""

@@ -41,7 +41,8 @@ class Repository:
         self.report = report
         self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
         # What the folder was at start: a vanished or replaced one is never committed.
-        self.where = recovery.Folder(self.folder)
+        # Another clone of the same remote put in its place is taken on (safe()).
+        self.where = recovery.Folder(self.folder, recovery.remote_of(self.cmd.get("remoteurlcmd")))
         self.gitdir = gitrepo.git_dir(self.folder)  # None: not git, no built-in resolution
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
@@ -70,7 +71,10 @@ class Repository:
 
     def safe(self, op):
         """May the repository be touched? Says why not once, and checks again later."""
+        marker = self.where.marker
         problem = self.where.problem()
+        if problem is None and self.where.marker != marker:
+            self.follow_clone()
         if problem is None and self.gitdir and conflicts.rebasing(self.gitdir):
             problem = ("the repository is in the middle of a rebase: finish it (git rebase "
                        "--continue) or abort it (git rebase --abort); nothing is committed "
@@ -81,10 +85,22 @@ class Repository:
                 log.warning("the repository is usable again: syncing resumes")
                 self.report.succeeded("folder")
             return True
-        if problem != told:
-            self.report.failed("folder", problem + "; not committing")
+        if problem != told:  # the watcher's report of a folder away is told already
+            self.report.failed("folder", problem + "; not committing",
+                               quiet=problem == self.where.away)
         self.report.look_again(SAFE_AGAIN)
         return False
+
+    def follow_clone(self):
+        """The folder is another clone of our remote now: use its git dir from now on."""
+        gitdir = gitrepo.git_dir(self.folder)
+        if gitdir == self.gitdir or not (gitdir and self.gitdir):
+            return
+        self.gitdir = self.staging.gitdir = gitdir
+        if self.guarded is not None:
+            self.guarded.gitdir = gitdir
+        self.excludes = self.staging.excludes = excludes.Excludes(self.cfg, gitdir,
+                                                                  self.excludes.where)
 
     def locked(self):
         return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))

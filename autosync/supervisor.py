@@ -113,6 +113,8 @@ class Program:
         """Notice an exit and schedule a restart with backoff; start it when due."""
         if self.proc is not None and self.proc.poll() is not None:
             code = self.proc.returncode
+            if code == cli.STOP_ALL:
+                return code  # it said why; nothing would be better after a restart
             why = "was killed by signal %d" % -code if code < 0 else "exited with status %d" % code
             if now - self.started > STABLE_AFTER:
                 self.backoff.reset()
@@ -238,9 +240,11 @@ def main(argv=None):
                       "else and stopping", cfg.socket)
             stop(running[:1])
             return 1
-        supervise(running)
+        code = supervise(running)
         log.info("stopping")
         stop(running)
+        if code:
+            return code
     finally:
         # Only what this process made: the socket and the excludes file are the
         # committer's, which removes them itself (a killed one's are replaced at start).
@@ -249,11 +253,13 @@ def main(argv=None):
 
 
 def supervise(running):
-    """Restart what exits, until SIGINT or SIGTERM."""
+    """Restart what exits, until SIGINT or SIGTERM (-> None), or until a program
+    exits with cli.STOP_ALL (-> that status)."""
     while True:
         now = time.monotonic()
         for program in running:
-            program.check(now)
+            if program.check(now) == cli.STOP_ALL:
+                return cli.STOP_ALL
         waiting = [p.next_start - now for p in running if p.proc is None]
         if waiting:
             info = signal.sigtimedwait(SIGNALS, max(0.01, min(waiting)))

@@ -9,17 +9,27 @@ synced is decided by ignore.py. The committer's events come in through a
 client.Subscription: around its pulls the watcher sets the pull's own
 writes aside (the pull lock). SIGTERM and SIGINT are only recorded; the
 loop then hands over the open batch and stops.
+
+The synced folder itself may go away (moved, deleted, unmounted, replaced):
+its own watch says so, and a look at its identity every IDENTITY_EVERY
+seconds catches what inotify cannot see (a mount over it). Then nothing is
+watched or sent, and the committer is told (it commits nothing meanwhile).
+A folder back at the path is watched again and rescanned once it is quiet,
+when it is ours or another clone of our remote (recovery.Folder);
+anything else is one line, and the suite stops.
 """
 import logging
 import os
 import select
+import stat
 import sys
 import time
 
 import pyinotify
 
-from autosync import cli, client, watchlimit
-from autosync.batch import Batch, Tree
+from autosync import cli, client, recovery, watchlimit
+from autosync.batch import Batch, Growing, Tree
+from autosync.commands import Template
 from autosync.ignore import Ignore
 from autosync.inotify import Inotify
 from autosync.protocol import NoDaemon, ProtocolError, Untrusted, connect
@@ -31,6 +41,12 @@ log = logging.getLogger("autosync.watcher")
 RECONNECT_WAIT = 60.0  # the supervisor restarts a dead committer within its backoff (30 s)
 RESEND_TRIES = 3
 SUBSCRIBED = object()  # in the inbox: a (new) subscription to the committer's events began
+IDENTITY_EVERY = 2.0  # seconds between looks at the folder's identity (a stat)
+BACK_POLL = 0.5  # seconds between looks for a folder back at the path
+BACK_QUIET = 2.0  # a new folder at the path is judged once it was quiet this long
+# The synced folder's own watch says it went away (IN_IGNORED: its watch ended).
+ROOT_GONE = (pyinotify.IN_MOVE_SELF | pyinotify.IN_DELETE_SELF | pyinotify.IN_UNMOUNT
+             | pyinotify.IN_IGNORED)
 
 
 class Watcher:
@@ -42,8 +58,21 @@ class Watcher:
         self.ignore = Ignore(self.root, cfg.ignorepath)
         self.tree = Tree()
         self.batch = Batch()
+        self.growing = Growing()  # files still written when their batch closed at maxwait
         self.pull_batch = None  # collects what a pull writes, while one runs
-        self.vanished = False
+        commands = getattr(cfg, "commands", {})
+        self.folder = recovery.Folder(self.root, recovery.remote_of(
+            Template("remoteurlcmd", commands["remoteurlcmd"])
+            if commands.get("remoteurlcmd") else None))
+        self.root_wd = None
+        self.lost = False  # the folder's own watch said it went away
+        self.away = None  # while the folder is away: what the committer was told
+        self.returning = None  # a new folder at the path, watched until it is quiet
+        self.returning_identity = None
+        self.stirred = 0.0  # when that folder changed last
+        self.look_at = time.monotonic() + IDENTITY_EVERY  # the next look at its identity
+        self.foreign = None  # the folder was replaced by something else: why we stop
+        self.foreign_told = False
         self.stopping = False
         self.conn = None  # for requests; the events come through self.subscription
         self.inbox = client.Inbox()
@@ -74,15 +103,17 @@ class Watcher:
         return rel.startswith("..") or os.path.islink(path) or self.ignore(rel, isdir)
 
     def on_event(self, event):
-        if event.mask & pyinotify.IN_Q_OVERFLOW:
+        if self.away is not None or self.lost:
+            self.stirred = time.monotonic()  # a folder being made (a clone, a copy)
+            return  # the old folder's queued events name paths that are not ours now
+        if event.mask & pyinotify.IN_Q_OVERFLOW:  # an event of no watch (no wd)
             log.warning("the kernel's event queue overflowed: rescanning everything")
             self.batch.rescan_all()
             return
-        path = event.pathname
-        if path.rstrip("/") == self.root and event.mask & (pyinotify.IN_DELETE_SELF
-                                                           | pyinotify.IN_MOVE_SELF):
-            self.vanished = True
+        if event.wd == self.root_wd and event.mask & ROOT_GONE:
+            self.lost = True
             return
+        path = event.pathname
         rel = self.rel(path)
         if rel == "" or rel.startswith("..") or event.mask & pyinotify.IN_IGNORED:
             return
@@ -105,10 +136,9 @@ class Watcher:
             return  # a folder's own times or mode: no DVCS records them
         if not self.ignore(rel, isdir):
             batch.touch(rel, isdir)
-            self.follow_writer(batch, event.mask, rel, isdir)
+            self.follow_writer(batch, event.mask, rel, isdir, getattr(event, "made_up", True))
 
-    @staticmethod
-    def follow_writer(batch, mask, rel, isdir):
+    def follow_writer(self, batch, mask, rel, isdir, made_up=True):
         """Which files a writer still holds open: the batch waits for their close."""
         if mask & pyinotify.IN_CLOSE_WRITE:
             batch.closed(rel)
@@ -119,10 +149,10 @@ class Watcher:
         elif not isdir and mask & pyinotify.IN_MODIFY:
             batch.written(rel)
         elif not isdir and mask & pyinotify.IN_CREATE:
-            # Not "written": pyinotify makes IN_CREATE up for what a new folder already
-            # holds, finished files among them, whose close came before the watch. A
-            # real creation's first write comes within the settle time.
+            # A first write within the settle time is waited for.
             batch.was_created()
+            if not made_up and _opened_new(os.path.join(self.root, rel)):
+                batch.opened_new(rel)
 
     def send(self, changes, rescan=False):
         if not changes and not rescan:
@@ -169,7 +199,17 @@ class Watcher:
 
     def close_batch(self):
         batch, self.batch = self.batch, Batch()
-        changes = batch.close(self.root, self.tree, self.ignore)
+        # Files still written wait on in the next batch, as Growing decides.
+        now = time.monotonic()
+        leave = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
+        for rel in leave:
+            self.batch.touch(rel, now=now)
+            self.batch.written(rel)
+        # Created and still empty: left out until written to or closed, without a
+        # touch (nothing to wait for until then).
+        fresh = {rel for rel in batch.fresh if _empty(os.path.join(self.root, rel))}
+        self.batch.fresh |= fresh
+        changes = batch.close(self.root, self.tree, self.ignore, leave | fresh)
         log.debug("batch closed: %d changes%s", len(changes), " + rescan" if batch.rescan else "")
         self.send(changes, batch.rescan)
 
@@ -191,7 +231,8 @@ class Watcher:
             # events when the write happens, before git returns.
             self.drain()
             batch, self.pull_batch = self.pull_batch, None
-            changes = batch.close(self.root, self.tree, self.ignore)
+            changes = batch.close(self.root, self.tree, self.ignore, batch.fresh)
+            self.batch.fresh |= batch.fresh  # created by a local writer, still empty
             # A file a local writer still holds open waits for its close, in
             # the open batch, whichever lock: committed half-written, it would
             # reach every machine so.
@@ -215,9 +256,13 @@ class Watcher:
 
     def start_watching(self):
         started = time.monotonic()
+        self.unwatched = watchlimit.Unwatched(self.root, self.never_watched)
+        self.poll_at = None
+        self.tree = Tree()
         self.inotify = Inotify(self.on_event, self.refused, self.excluded,
                                follow_root=os.path.islink(self.root))
         self.inotify.watch(self.root, recursive=True)
+        self.root_wd = self.inotify.wd(self.root)
         for rel in self.tree.scan(self.root, "", self.ignore):
             self.tree.add(rel)
         log.info("watching %s: %d folders%s, %d files in %.2f s", self.root,
@@ -273,27 +318,41 @@ class Watcher:
             # Whatever changed while no watcher ran is found by the committer's rescan.
             self.send([], rescan=True)
             status = self.loop()
-            if self.stop:
+            if self.stop and self.away is None:
                 # Hand over what this batch holds; the committer commits it before it stops.
                 self.stopping = True
                 self.drain()
                 self.close_batch()
+            self.stop_returning()
             return status
         finally:
             self.subscription.close()
 
     def loop(self):
-        while not self.vanished and not self.stop:
+        while self.foreign is None and not self.stop:
+            if self.away is not None:
+                self.wait_for_folder()
+                continue
             timeout = self.batch.due(time.monotonic(), self.cfg.readfrequency, self.cfg.maxwait)
-            if self.poll_at is not None:
-                wait = max(0.0, self.poll_at - time.monotonic())
-                timeout = wait if timeout is None else min(timeout, wait)
+            for at in (self.poll_at, self.look_at):
+                if at is not None:
+                    wait = max(0.0, at - time.monotonic())
+                    timeout = wait if timeout is None else min(timeout, wait)
             ready, _, _ = select.select([self.inbox, self.inotify], [], [], timeout)
             # The committer's events first: a pull-started sets the pull's writes aside.
             for event in self.inbox.take():
                 self.on_committer_event(event)
             if self.inotify in ready:
                 self.drain()
+            if time.monotonic() >= self.look_at:
+                self.look_at = time.monotonic() + IDENTITY_EVERY
+                try:
+                    self.lost = self.lost or _identity(self.root) != self.folder.identity
+                except OSError:
+                    self.lost = True
+            if self.lost:
+                self.went_away()
+                continue
             if self.poll_at is not None and time.monotonic() >= self.poll_at:
                 self.poll_unwatched()
             self.batch.forget_vanished(self.root)
@@ -301,8 +360,111 @@ class Watcher:
                 self.close_batch()
         if self.stop:
             return 0
-        log.error("the synced folder %s vanished: stopping, nothing more is committed", self.root)
-        return 3
+        if not self.foreign_told:
+            log.error("%s", self.foreign)
+        return cli.STOP_ALL
+
+    # --- the synced folder itself away, and back ----------------------------------------
+
+    def went_away(self):
+        """The folder is not at its place (or not the one we watched): nothing is watched
+        or sent until it is back. The open batch is dropped: its paths may be another
+        folder's now; the rescan on return finds what it held."""
+        self.lost = False
+        self.inotify.close()
+        self.batch, self.pull_batch, self.growing = Batch(), None, Growing()
+        problem = recovery.GONE % self.root  # what is there now, if anything, is judged later
+        self.stirred = time.monotonic()
+        if not self.tell_folder(problem):
+            log.warning("%s", problem)
+
+    def tell_folder(self, problem):
+        """-> True once the committer knows (it says it: log, notification, status)."""
+        self.away = problem
+        self.folder.set_away(problem)
+        try:
+            return self.request({"cmd": "watch", "folder": problem}).get("ok", False)
+        except (OSError, ProtocolError, NoDaemon) as e:
+            log.warning("could not tell the committer about the folder: %s", e)
+            return False
+
+    def wait_for_folder(self):
+        """While away: look for a folder at the path, watch a new one until it is quiet,
+        then take it on (ours, or another clone of our remote), or stop (anything else)."""
+        ready, _, _ = select.select([self.inbox] + ([self.returning] if self.returning else []),
+                                    [], [], BACK_POLL)
+        for event in self.inbox.take():
+            if event is SUBSCRIBED and self.subscribed_before:
+                self.tell_folder(self.away)  # a restarted committer knows nothing
+            self.subscribed_before = self.subscribed_before or event is SUBSCRIBED
+        if self.returning is not None and self.returning in ready:
+            self.returning.drain()
+        try:
+            identity = _identity(self.root)
+        except OSError:
+            identity = None
+        if identity != self.returning_identity:  # gone, or replaced again
+            self.stop_returning()
+        if identity is None:
+            return
+        if self.returning is None and os.path.isdir(self.root):
+            # A new folder (or ours again): its changes say when it is quiet.
+            self.returning = Inotify(self.on_event, lambda path: None, self.excluded)
+            self.returning.watch(self.root, recursive=True)
+            self.returning_identity = identity
+            self.stirred = time.monotonic()
+            return
+        if self.returning is not None and time.monotonic() - self.stirred < BACK_QUIET:
+            return
+        verdict, problem = self.folder.examine()
+        if verdict == "ours":
+            self.come_back()
+        elif verdict == "foreign":
+            self.stop_returning()
+            self.foreign = problem + ": stopping; start dvcs-autosync again to sync it instead"
+            self.foreign_told = self.tell_folder(self.foreign)
+        elif problem != self.away:
+            self.stirred = time.monotonic()
+            self.tell_folder(problem)
+
+    def stop_returning(self):
+        if self.returning is not None:
+            self.returning.close()
+            self.returning = self.returning_identity = None
+
+    def come_back(self):
+        self.stop_returning()
+        self.away = None
+        self.folder.set_away(None)
+        self.start_watching()
+        self.look_at = time.monotonic() + IDENTITY_EVERY
+        log.warning("the synced folder %s is back: watching it again, and rescanning",
+                    self.root)
+        self.request({"cmd": "watch", "folder": None})
+        self.send([], rescan=True)
+
+
+def _identity(path):
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _empty(path):
+    try:
+        return os.lstat(path).st_size == 0
+    except OSError:
+        return False
+
+
+def _opened_new(path):
+    """Was this file, just created, opened by a writer (and not made by link(), a
+    symlink, mknod or a socket's bind, which no close follows)? pyinotify's made-up
+    IN_CREATE (for what a new folder already holds) is no creation either."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 def main(argv=None):

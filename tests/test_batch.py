@@ -132,3 +132,62 @@ def test_a_new_file_gets_the_settle_time_for_its_first_write_even_at_readfrequen
     assert b.due(10.0, 5.0, 10.0) == pytest.approx(5.0)  # a longer quiet is not shortened
     b.written("new.txt")  # the first write came: now its close is waited for
     assert b.due(10.0 + SETTLE, 0.0, 10.0) == pytest.approx(10.0 - SETTLE)
+
+
+def test_a_file_still_written_at_maxwait_waits_twice_as_long_each_time(tmp_path):
+    from autosync.batch import LONGEST_WAIT, Growing
+    (tmp_path / "big").write_bytes(b"x")
+    (tmp_path / "new").write_bytes(b"")
+    growing, b = Growing(), Batch()
+    b.written("big")
+    b.written("new")
+    root = str(tmp_path)
+    # The first maxwait: committed (it has content); the empty one waits on.
+    assert growing.leave_out(b, root, 10.0, now=10.0) == {"new"}
+    commits = [10.0]
+    for now in range(20, 2000, 10):  # a batch closes every maxwait while it is written
+        if "big" not in growing.leave_out(b, root, 10.0, now=float(now)):
+            commits.append(float(now))
+    gaps = [later - earlier for earlier, later in zip(commits, commits[1:])]
+    assert gaps[:5] == [20.0, 40.0, 80.0, 160.0, 320.0]
+    assert max(gaps) == LONGEST_WAIT
+    # Closed: forgotten, so a new writer of it starts from maxwait again.
+    b.closed("big")
+    growing.leave_out(b, root, 10.0, now=3000.0)
+    b.written("big")
+    assert growing.leave_out(b, root, 10.0, now=3001.0) == {"new"}
+
+
+def test_what_a_batch_leaves_out_is_not_recorded(folder):
+    root, tree, ignore = folder
+    make(root, {"part.iso": "half"})
+    changes = close(root, tree, ignore, [lambda b: b.touch("part.iso"), lambda b: b.touch("a.txt")])
+    assert [c["path"] for c in changes] == ["a.txt", "part.iso"]
+    tree2 = Tree()
+    for rel in tree2.scan(root, "", ignore):
+        if rel != "part.iso":
+            tree2.add(rel)
+    b = Batch()
+    b.touch("part.iso")
+    assert b.close(root, tree2, ignore, leave={"part.iso"}) == []
+    assert not tree2.has("part.iso")  # still new to the next batch
+
+
+def test_a_file_created_and_held_open_empty_does_not_hold_the_batch(folder):
+    """A lock file may stay open and empty for hours: it is left out, and the rest of
+    the batch closes after the settle time as usual."""
+    root, tree, ignore = folder
+    b = Batch()
+    make(root, {"app.lock": "", "a.txt": "changed"})
+    b.touch("app.lock", now=1.0)
+    b.was_created(now=1.0)
+    b.opened_new("app.lock")
+    b.touch("a.txt", now=1.0)
+    assert b.due(1.0, None, 10.0) == pytest.approx(SETTLE)
+    assert b.close(root, tree, ignore, leave=b.fresh) == [{"action": "modified", "path": "a.txt"}]
+    later = Batch()
+    later.fresh = {"app.lock"}
+    assert later.due(2.0, None, 10.0) is None  # nothing to wait for
+    later.touch("app.lock", now=3.0)
+    later.written("app.lock")  # its first write: now its close is waited for
+    assert later.fresh == set() and later.writing == {"app.lock"}

@@ -57,3 +57,33 @@ def test_excluded_folders_and_links_get_no_watch(tmp_path):
     assert len(ino) == 2
     assert not ino.watch(str(tmp_path / "missing"), recursive=False)
     assert refused == []  # a missing folder is not the kernel running out of watches
+
+
+def test_events_say_whether_pyinotify_made_them_up(tmp_path):
+    """pyinotify invents IN_CREATE for what a new folder already holds; a file's own
+    creation comes from the kernel."""
+    ino, events, _ = collect(tmp_path)
+    ino.watch(str(tmp_path), recursive=True)
+    (tmp_path / "real.txt").write_text("x")
+    # Nothing is read until settle(): the folder gets its watch only then, so what it
+    # holds by then is only listed by pyinotify.
+    os.makedirs(tmp_path / "made")
+    (tmp_path / "made" / "inside.txt").write_text("x")
+    settle(ino)
+    creates = {e.pathname: e.made_up for e in events if e.mask & pyinotify.IN_CREATE}
+    assert creates[str(tmp_path / "real.txt")] is False
+    assert creates[str(tmp_path / "made")] is False
+    assert creates[str(tmp_path / "made" / "inside.txt")] is True
+
+
+def test_pyinotify_says_nothing_when_the_watched_folder_is_moved(tmp_path, capfd):
+    root = tmp_path / "root"
+    root.mkdir()
+    ino, events, _ = collect(tmp_path)
+    ino.watch(str(root), recursive=True)
+    root_wd = ino.wd(str(root))
+    os.rename(root, tmp_path / "elsewhere")
+    settle(ino)
+    assert any(e.wd == root_wd and e.mask & pyinotify.IN_MOVE_SELF for e in events)
+    assert capfd.readouterr().err == ""  # pyinotify's "-unknown-path" error is not said
+    ino.close()

@@ -142,3 +142,105 @@ def test_wait_for_leftovers_gives_up_at_the_timeout(repo, spawn):
     proc = spawn(code, cwd=repo, env=daemon_env())
     assert recovery.wait_for_leftovers(repo, timeout=0.3) is False
     assert proc.poll() is None
+
+
+def origin(path):
+    """What remoteurlcmd says by default, run by hand."""
+    return git("config", "--get", "remote.origin.url", cwd=path, check=False).decode().strip()
+
+
+@pytest.fixture
+def clones(tmp_path):
+    """A bare remote with one commit, and a function making clones of it."""
+    bare = str(tmp_path / "remote.git")
+    git("init", "-q", "--bare", "-b", "main", bare)
+    seed = str(tmp_path / "seed")
+    git("clone", "-q", bare, seed)
+    (tmp_path / "seed" / "f.txt").write_text("f\n")
+    git("add", "f.txt", cwd=seed)
+    git("commit", "-q", "-m", "first", cwd=seed)
+    git("push", "-q", "origin", "HEAD:main", cwd=seed)
+    return lambda path, url=bare: git("clone", "-q", url, path)
+
+
+def test_our_folder_moved_away_and_back_is_ours(repo):
+    folder = recovery.Folder(repo, origin)
+    os.rename(repo, repo + ".x")
+    assert folder.examine()[0] == "away" and "is gone" in folder.problem()
+    os.rename(repo + ".x", repo)
+    assert folder.examine() == ("ours", None) and folder.problem() is None
+
+
+def test_another_clone_of_the_same_remote_is_taken_on(clones, tmp_path):
+    sync = str(tmp_path / "Sync")
+    clones(sync)
+    folder = recovery.Folder(sync, origin)
+    shutil.rmtree(sync)
+    clones(sync)
+    assert folder.problem() is None  # taken on: from now on it is the folder we compare
+    assert folder.identity == recovery._identity(sync)
+    assert folder.marker == os.path.join(sync, ".git")
+
+
+def test_a_clone_at_work_is_waited_for(clones, tmp_path):
+    sync = str(tmp_path / "Sync")
+    clones(sync)
+    folder = recovery.Folder(sync, origin)
+    shutil.rmtree(sync)
+    folder.set_away("gone")  # the watcher saw it go (a new folder may reuse its inode)
+    folder.set_away(None)
+    os.mkdir(sync)  # an empty folder: a mount point, or a clone about to begin
+    assert folder.examine()[0] == "away"
+    os.rmdir(sync)
+    clones(sync)
+    lock = os.path.join(sync, ".git", "index.lock")
+    open(lock, "w").close()  # its checkout at work
+    verdict, line = folder.examine()
+    assert verdict == "away" and "being made" in line
+    os.unlink(lock)
+    os.rename(os.path.join(sync, ".git", "index"), os.path.join(sync, ".git", "index.x"))
+    assert folder.examine()[0] == "away"  # a commit checked out, no index yet: not done
+    os.rename(os.path.join(sync, ".git", "index.x"), os.path.join(sync, ".git", "index"))
+    assert folder.examine() == ("ours", None)
+
+
+def test_anything_else_in_its_place_is_foreign(clones, tmp_path):
+    sync = str(tmp_path / "Sync")
+    clones(sync)
+    folder = recovery.Folder(sync, origin)
+    shutil.rmtree(sync)
+    folder.set_away("gone")  # the watcher saw it go (a new folder may reuse its inode)
+    folder.set_away(None)
+    git("init", "-q", sync)  # a repository, another remote (none)
+    verdict, line = folder.examine()
+    assert verdict == "foreign" and "not a clone of %s" % folder.url in line
+    assert folder.problem() == line and "\n" not in line
+    shutil.rmtree(sync)
+    os.mkdir(sync)
+    (tmp_path / "Sync" / "notes.txt").write_text("x")  # a plain folder with files
+    assert folder.examine()[0] == "foreign"
+    # Without a remote to compare, only our own folder is ours.
+    shutil.rmtree(sync)
+    clones(sync)
+    assert recovery.Folder(sync).examine()[0] == "ours"
+    bare = recovery.Folder(sync)
+    os.rename(sync, sync + ".old")  # kept meanwhile: the clone gets another inode
+    clones(sync)
+    assert bare.examine()[0] == "foreign"
+
+
+def test_a_folder_the_watcher_says_is_away_is_not_committed(repo):
+    folder = recovery.Folder(repo, origin)
+    folder.set_away("the synced folder is gone")
+    assert folder.problem() == "the synced folder is gone"
+    folder.set_away(None)
+    assert folder.problem() is None
+
+
+def test_remote_of_runs_remoteurlcmd_in_the_folder(repo):
+    from autosync.commands import Template
+    git("remote", "add", "origin", "https://example.org/x.git", cwd=repo)
+    remote = recovery.remote_of(Template("remoteurlcmd", "git config --get remote.origin.url"))
+    assert remote(repo) == "https://example.org/x.git"
+    assert remote(os.path.dirname(repo)) == ""  # fails there: no remote to compare
+    assert recovery.remote_of(Template("remoteurlcmd", "")) is None

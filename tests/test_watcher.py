@@ -1,6 +1,7 @@
 """The watcher on a real folder: what reaches the committer, what it watches."""
 import os
 import select
+import shutil
 import signal
 import time
 from types import SimpleNamespace
@@ -122,6 +123,7 @@ def test_a_file_open_for_writing_is_committed_once_closed(machines, remote):
     """Shipped defaults: 2.4 s of writing (maxwait 3 in these tests) is one commit, whole."""
     from test_sync import settle
     a = machines("a")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     chunks = [b"part %d\n" % i for i in range(6)]
     write_slowly(os.path.join(a.path, "slow.log"), chunks, 0.4)
     settle(a, remote)
@@ -168,3 +170,142 @@ def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
         assert sent == [([{"action": "added", "path": "pulled.txt"}], False)]
     else:
         assert sent == [] and watcher.batch.rescan
+
+
+# --- the synced folder itself moved, replaced, taken away (issue 18, item 2) -------------
+
+RAW = ("-unknown-path", "<Watch wd=", "pyinotify")
+
+
+def away(machine):
+    """The committer's status says the folder is away (the watcher told it)."""
+    return machine.status().get("folder")
+
+
+def test_the_folder_moved_away_and_back_syncs_on_without_a_restart(machines, remote):
+    from test_sync import settle, write
+    a = machines("a")
+    watcher = a.children()["watcher"]
+    os.rename(a.path, a.path + ".x")
+    problem = wait_until(lambda: away(a), 10, what="status to say the folder is away")
+    assert "gone" in problem and a.path in problem
+    status = a.status()
+    assert status["headline"].startswith("NOT syncing: folder: " + problem)
+    assert "folder" in status["failing"]
+    with open(a.path + ".x/while-away.txt", "wb") as f:  # changed while away
+        f.write(b"x\n")
+    os.rename(a.path + ".x", a.path)
+    wait_until(lambda: away(a) is None, 10, what="the folder to be watched again")
+    assert "folder" not in a.status()["failing"]
+    write(a, "after.txt", b"after\n")
+    settle(a, remote)
+    files = remote.files()
+    assert files[b"after.txt"] == b"after\n"
+    assert files[b"while-away.txt"] == b"x\n"  # found by the rescan on return
+    assert a.children()["watcher"] == watcher  # no restart
+    assert not any(raw in a.logtext() for raw in RAW)
+
+
+def test_a_fresh_clone_in_its_place_syncs_on_without_a_restart(machines, remote):
+    from test_sync import settle, write
+    a = machines("a")
+    write(a, "before.txt", b"before\n")
+    settle(a, remote)
+    watcher = a.children()["watcher"]
+    shutil.rmtree(a.path)
+    wait_until(lambda: away(a), 10, what="status to say the folder is away")
+    git("clone", "-q", remote.path, a.path)
+    wait_until(lambda: away(a) is None, 20, what="the clone to be taken on")
+    write(a, "after.txt", b"after\n")
+    settle(a, remote)
+    assert remote.files()[b"after.txt"] == b"after\n"
+    assert b"before.txt" in remote.files()  # nothing was committed as removed
+    assert a.children()["watcher"] == watcher
+    assert "is another clone of" in a.logtext()
+    assert not any(raw in a.logtext() for raw in RAW)
+
+
+def test_a_folder_replaced_by_another_repository_stops_the_daemon(machines, remote, tmp_path):
+    from test_sync import settle
+    a = machines("a")
+    settle(a, remote)
+    shutil.rmtree(a.path)
+    git("init", "-q", a.path)  # a repository, but not a clone of the remote
+    with open(os.path.join(a.path, "other.txt"), "w") as f:
+        f.write("other\n")
+    assert a.proc.wait(30) == 78
+    lines = [l for l in a.logtext().splitlines() if "was replaced by another folder" in l]
+    assert len(lines) == 1 and "not a clone of %s" % remote.path in lines[0]
+    assert "start dvcs-autosync again" in lines[0]
+    assert "Traceback" not in a.logtext() and "restarting" not in a.logtext()
+    assert not os.path.exists(os.path.join(a.path, ".git", "refs", "heads", "master")) \
+        and not os.path.exists(os.path.join(a.path, ".git", "refs", "heads", "main"))  # no commit
+
+
+# --- what is committed is what the writer meant (issue 18, item 7) ------------------------
+
+def test_a_file_created_and_held_open_is_never_committed_empty(machines, remote):
+    from test_sync import settle
+    a = machines("a")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
+    with open(os.path.join(a.path, "download.part"), "wb") as f:
+        time.sleep(2)  # the creator connects, then writes
+        f.write(b"the content\n")
+    settle(a, remote)
+    assert history_of(remote, "download.part") == [b"the content\n"]
+
+
+def test_a_file_written_for_long_makes_few_versions(machines, remote):
+    """The issue's 300 MB over 60 s with maxwait 10 (3 versions at most, 5 before), scaled
+    down: 6 MB over 12 s with maxwait 2, the same six maxwaits of writing. Versions at
+    2 s and 6 s (each wait doubles) and the whole file at its close: 3, where one every
+    maxwait made 6."""
+    from test_sync import settle
+    a = machines("a", maxwait="2")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
+    chunks = [bytes([65 + i % 26]) * 100_000 for i in range(60)]
+    write_slowly(os.path.join(a.path, "big.iso"), chunks, 0.2)
+    settle(a, remote)
+    versions = history_of(remote, "big.iso")
+    assert versions[-1] == b"".join(chunks)
+    assert 2 <= len(versions) <= 3, [len(v) for v in versions]
+
+
+def test_a_file_held_open_empty_holds_nothing_else_back(machines, remote):
+    """A lock file an application keeps open, empty, for its whole life: other changes
+    are committed as usual (not at maxwait), the lock file once its writer closes it."""
+    from test_sync import settle, write
+    a = machines("a", maxwait="30")
+    settle(a, remote)  # the start-up rescan takes what is on disk, open or not
+    with open(os.path.join(a.path, "app.lock"), "wb"):
+        time.sleep(0.2)
+        started = time.monotonic()
+        write(a, "notes.txt", b"notes\n")
+        wait_until(lambda: b"notes.txt" in remote.files(), 20, what="notes.txt pushed")
+        assert time.monotonic() - started < 10  # not held back until maxwait (30 s)
+        assert b"app.lock" not in remote.files()
+    wait_until(lambda: b"app.lock" in remote.files(), 20, what="the closed lock file")
+
+
+def test_a_link_pointed_at_another_clone_is_noticed_by_its_identity(machines, remote, tmp_path):
+    """The synced folder is a symbolic link; pointed elsewhere, no inotify event says so
+    (as with a disk mounted over the folder): the look at its identity does. The other
+    clone is taken on, with its own git dir."""
+    from test_sync import settle, write
+    link = str(tmp_path / "Sync")
+    a = machines("a", start=False, path=link)
+    os.symlink(a.path, link)
+    a.start()
+    settle(a, remote)
+    other = str(tmp_path / "other-clone")
+    git("clone", "-q", remote.path, other)
+    os.symlink(other, link + ".new")
+    os.replace(link + ".new", link)
+    wait_until(lambda: "is back: watching it again" in a.logtext(), 20,
+               what="the identity look to see the folder replaced, then the clone taken on")
+    assert "is another clone of %s" % remote.path in a.logtext()
+    with open(os.path.join(other, "in-the-other.txt"), "wb") as f:
+        f.write(b"other\n")
+    wait_until(lambda: remote.files().get(b"in-the-other.txt") == b"other\n", 30,
+               what="the other clone's file pushed")
+    assert git("rev-parse", "HEAD", cwd=other) == git("--git-dir", remote.path, "rev-parse", "main")
