@@ -1,9 +1,14 @@
 """Randomized, seeded: three real clients on one bare remote; nothing is ever lost.
 
-    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q
+    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q -rP
 
-runs a longer soak (defaults: seed 1, 60 operations, in the normal suite).
-The seed and the operations done are printed, so a failure can be replayed.
+runs a longer soak (defaults: seed 1, 40 operations, three machines, in the normal
+suite, once with the suite's commands and once with the original's). With `-m slow`
+the same runs, at 200 operations, for each seed of AUTOSYNC_SEEDS (default 2,3,4). AUTOSYNC_MACHINES
+(default 3) and AUTOSYNC_BURNERS (busy loops beside the run, default 2) set the rest.
+Each run prints one RESULT line (seed, operations, contents written, lost, conflict
+copies, races and how many of them landed during the writer's own pull); the seed and
+the operations done are printed, so a failure can be replayed.
 The same world runs on Mercurial clones with docs/examples/mercurial.autosync
 (AUTOSYNC_HG_OPS operations, default 20: hg's commands are slower, about
 2 minutes on two cores).
@@ -13,24 +18,37 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
+from autosync import client, conflicts, protocol
+from autosync.config import load
+from autosync.retry import Backoff
 from conftest import git, wait_until
 from test_mercurial import central  # noqa: F401 (a fixture)
-from test_conflicts import committed, cut_off, reconnect, tree
+from test_conflicts import cut_off, reconnect, tree
 from test_sync import write
 
 pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
-OPS = int(os.environ.get("AUTOSYNC_OPS", "60"))
+SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if s.strip()]
+# The normal suite's two runs take about a minute each at 40 operations (2 cores, two
+# burners); the slow ones take 200 (about 5 minutes each). AUTOSYNC_OPS sets both.
+OPS = int(os.environ.get("AUTOSYNC_OPS", "40"))
+SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
+MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
+BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
 HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
 HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
                     "post-receive")
-# Operation -> weight.
+# Operation -> weight. "race": one machine writes a file, another writes the same file
+# 0-300 ms later, while its own pull of the first one's change may be running (issue 17).
 KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "rename-folder": 1,
-         "same-file": 3, "cut-off": 1, "kill": 1}
+         "same-file": 3, "race": 8, "cut-off": 1, "kill": 1}
+RACE_DELAY = 0.3
+ANCHORS = ("write", "push", "pull-started")
 
 
 def files_of(machine):
@@ -39,6 +57,36 @@ def files_of(machine):
 
 def folders_of(machine):
     return sorted({os.path.dirname(p) for p in files_of(machine)} - {""})
+
+
+def status(machine):
+    """The committer's status over its socket: what `autosync-notify --json status` prints,
+    without starting a Python per question (a run asks thousands of times)."""
+    try:
+        conn = protocol.connect(load(machine.config).socket, timeout=5)
+    except protocol.NoDaemon:
+        return {}  # restarting after a kill
+    try:
+        return conn.request({"cmd": "status"}, timeout=10).get("status", {})
+    except (OSError, ConnectionError, protocol.ProtocolError):
+        return {}
+    finally:
+        conn.close()
+
+
+def committed(machine):
+    """Wait until everything written on machine is committed (pushed or not)."""
+    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
+        status(machine)) and not machine.dirty(), 30, 0.05, machine.name + " to commit")
+
+
+def remote_main(remote):
+    """The remote's main, read from its ref file (cheap enough to poll every few ms)."""
+    try:
+        with open(os.path.join(remote.path, "refs", "heads", "main")) as f:
+            return f.read().strip()
+    except FileNotFoundError:  # packed, or a Mercurial remote: ask
+        return None
 
 
 class World:
@@ -50,6 +98,8 @@ class World:
         self.tokens = set()
         self.offline = {}  # machine name -> (url, operations left)
         self.log = []
+        self.races = []  # (machine name, unix time its write was closed)
+        self.pulls = None  # a Pulls, for the race's third anchor
 
     def token(self, machine):
         t = "%s-%d-%08x" % (machine.name, len(self.tokens), self.rng.getrandbits(32))
@@ -68,6 +118,7 @@ class World:
         if kind in ("modify", "append", "delete", "rename") and not existing:
             kind = "create"
         self.log.append("%d %s on %s" % (n, kind, m.name))
+        began = time.monotonic()
         try:
             if kind == "create":
                 write(m, self.new_path(), (self.token(m) + "\n").encode())
@@ -95,6 +146,8 @@ class World:
                 for x in (m, other):
                     write(x, path, (self.token(x) + "\n").encode())
                 touched.append(other)
+            elif kind == "race":
+                touched.append(self.race(m, existing))
             elif kind == "cut-off" and not self.offline:
                 self.offline[m.name] = (self.cut(m), self.rng.randint(4, 12))
             elif kind == "kill":
@@ -103,11 +156,53 @@ class World:
                     os.kill(pid, signal.SIGKILL)
                     wait_until(lambda: m.children().get("committer") not in (None, pid), 30,
                                what="the committer of %s to be restarted" % m.name)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             pass  # a pull took the file away meanwhile
         for x in touched:
             committed(x)  # so that every token written is in some commit
+        self.log[-1] += " %.2f s" % (time.monotonic() - began)
         self.reconnect_due()
+
+    def race(self, m, existing):
+        """Another machine changes a file m has; m writes the same file 0-300 ms after
+        that change: after its write, after its push reached the remote, or after m's
+        own pull (of that change) started. Nothing else is waited for: the write often
+        lands while m pulls that very change (issue 17). -> the other machine."""
+        other = self.rng.choice([x for x in self.machines if x is not m])
+        shared = sorted(set(existing) & set(files_of(other)))
+        path = self.rng.choice(shared) if shared else self.new_path()
+        anchor = self.rng.choice(ANCHORS if self.pulls else ANCHORS[:2])
+        delay = self.rng.uniform(0, RACE_DELAY)
+        append = self.rng.random() < 0.3
+        mine, theirs = self.token(m), self.token(other)  # drawn first: replayable
+        self.log[-1] += " (%s first, %s, %s writes %.0f ms after the %s)" % (
+            other.name, path, m.name, delay * 1000, anchor)
+        before = remote_main(self.remote)
+        seen = self.pulls.count(m.name) if self.pulls else 0
+        self.put(other, path, theirs, mine)
+        if anchor != "write" and other.name not in self.offline:
+            # Polled, not waited on through the daemon: the anchor is the push itself,
+            # or m's pull-started event.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and (
+                    remote_main(self.remote) == before if anchor == "push"
+                    else self.pulls.count(m.name) == seen):
+                time.sleep(0.005)
+        time.sleep(delay)
+        self.put(m, path, mine, append=append)
+        self.races.append((m.name, time.time()))
+        return other
+
+    def put(self, machine, path, token, *unwritten, append=False):
+        """Write a token (and forget it and `unwritten` if that fails: they are not lost)."""
+        full = os.path.join(machine.path, path)
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "a" if append else "w") as f:
+                f.write(token + "\n")
+        except OSError:
+            self.tokens.difference_update((token,) + unwritten)
+            raise
 
     def reconnect_due(self, now=False):
         for name, (url, left) in list(self.offline.items()):
@@ -116,6 +211,49 @@ class World:
                 del self.offline[name]
             else:
                 self.offline[name] = (url, left - 1)
+
+
+class Pulls:
+    """Each machine's pulls (pull-started to pull-finished), from its committer's events,
+    so a run can say how many race writes landed during the writer's own pull."""
+
+    def __init__(self, machines):
+        self.events = {m.name: [] for m in machines}
+        self.subs = [client.Subscription(load(m.config).socket,
+                                         lambda e, seen=self.events[m.name]: seen.append(e),
+                                         backoff=Backoff(0.05, 0.5)).start()
+                     for m in machines]
+
+    def count(self, name):
+        """How many pulls this machine has started so far."""
+        return sum(e.get("event") == "pull-started" for e in list(self.events[name]))
+
+    def durations(self):
+        found = []
+        for seen in self.events.values():
+            started = None
+            for e in list(seen):
+                if e.get("event") == "pull-started":
+                    started = e.get("time")
+                elif e.get("event") == "pull-finished" and started is not None:
+                    found.append(e.get("time", 0) - started)
+                    started = None
+        return found
+
+    def during(self, name, when):
+        started = None
+        for e in list(self.events[name]):
+            if e.get("event") == "pull-started":
+                started = e.get("time")
+            elif e.get("event") == "pull-finished" and started is not None:
+                if started <= when <= e.get("time", 0):
+                    return True
+                started = None
+        return started is not None and started <= when  # still pulling at the end
+
+    def close(self):
+        for sub in self.subs:
+            sub.close()
 
 
 def git_head(machine):
@@ -131,7 +269,7 @@ def quiet(machines, remote, timeout=120, head=git_head):
             m.notify("pull", check=False)
         heads = {head(m) for m in machines}
         return len(heads) == 1 and all(m.settled(remote) for m in machines)
-    wait_until(converged, timeout, 0.5, "the three machines to converge")
+    wait_until(converged, timeout, 0.5, "the machines to converge")
 
 
 def history_blobs(remote):
@@ -143,34 +281,79 @@ def history_blobs(remote):
     return out.decode("utf-8", "replace")
 
 
+def conflict_copies(remote):
+    """Every conflict copy ever added on the remote's main (some are deleted later)."""
+    # -m: copies are added by merge commits, which git log shows no diff for otherwise.
+    added = git("--git-dir", remote.path, "log", "-m", "--diff-filter=A", "--name-only", "-z",
+                "--format=", "main")
+    return sorted({n for n in os.fsdecode(added).split("\0")
+                   if n and conflicts.COPY_NAME.match(os.path.basename(n.strip()))})
+
+
 def same_and_unmarked(ms):
     final = tree(ms[0])
-    assert tree(ms[1]) == final and tree(ms[2]) == final
+    for m in ms[1:]:
+        assert tree(m) == final, "%s and %s differ" % (ms[0].name, m.name)
     for path, content in final.items():
         for line in content.splitlines():
             assert not line.startswith((b"<<<<<<< ", b">>>>>>> ")), path
 
 
-def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands):
-    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d" % (SEED, OPS))
+def random_run(seed, ops, machines, remote, commands, cpu_burners):
+    """One run: `ops` random operations on MACHINES machines beside BURNERS busy loops,
+    at the shipped delays; every content written must end in history."""
+    names = [chr(ord("a") + i) for i in range(MACHINES)]
+    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d AUTOSYNC_MACHINES=%d AUTOSYNC_BURNERS=%d commands=%s"
+          % (seed, ops, MACHINES, BURNERS, "original" if commands else "new"))
     shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
-    ms = machines("a", "b", "c", pullinterval="2", dvcs=commands)
+    # The shipped delays (conftest's shorter maxwait dropped); a 2 s timer pull on
+    # top of the hook's, which adds pulls to race with.
+    ms = machines(*names, start=False, pullinterval="2", dvcs=commands)
     for m in ms:
+        del m.settings["maxwait"]
+        m.write_config()
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-    world = World(random.Random(SEED), ms, remote)
+        m.start()
+    pulls = Pulls(ms)
+    cpu_burners(BURNERS)
+    world = World(random.Random(seed), ms, remote)
+    world.pulls = pulls
+    started = time.monotonic()
     try:
-        for n in range(OPS):
+        for n in range(ops):
             world.do(n)
         world.reconnect_due(now=True)
         quiet(ms, remote)
     finally:
+        pulls.close()
         print("\n".join(world.log))
     same_and_unmarked(ms)
     history = history_blobs(remote)
-    lost = sorted(t for t in world.tokens if t not in history)
-    assert not lost, "contents neither in the tree nor in history: %s" % lost
+    on_disk = "".join(c.decode("utf-8", "replace") for m in ms for c in tree(m).values())
+    lost = sorted(t for t in world.tokens if t not in history and t not in on_disk)
+    copies = conflict_copies(remote)
+    during = sum(pulls.during(name, when) for name, when in world.races)
+    took = sorted(pulls.durations())
+    print("pulls: %d, median %.0f ms, longest %.0f ms" % (
+        len(took), 1000 * took[len(took) // 2] if took else 0, 1000 * max(took or [0])))
+    print("RESULT seed=%d commands=%s machines=%d burners=%d operations=%d contents=%d lost=%d "
+          "conflict-copies=%d races=%d races-during-own-pull=%d seconds=%.0f"
+          % (seed, "original" if commands else "new", MACHINES, BURNERS, ops, len(world.tokens),
+             len(lost), len(copies), len(world.races), during, time.monotonic() - started))
+    assert not lost, "contents neither on disk nor in history: %s" % lost
     for m in ms:
         assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
+
+
+def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands,
+                                                                    cpu_burners):
+    random_run(SEED, OPS, machines, remote, commands, cpu_burners)
+
+
+@pytest.mark.slow  # several minutes each: more seeds than the normal suite has time for
+@pytest.mark.parametrize("seed", SEEDS)
+def test_more_seeds_converge_and_lose_nothing(seed, machines, remote, commands, cpu_burners):
+    random_run(seed, SLOW_OPS, machines, remote, commands, cpu_burners)
 
 
 @pytest.mark.slow  # two to five minutes: the suite must stay well under 15
