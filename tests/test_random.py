@@ -99,7 +99,8 @@ class World:
         self.offline = {}  # machine name -> (url, operations left)
         self.log = []
         self.races = []  # (machine name, unix time its write was closed)
-        self.pulls = None  # a Pulls, for the race's third anchor
+        self.pulls = None  # a Pulls, for the race's last anchor
+        self.anchors = ("write",)  # what a race's write is timed from (see race)
 
     def token(self, machine):
         t = "%s-%d-%08x" % (machine.name, len(self.tokens), self.rng.getrandbits(32))
@@ -171,7 +172,7 @@ class World:
         other = self.rng.choice([x for x in self.machines if x is not m])
         shared = sorted(set(existing) & set(files_of(other)))
         path = self.rng.choice(shared) if shared else self.new_path()
-        anchor = self.rng.choice(ANCHORS if self.pulls else ANCHORS[:2])
+        anchor = self.rng.choice(self.anchors)
         delay = self.rng.uniform(0, RACE_DELAY)
         append = self.rng.random() < 0.3
         mine, theirs = self.token(m), self.token(other)  # drawn first: replayable
@@ -317,7 +318,7 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     pulls = Pulls(ms)
     cpu_burners(BURNERS)
     world = World(random.Random(seed), ms, remote)
-    world.pulls = pulls
+    world.pulls, world.anchors = pulls, ANCHORS
     started = time.monotonic()
     try:
         for n in range(ops):
