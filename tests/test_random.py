@@ -2,10 +2,11 @@
 
     AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q -rP
 
-runs a longer soak (defaults: seed 1, 40 operations, three machines, in the normal
+runs a longer soak (defaults: seed 1, 30 operations, three machines, in the normal
 suite, once with the suite's commands and once with the original's). With `-m slow`
 the same runs, at 200 operations, for each seed of AUTOSYNC_SEEDS (default 2,3,4). AUTOSYNC_MACHINES
-(default 3) and AUTOSYNC_BURNERS (busy loops beside the run, default 2) set the rest.
+(default 3), AUTOSYNC_BURNERS (busy loops beside the run, default 2) and AUTOSYNC_BULK
+(files rewritten beside half the races' first change, default 300) set the rest.
 Each run prints one RESULT line (seed, operations, contents written, lost, conflict
 copies, races and how many of them landed during the writer's own pull); the seed and
 the operations done are printed, so a failure can be replayed.
@@ -34,9 +35,9 @@ pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
 SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if s.strip()]
-# The normal suite's two runs take about a minute each at 40 operations (2 cores, two
+# The normal suite's two runs take about a minute each at 30 operations (2 cores, two
 # burners); the slow ones take 200 (about 5 minutes each). AUTOSYNC_OPS sets both.
-OPS = int(os.environ.get("AUTOSYNC_OPS", "40"))
+OPS = int(os.environ.get("AUTOSYNC_OPS", "30"))
 SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
 MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
 BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
@@ -49,6 +50,11 @@ KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "renam
          "same-file": 3, "race": 8, "cut-off": 1, "kill": 1}
 RACE_DELAY = 0.3
 ANCHORS = ("write", "push", "pull-started")
+# Half the races rewrite this many files besides: a longer pull, as an untar or a
+# build makes, and with it a wider window between git's check of a file and its write.
+BULK = int(os.environ.get("AUTOSYNC_BULK", "300"))
+BULK_FOLDER = "0bulk"  # + "-" and the machine's name (its own: no conflicts there);
+# it sorts before every other path
 
 
 # Each conflict copy of a copy adds 37 bytes to the name; past 255 the product's merge
@@ -71,19 +77,24 @@ def folders_of(machine):
     return sorted({os.path.dirname(p) for p in files_of(machine)} - {""})
 
 
-def status(machine):
-    """The committer's status over its socket: what `autosync-notify --json status` prints,
-    without starting a Python per question (a run asks thousands of times)."""
+def ask(machine, message):
+    """One request to the committer over its socket (what autosync-notify sends), without
+    starting a Python per question (a run asks thousands of times); {} if it is away."""
     try:
         conn = protocol.connect(load(machine.config).socket, timeout=5)
     except protocol.NoDaemon:
         return {}  # restarting after a kill
     try:
-        return conn.request({"cmd": "status"}, timeout=10).get("status", {})
+        return conn.request(message, timeout=10)
     except (OSError, ConnectionError, protocol.ProtocolError):
         return {}
     finally:
         conn.close()
+
+
+def status(machine):
+    """What `autosync-notify --json status` prints."""
+    return ask(machine, {"cmd": "status"}).get("status", {})
 
 
 def committed(machine):
@@ -113,10 +124,12 @@ class World:
         self.races = []  # (machine name, unix time its write was closed)
         self.pulls = None  # a Pulls, for the race's last anchor
         self.anchors = ("write",)  # what a race's write is timed from (see race)
+        self.bulk = 0  # files a race's first change may rewrite beside its file
 
     def token(self, machine):
         t = "%s-%d-%08x" % (machine.name, len(self.tokens), self.rng.getrandbits(32))
         self.tokens.add(t)
+        self.log[-1] += " " + t  # which operation wrote what, when one is lost
         return t
 
     def new_path(self):
@@ -127,7 +140,7 @@ class World:
         kind = self.rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
         m = self.rng.choice(self.machines)
         touched = [m]
-        existing = [p for p in files_of(m) if p != "README"]
+        existing = [p for p in files_of(m) if p != "README" and not p.startswith(BULK_FOLDER)]
         if kind in ("modify", "append", "delete", "rename") and not existing:
             kind = "create"
         self.log.append("%d %s on %s" % (n, kind, m.name))
@@ -148,7 +161,8 @@ class World:
                     os.makedirs(os.path.dirname(dst), exist_ok=True)
                     os.rename(os.path.join(m.path, self.rng.choice(existing)), dst)
             elif kind == "rename-folder":
-                folders = [f for f in folders_of(m) if "/" not in f]
+                folders = [f for f in folders_of(m)
+                           if "/" not in f and not f.startswith(BULK_FOLDER)]
                 dst = os.path.join(m.path, "d%d" % self.rng.randrange(5))
                 if folders and not os.path.exists(dst):
                     os.rename(os.path.join(m.path, self.rng.choice(folders)), dst)
@@ -187,12 +201,23 @@ class World:
         anchor = self.rng.choice(self.anchors)
         delay = self.rng.uniform(0, RACE_DELAY)
         append = self.rng.random() < 0.3
+        big = self.bulk and self.rng.random() < 0.5
         mine, theirs = self.token(m), self.token(other)  # drawn first: replayable
-        self.log[-1] += " (%s first, %s, %s writes %.0f ms after the %s)" % (
-            other.name, path, m.name, delay * 1000, anchor)
+        self.log[-1] += " (%s first%s, %s, %s writes %.0f ms after the %s)" % (
+            other.name, " with %d more" % self.bulk if big else "", path, m.name, delay * 1000,
+            anchor)
         before = remote_main(self.remote)
         seen = self.pulls.count(m.name) if self.pulls else 0
+        if big:
+            # A change of BULK files and this one in one commit (paused meanwhile): the
+            # pull checks every file, then writes the bulk (sorted first) before this one.
+            paused = ask(other, {"cmd": "pause"}).get("ok")
+            for i in range(self.bulk):
+                write(other, os.path.join(BULK_FOLDER + "-" + other.name, "%03d.txt" % i),
+                      b"bulk %d of operation %d\n" % (i, len(self.log)))
         self.put(other, path, theirs, mine)
+        if big and paused:
+            ask(other, {"cmd": "resume"})
         if anchor != "write" and other.name not in self.offline:
             # Polled, not waited on through the daemon: the anchor is the push itself,
             # or m's pull-started event.
@@ -330,7 +355,7 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     pulls = Pulls(ms)
     cpu_burners(BURNERS)
     world = World(random.Random(seed), ms, remote)
-    world.pulls, world.anchors = pulls, ANCHORS
+    world.pulls, world.anchors, world.bulk = pulls, ANCHORS, BULK
     started = time.monotonic()
     try:
         for n in range(ops):
