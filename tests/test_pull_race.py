@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import git, tree, wait_until
-from test_random import HOOK, Pulls, history_blobs, quiet
+from test_random import HOOK, Pulls, history_blobs, quiet, remote_main
 
 pytestmark = pytest.mark.e2e
 
@@ -37,11 +37,16 @@ def change_everything(machine, label):
     assert machine.notify("resume").returncode == 0
 
 
-def next_pull(pulls, name, seen, timeout=60):
-    """The time of this machine's next pull-started event (after `seen` of them)."""
+def pull_of_push(pulls, name, remote, before, timeout=60):
+    """The time of the pull-started event of this machine's pull of the push that moves
+    the remote's main from `before`: the first after the push (the pulls that quiet()
+    asked for may still start before it, and would pull nothing)."""
+    pushed = wait_until(lambda: remote_main(remote) != before and time.time(), timeout, 0.002,
+                        "the push")
+
     def started():
-        times = [e["time"] for e in list(pulls.events[name]) if e.get("event") == "pull-started"]
-        return times[seen] if len(times) > seen else None
+        return next((e["time"] for e in list(pulls.events[name])
+                     if e.get("event") == "pull-started" and e["time"] >= pushed), None)
     return wait_until(started, timeout, 0.002, name + "'s pull to start")
 
 
@@ -66,9 +71,9 @@ def test_a_write_during_the_own_pull_keeps_both_versions(machines, remote):
     wait_until(lambda: all(s.conn is not None for s in pulls.subs), 10, 0.05, "subscriptions")
     try:
         # The first sync brings the 3,000 files to B and measures B's pull.
-        seen = pulls.count("b")
+        before = remote_main(remote)
         change_everything(a, "a-first")
-        started = next_pull(pulls, "b", seen)
+        started = pull_of_push(pulls, "b", remote, before)
         quiet([a, b], remote)
         finished = finished_after(pulls, "b", started)
         length = finished - started
@@ -79,9 +84,9 @@ def test_a_write_during_the_own_pull_keeps_both_versions(machines, remote):
             theirs, mine = "a-trial-%d-%s" % (k, os.urandom(4).hex()), \
                 "b-trial-%d-%s" % (k, os.urandom(4).hex())
             delay = length * (k + 0.5) / TRIALS  # from the pull's start towards its end
-            seen = pulls.count("b")
+            before = remote_main(remote)
             change_everything(a, theirs)
-            started = next_pull(pulls, "b", seen)
+            started = pull_of_push(pulls, "b", remote, before)
             time.sleep(max(0.0, started + delay - time.time()))
             with open(os.path.join(b.path, "z.txt"), "w") as f:
                 f.write(mine + "\n")
