@@ -70,7 +70,12 @@ def conflicting(mine, theirs):
 
 
 def files_of(machine):
-    return sorted(tree(machine))
+    """The files' names only: a pull may take one away while they are listed."""
+    found = []
+    for root, dirs, files in os.walk(machine.path):
+        dirs[:] = [d for d in dirs if d not in (".git", ".hg")]
+        found += [os.path.relpath(os.path.join(root, name), machine.path) for name in files]
+    return sorted(found)
 
 
 def folders_of(machine):
