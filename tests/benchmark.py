@@ -2,6 +2,7 @@
 """Benchmark of the real dvcs-autosync suite, each figure beside bare git and Syncthing.
 
     python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--no-peers] [--keep]
+                               [--trials N] [--burst-trials N]
 
 Not a test: nothing is asserted, the script exits 0 even when an aim is
 missed. Everything runs in a temporary folder with a private HOME: real
@@ -1268,8 +1269,17 @@ def main():
     p.add_argument("--no-peers", action="store_true",
                    help="do not run Syncthing beside us (its columns stay empty)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    p.add_argument("--trials", type=int, metavar="N",
+                   help="propagation trials at each setting (full: 20, --quick: 3)")
+    p.add_argument("--burst-trials", type=int, metavar="N",
+                   help="burst runs at each setting (full: 3, --quick: 1), at the same size")
     args = p.parse_args()
-    sizes = QUICK if args.quick else FULL
+    sizes = dict(QUICK if args.quick else FULL)
+    # Fewer runs at the same sizes, for a shared machine: the medians stay comparable.
+    if args.trials:
+        sizes["trials"] = args.trials
+    if args.burst_trials:
+        sizes["burst_trials"] = args.burst_trials
     peers_missing = None if args.no_peers else syncthing_missing()
 
     base = tempfile.mkdtemp(prefix="asbench-")
@@ -1279,7 +1289,9 @@ def main():
     print("sync:    %s; sizes: %s" % (
         "XMPP through a private prosody on 127.0.0.1 (STARTTLS)" if args.sync == "xmpp"
         else "the bare repository's post-receive hook (autosync-notify pushed)",
-        "quick" if args.quick else "full"))
+        ("quick" if args.quick else "full") + (
+            " (%d propagation trials, %d burst runs)" % (sizes["trials"], sizes["burst_trials"])
+            if args.trials or args.burst_trials else "")))
     print("delays:  readfrequency/pushdelay/maxwait; defaults = the product's (%s); lowest = "
           "%s (maxwait not set)" % (describe(defaults),
                                    ", ".join("%s %s s" % kv for kv in FAST.items())))

@@ -322,6 +322,30 @@ def machines(tmp_path, remote):
         m.stop()
 
 
+# A burner spins for at most this long even if the test run dies without its teardown.
+BURNER_LIMIT = 1800
+
+
+@pytest.fixture
+def cpu_burners():
+    """burn(n) starts n busy loops (a loaded machine, as races need); each is killed
+    after the test, and ends on its own after BURNER_LIMIT seconds in any case."""
+    started = []
+
+    def burn(n):
+        code = "import time\nend = time.monotonic() + %d\nwhile time.monotonic() < end: pass" \
+            % BURNER_LIMIT
+        for _ in range(n):
+            started.append(subprocess.Popen([sys.executable, "-c", code],
+                                            stdin=subprocess.DEVNULL))
+        return [p.pid for p in started]
+
+    yield burn
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: runs the real suite on real repositories")
     config.addinivalue_line("markers", "slow: left out of tests/run.sh (tests/run.sh -m slow runs them)")

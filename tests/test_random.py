@@ -1,9 +1,15 @@
 """Randomized, seeded: three real clients on one bare remote; nothing is ever lost.
 
-    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q
+    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q -rP
 
-runs a longer soak (defaults: seed 1, 60 operations, in the normal suite).
-The seed and the operations done are printed, so a failure can be replayed.
+runs a longer soak (defaults: seed 1, 30 operations, three machines, in the normal
+suite, once with the suite's commands and once with the original's). With `-m slow`
+the same runs, at 200 operations, for each seed of AUTOSYNC_SEEDS (default 2,3,4). AUTOSYNC_MACHINES
+(default 3), AUTOSYNC_BURNERS (busy loops beside the run, default 2) and AUTOSYNC_BULK
+(files rewritten beside half the races' first change, default 300) set the rest.
+Each run prints one RESULT line (seed, operations, contents written, lost, conflict
+copies, races and how many of them landed during the writer's own pull); the seed and
+the operations done are printed, so a failure can be replayed.
 The same world runs on Mercurial clones with docs/examples/mercurial.autosync
 (AUTOSYNC_HG_OPS operations, default 20: hg's commands are slower, about
 2 minutes on two cores).
@@ -13,32 +19,102 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
+from autosync import client, conflicts, protocol
+from autosync.config import load
+from autosync.retry import Backoff
 from conftest import git, wait_until
 from test_mercurial import central  # noqa: F401 (a fixture)
-from test_conflicts import committed, cut_off, reconnect, tree
+from test_conflicts import cut_off, reconnect, tree
 from test_sync import write
 
 pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
-OPS = int(os.environ.get("AUTOSYNC_OPS", "60"))
+SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if s.strip()]
+# The normal suite's two runs take about a minute each at 30 operations (2 cores, two
+# burners); the slow ones take 200 (about 5 minutes each). AUTOSYNC_OPS sets both.
+OPS = int(os.environ.get("AUTOSYNC_OPS", "30"))
+SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
+MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
+BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
 HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
 HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
                     "post-receive")
-# Operation -> weight.
+# Operation -> weight. "race": one machine writes a file, another writes the same file
+# 0-300 ms later, while its own pull of the first one's change may be running (issue 17).
 KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "rename-folder": 1,
-         "same-file": 3, "cut-off": 1, "kill": 1}
+         "same-file": 3, "race": 8, "cut-off": 1, "kill": 1}
+RACE_DELAY = 0.3
+ANCHORS = ("write", "push", "pull-started")
+# Half the races rewrite this many files besides: a longer pull, as an untar or a
+# build makes, and with it a wider window between git's check of a file and its write.
+BULK = int(os.environ.get("AUTOSYNC_BULK", "300"))
+BULK_FOLDER = "0bulk"  # + "-" and the machine's name (its own: no conflicts there);
+# it sorts before every other path
+
+
+# Each conflict copy of a copy adds 37 bytes to the name; past 255 the product's merge
+# fails with ENAMETOOLONG for ever (reported separately). The operations that make
+# conflicts on purpose pick names short enough for a few more copies.
+LONGEST_NAME = 120
+
+
+def conflicting(mine, theirs):
+    """The files both machines have, whose names can take a few copies more."""
+    return sorted(p for p in set(mine) & set(theirs)
+                  if len(os.fsencode(os.path.basename(p))) <= LONGEST_NAME)
 
 
 def files_of(machine):
-    return sorted(tree(machine))
+    """The files' names only: a pull may take one away while they are listed."""
+    found = []
+    for root, dirs, files in os.walk(machine.path):
+        dirs[:] = [d for d in dirs if d not in (".git", ".hg")]
+        found += [os.path.relpath(os.path.join(root, name), machine.path) for name in files]
+    return sorted(found)
 
 
 def folders_of(machine):
     return sorted({os.path.dirname(p) for p in files_of(machine)} - {""})
+
+
+def ask(machine, message):
+    """One request to the committer over its socket (what autosync-notify sends), without
+    starting a Python per question (a run asks thousands of times); {} if it is away."""
+    try:
+        conn = protocol.connect(load(machine.config).socket, timeout=5)
+    except protocol.NoDaemon:
+        return {}  # restarting after a kill
+    try:
+        return conn.request(message, timeout=10)
+    except (OSError, ConnectionError, protocol.ProtocolError):
+        return {}
+    finally:
+        conn.close()
+
+
+def status(machine):
+    """What `autosync-notify --json status` prints."""
+    return ask(machine, {"cmd": "status"}).get("status", {})
+
+
+def committed(machine):
+    """Wait until everything written on machine is committed (pushed or not)."""
+    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
+        status(machine)) and not machine.dirty(), 30, 0.05, machine.name + " to commit")
+
+
+def remote_main(remote):
+    """The remote's main, read from its ref file (cheap enough to poll every few ms)."""
+    try:
+        with open(os.path.join(remote.path, "refs", "heads", "main")) as f:
+            return f.read().strip()
+    except FileNotFoundError:  # packed, or a Mercurial remote: ask
+        return None
 
 
 class World:
@@ -50,10 +126,15 @@ class World:
         self.tokens = set()
         self.offline = {}  # machine name -> (url, operations left)
         self.log = []
+        self.races = []  # (machine name, unix time its write was closed)
+        self.pulls = None  # a Pulls, for the race's last anchor
+        self.anchors = ("write",)  # what a race's write is timed from (see race)
+        self.bulk = 0  # files a race's first change may rewrite beside its file
 
     def token(self, machine):
         t = "%s-%d-%08x" % (machine.name, len(self.tokens), self.rng.getrandbits(32))
         self.tokens.add(t)
+        self.log[-1] += " " + t  # which operation wrote what, when one is lost
         return t
 
     def new_path(self):
@@ -64,10 +145,11 @@ class World:
         kind = self.rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
         m = self.rng.choice(self.machines)
         touched = [m]
-        existing = [p for p in files_of(m) if p != "README"]
+        existing = [p for p in files_of(m) if p != "README" and not p.startswith(BULK_FOLDER)]
         if kind in ("modify", "append", "delete", "rename") and not existing:
             kind = "create"
         self.log.append("%d %s on %s" % (n, kind, m.name))
+        began = time.monotonic()
         try:
             if kind == "create":
                 write(m, self.new_path(), (self.token(m) + "\n").encode())
@@ -84,17 +166,20 @@ class World:
                     os.makedirs(os.path.dirname(dst), exist_ok=True)
                     os.rename(os.path.join(m.path, self.rng.choice(existing)), dst)
             elif kind == "rename-folder":
-                folders = [f for f in folders_of(m) if "/" not in f]
+                folders = [f for f in folders_of(m)
+                           if "/" not in f and not f.startswith(BULK_FOLDER)]
                 dst = os.path.join(m.path, "d%d" % self.rng.randrange(5))
                 if folders and not os.path.exists(dst):
                     os.rename(os.path.join(m.path, self.rng.choice(folders)), dst)
             elif kind == "same-file":
                 other = self.rng.choice([x for x in self.machines if x is not m])
-                shared = sorted(set(existing) & set(files_of(other)))
+                shared = conflicting(existing, files_of(other))
                 path = self.rng.choice(shared) if shared else self.new_path()
                 for x in (m, other):
                     write(x, path, (self.token(x) + "\n").encode())
                 touched.append(other)
+            elif kind == "race":
+                touched.append(self.race(m, existing))
             elif kind == "cut-off" and not self.offline:
                 self.offline[m.name] = (self.cut(m), self.rng.randint(4, 12))
             elif kind == "kill":
@@ -103,11 +188,64 @@ class World:
                     os.kill(pid, signal.SIGKILL)
                     wait_until(lambda: m.children().get("committer") not in (None, pid), 30,
                                what="the committer of %s to be restarted" % m.name)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             pass  # a pull took the file away meanwhile
         for x in touched:
             committed(x)  # so that every token written is in some commit
+        self.log[-1] += " %.2f s" % (time.monotonic() - began)
         self.reconnect_due()
+
+    def race(self, m, existing):
+        """Another machine changes a file m has; m writes the same file 0-300 ms after
+        that change: after its write, after its push reached the remote, or after m's
+        own pull (of that change) started. Nothing else is waited for: the write often
+        lands while m pulls that very change (issue 17). -> the other machine."""
+        other = self.rng.choice([x for x in self.machines if x is not m])
+        shared = conflicting(existing, files_of(other))
+        path = self.rng.choice(shared) if shared else self.new_path()
+        anchor = self.rng.choice(self.anchors)
+        delay = self.rng.uniform(0, RACE_DELAY)
+        append = self.rng.random() < 0.3
+        big = self.bulk and self.rng.random() < 0.5
+        mine, theirs = self.token(m), self.token(other)  # drawn first: replayable
+        self.log[-1] += " (%s first%s, %s, %s writes %.0f ms after the %s)" % (
+            other.name, " with %d more" % self.bulk if big else "", path, m.name, delay * 1000,
+            anchor)
+        before = remote_main(self.remote)
+        seen = self.pulls.count(m.name) if self.pulls else 0
+        if big:
+            # A change of BULK files and this one in one commit (paused meanwhile): the
+            # pull checks every file, then writes the bulk (sorted first) before this one.
+            paused = ask(other, {"cmd": "pause"}).get("ok")
+            for i in range(self.bulk):
+                write(other, os.path.join(BULK_FOLDER + "-" + other.name, "%03d.txt" % i),
+                      b"bulk %d of operation %d\n" % (i, len(self.log)))
+        self.put(other, path, theirs, mine)
+        if big and paused:
+            ask(other, {"cmd": "resume"})
+        if anchor != "write" and other.name not in self.offline:
+            # Polled, not waited on through the daemon: the anchor is the push itself,
+            # or m's pull-started event.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and (
+                    remote_main(self.remote) == before if anchor == "push"
+                    else self.pulls.count(m.name) == seen):
+                time.sleep(0.005)
+        time.sleep(delay)
+        self.put(m, path, mine, append=append)
+        self.races.append((m.name, time.time()))
+        return other
+
+    def put(self, machine, path, token, *unwritten, append=False):
+        """Write a token (and forget it and `unwritten` if that fails: they are not lost)."""
+        full = os.path.join(machine.path, path)
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "a" if append else "w") as f:
+                f.write(token + "\n")
+        except OSError:
+            self.tokens.difference_update((token,) + unwritten)
+            raise
 
     def reconnect_due(self, now=False):
         for name, (url, left) in list(self.offline.items()):
@@ -116,6 +254,49 @@ class World:
                 del self.offline[name]
             else:
                 self.offline[name] = (url, left - 1)
+
+
+class Pulls:
+    """Each machine's pulls (pull-started to pull-finished), from its committer's events,
+    so a run can say how many race writes landed during the writer's own pull."""
+
+    def __init__(self, machines):
+        self.events = {m.name: [] for m in machines}
+        self.subs = [client.Subscription(load(m.config).socket,
+                                         lambda e, seen=self.events[m.name]: seen.append(e),
+                                         backoff=Backoff(0.05, 0.5)).start()
+                     for m in machines]
+
+    def count(self, name):
+        """How many pulls this machine has started so far."""
+        return sum(e.get("event") == "pull-started" for e in list(self.events[name]))
+
+    def durations(self):
+        found = []
+        for seen in self.events.values():
+            started = None
+            for e in list(seen):
+                if e.get("event") == "pull-started":
+                    started = e.get("time")
+                elif e.get("event") == "pull-finished" and started is not None:
+                    found.append(e.get("time", 0) - started)
+                    started = None
+        return found
+
+    def during(self, name, when):
+        started = None
+        for e in list(self.events[name]):
+            if e.get("event") == "pull-started":
+                started = e.get("time")
+            elif e.get("event") == "pull-finished" and started is not None:
+                if started <= when <= e.get("time", 0):
+                    return True
+                started = None
+        return started is not None and started <= when  # still pulling at the end
+
+    def close(self):
+        for sub in self.subs:
+            sub.close()
 
 
 def git_head(machine):
@@ -131,7 +312,7 @@ def quiet(machines, remote, timeout=120, head=git_head):
             m.notify("pull", check=False)
         heads = {head(m) for m in machines}
         return len(heads) == 1 and all(m.settled(remote) for m in machines)
-    wait_until(converged, timeout, 0.5, "the three machines to converge")
+    wait_until(converged, timeout, 0.5, "the machines to converge")
 
 
 def history_blobs(remote):
@@ -143,34 +324,79 @@ def history_blobs(remote):
     return out.decode("utf-8", "replace")
 
 
+def conflict_copies(remote):
+    """Every conflict copy ever added on the remote's main (some are deleted later)."""
+    # -m: copies are added by merge commits, which git log shows no diff for otherwise.
+    added = git("--git-dir", remote.path, "log", "-m", "--diff-filter=A", "--name-only", "-z",
+                "--format=", "main")
+    return sorted({n for n in os.fsdecode(added).split("\0")
+                   if n and conflicts.COPY_NAME.match(os.path.basename(n.strip()))})
+
+
 def same_and_unmarked(ms):
     final = tree(ms[0])
-    assert tree(ms[1]) == final and tree(ms[2]) == final
+    for m in ms[1:]:
+        assert tree(m) == final, "%s and %s differ" % (ms[0].name, m.name)
     for path, content in final.items():
         for line in content.splitlines():
             assert not line.startswith((b"<<<<<<< ", b">>>>>>> ")), path
 
 
-def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands):
-    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d" % (SEED, OPS))
+def random_run(seed, ops, machines, remote, commands, cpu_burners):
+    """One run: `ops` random operations on MACHINES machines beside BURNERS busy loops,
+    at the shipped delays; every content written must end in history."""
+    names = [chr(ord("a") + i) for i in range(MACHINES)]
+    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d AUTOSYNC_MACHINES=%d AUTOSYNC_BURNERS=%d commands=%s"
+          % (seed, ops, MACHINES, BURNERS, "original" if commands else "new"))
     shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
-    ms = machines("a", "b", "c", pullinterval="2", dvcs=commands)
+    # The shipped delays (conftest's shorter maxwait dropped); a 2 s timer pull on
+    # top of the hook's, which adds pulls to race with.
+    ms = machines(*names, start=False, pullinterval="2", dvcs=commands)
     for m in ms:
+        del m.settings["maxwait"]
+        m.write_config()
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-    world = World(random.Random(SEED), ms, remote)
+        m.start()
+    pulls = Pulls(ms)
+    cpu_burners(BURNERS)
+    world = World(random.Random(seed), ms, remote)
+    world.pulls, world.anchors, world.bulk = pulls, ANCHORS, BULK
+    started = time.monotonic()
     try:
-        for n in range(OPS):
+        for n in range(ops):
             world.do(n)
         world.reconnect_due(now=True)
         quiet(ms, remote)
     finally:
+        pulls.close()
         print("\n".join(world.log))
     same_and_unmarked(ms)
     history = history_blobs(remote)
-    lost = sorted(t for t in world.tokens if t not in history)
-    assert not lost, "contents neither in the tree nor in history: %s" % lost
+    on_disk = "".join(c.decode("utf-8", "replace") for m in ms for c in tree(m).values())
+    lost = sorted(t for t in world.tokens if t not in history and t not in on_disk)
+    copies = conflict_copies(remote)
+    during = sum(pulls.during(name, when) for name, when in world.races)
+    took = sorted(pulls.durations())
+    print("pulls: %d, median %.0f ms, longest %.0f ms" % (
+        len(took), 1000 * took[len(took) // 2] if took else 0, 1000 * max(took or [0])))
+    print("RESULT seed=%d commands=%s machines=%d burners=%d operations=%d contents=%d lost=%d "
+          "conflict-copies=%d races=%d races-during-own-pull=%d seconds=%.0f"
+          % (seed, "original" if commands else "new", MACHINES, BURNERS, ops, len(world.tokens),
+             len(lost), len(copies), len(world.races), during, time.monotonic() - started))
+    assert not lost, "contents neither on disk nor in history: %s" % lost
     for m in ms:
         assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
+
+
+def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands,
+                                                                    cpu_burners):
+    random_run(SEED, OPS, machines, remote, commands, cpu_burners)
+
+
+@pytest.mark.slow  # several minutes each: more seeds than the normal suite has time for
+@pytest.mark.parametrize("seed", SEEDS)
+def test_more_seeds_converge_and_lose_nothing(seed, machines, remote, commands, cpu_burners):
+    random_run(seed, SLOW_OPS, machines, remote, commands, cpu_burners)
 
 
 @pytest.mark.slow  # two to five minutes: the suite must stay well under 15
