@@ -121,11 +121,11 @@ def test_a_failure_said_once_is_retried_quietly(committer):
         committer.state("confused")  # only the states the status documents
 
 
-def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
+def sync_in_one_step(committer, note):
+    """A sync with a note asked from a socket thread, served by one worker step -> the reply."""
     replies = []
     asker = threading.Thread(target=lambda: replies.append(committer.handle(
-        {"cmd": "sync", "note": "restored photos as it was at 2026-12-01 10:00", "timeout": 10},
-        None)))
+        {"cmd": "sync", "note": note, "timeout": 10}, None)))
     asker.start()
     for _ in range(100):
         if committer.wanted["sync"]:
@@ -133,7 +133,12 @@ def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
         time.sleep(0.01)
     committer.step()
     asker.join(5)
-    assert replies[0]["ok"]
+    return replies[0]
+
+
+def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
+    reply = sync_in_one_step(committer, "restored photos as it was at 2026-12-01 10:00")
+    assert reply["ok"]
     assert committer.repo.notes == ["restored photos as it was at 2026-12-01 10:00"]
     for bad in ("two\nlines", "", 7, "x" * 301):
         assert not committer.handle({"cmd": "sync", "note": bad}, None)["ok"]
@@ -143,19 +148,10 @@ def test_a_sync_note_goes_on_the_batch_committed_in_the_same_step(committer):
     """A restore's writes (the watcher's batch) and its sync with the note arrive
     together: the one commit that holds them carries the note, and the sync says so."""
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a.txt"}]}, None)
-    replies = []
-    asker = threading.Thread(target=lambda: replies.append(committer.handle(
-        {"cmd": "sync", "note": "restore of a.txt as it was", "timeout": 10}, None)))
-    asker.start()
-    for _ in range(100):
-        if committer.wanted["sync"]:
-            break
-        time.sleep(0.01)
-    committer.step()
-    asker.join(5)
+    reply = sync_in_one_step(committer, "restore of a.txt as it was")
     assert committer.repo.notes == ["restore of a.txt as it was"]
     assert [c for c in committer.repo.calls if c[0] == "commit"][0] == ("commit", ["a.txt"], False)
-    assert replies[0]["ok"] and replies[0]["committed"] is True
+    assert reply["ok"] and reply["committed"] is True
 
 
 def test_only_a_push_of_something_new_is_announced(committer):
