@@ -19,6 +19,13 @@ the last commit, say), and the check holds up to the instant of the write:
   during the check, the two swap back and the path keeps the user's bytes;
 * a new file is only ever linked in where nothing is (RENAME_NOREPLACE).
 
+Between the swap and the swap back, the user's bytes live under the temporary
+name. So that a crash there loses nothing, each write is first written down
+in a journal of its own (`$XDG_STATE_HOME/autosync/writing/PID.N`: the
+temporary path and the path, NUL-separated) and the entry removed after;
+`recovery.leftover_writes` finds the entries of processes that died and keeps
+what their temporary files hold.
+
 Folders are entered one at a time with O_NOFOLLOW, never through a symbolic
 link: a path whose folders include one, or a file where a folder should be,
 is refused with a one-line `Refused`. Nothing outside the root is written.
@@ -50,6 +57,56 @@ TEMP = ".autosync-write.%d.%d~"  # "~": editor junk, which the watcher and git l
 _libc = ctypes.CDLL(None, use_errno=True)
 _renameat2 = getattr(_libc, "renameat2", None)
 _counter = itertools.count()
+
+
+def journal_dir():
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "autosync", "writing")
+
+
+class Journal:
+    """One write in flight: where its temporary file is, and for which path."""
+
+    def __init__(self, dfd, temp, name):
+        self.path, self.dfd, self.temp = None, dfd, temp
+        folder = os.readlink("/proc/self/fd/%d" % dfd)  # the folder as entered, no link
+        entry = os.fsencode(os.path.join(folder, temp)) + b"\0" + \
+            os.fsencode(os.path.join(folder, name)) + b"\0"
+        where = journal_dir()
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        path = os.path.join(where, "%d.%d" % (os.getpid(), next(_counter)))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, entry)
+        finally:
+            os.close(fd)
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """The entry goes once the temporary file has (a failure that left it keeps
+        the entry, for recovery)."""
+        try:
+            os.lstat(self.temp, dir_fd=self.dfd)
+            return
+        except FileNotFoundError:
+            pass
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def read_journal(path):
+    """A journal's entry -> (temporary path, path) as bytes, or None if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            parts = f.read().split(b"\0")
+    except OSError:
+        return None
+    return (parts[0], parts[1]) if len(parts) == 3 and parts[0] and parts[1] else None
 
 
 class Refused(Exception):
@@ -89,6 +146,7 @@ class Writer:
     store it (clean filters, line endings) when the plain hash differs."""
 
     checked = None  # seam: called with rel after the check, before the swap
+    swapped = None  # seam: called with rel after the swap, before it is looked at again
 
     def __init__(self, root, confirm=None):
         self.root = root
@@ -232,11 +290,10 @@ class Writer:
 
     # --- writing -----------------------------------------------------------------------
 
-    def _temp(self, dfd, mode, data, perms):
-        name = TEMP % (os.getpid(), next(_counter))
+    def _temp(self, dfd, name, mode, data, perms):
         if mode == LINK:
             os.symlink(data, name, dir_fd=dfd)
-            return name
+            return
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                      dir_fd=dfd)
         try:
@@ -246,7 +303,6 @@ class Writer:
             os.fchmod(fd, perms)
         finally:
             os.close(fd)
-        return name
 
     @staticmethod
     def _perms(mode, old):
@@ -268,14 +324,16 @@ class Writer:
                     old = st.st_mode if stat.S_ISREG(st.st_mode) else None
                 except FileNotFoundError:
                     expect = None  # removed here meanwhile: the new version is a change kept
-            temp = self._temp(dfd, mode, data, self._perms(mode, old))
-            try:
-                return self._swap_in(dfd, name, rel, temp, expect)
-            finally:
+            temp = TEMP % (os.getpid(), next(_counter))
+            with Journal(dfd, temp, name):
+                self._temp(dfd, temp, mode, data, self._perms(mode, old))
                 try:
-                    os.unlink(temp, dir_fd=dfd)
-                except FileNotFoundError:
-                    pass
+                    return self._swap_in(dfd, name, rel, temp, expect)
+                finally:
+                    try:
+                        os.unlink(temp, dir_fd=dfd)
+                    except FileNotFoundError:
+                        pass
         finally:
             os.close(dfd)
 
@@ -304,6 +362,8 @@ class Writer:
                 self.checked(rel)
             try:
                 rename(dfd, temp, dfd, name, RENAME_EXCHANGE)
+                if self.swapped:
+                    self.swapped(rel)
             except FileNotFoundError:
                 return False
             except OSError as e:
@@ -335,10 +395,13 @@ class Writer:
             if held is None:
                 return False
             temp = TEMP % (os.getpid(), next(_counter))
+            journal = Journal(dfd, temp, name)
             try:
                 if self.checked:
                     self.checked(rel)
                 os.rename(name, temp, src_dir_fd=dfd, dst_dir_fd=dfd)  # temp: a fresh name
+                if self.swapped:
+                    self.swapped(rel)
                 if not self._still_ours(held, dfd, temp):
                     try:
                         rename(dfd, temp, dfd, name, RENAME_NOREPLACE)
@@ -348,6 +411,7 @@ class Writer:
                 os.unlink(temp, dir_fd=dfd)
             finally:
                 self._let_go(*held[:2])
+                journal.__exit__()
         finally:
             os.close(dfd)
         self.prune(rel)

@@ -7,14 +7,18 @@
   taken on, once the clone is complete.
 * `clear_stale_lock`: remove a git `index.lock` that no live process holds.
 * `leftover_commands`: DVCS commands a killed committer started, still running.
+* `leftover_writes`: bytes a killed guarded write had moved aside, kept.
 
 Processes are found through /proc (Linux), only the user's own are readable.
 """
+import errno
 import logging
 import os
+import stat
 import subprocess
 import time
 
+from autosync import guarded
 from autosync.commands import CommandFailed, environment
 from autosync.paths import find_marker
 
@@ -244,3 +248,74 @@ def wait_for_leftovers(folder, timeout, quiet_scans=3):
         log.error("commands left by a killed committer still run after %.0f s; going on",
                   timeout)
     return (quiet >= quiet_scans) if told else None
+
+
+def _alive(pid):
+    return os.path.exists("/proc/%d" % pid)
+
+
+def leftover_writes(root, in_history, copy_name):
+    """Guarded writes cut off by a killed process (guarded.Journal): between its swap
+    and its swap back, the user's bytes were under the temporary name.
+
+    For each entry under `root` of a process no longer alive: a temporary file whose
+    content `in_history(data)` knows is removed; any other content is kept beside
+    its path, at `copy_name(path)` (absolute paths; a conflict copy's name), never
+    over a file. -> the paths of the copies kept."""
+    where = guarded.journal_dir()
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return []
+    top = os.fsencode(os.path.realpath(root)).rstrip(b"/") + b"/"
+    kept = []
+    for name in sorted(names):
+        pid = name.split(".")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        journal = os.path.join(where, name)
+        entry = guarded.read_journal(journal)
+        if entry and not entry[0].startswith(top):
+            continue  # another folder's: its own committer sees to it
+        if entry and not _keep_leftover(os.fsdecode(entry[0]), os.fsdecode(entry[1]),
+                                        in_history, copy_name, kept):
+            continue  # could not be kept now: the entry stays for the next start
+        os.unlink(journal)
+    return kept
+
+
+def _keep_leftover(temp, path, in_history, copy_name, kept):
+    try:
+        st = os.lstat(temp)
+    except FileNotFoundError:
+        return True  # the write had finished, or not begun
+    if stat.S_ISLNK(st.st_mode):
+        data = os.fsencode(os.readlink(temp))
+    elif stat.S_ISREG(st.st_mode):
+        with open(temp, "rb") as f:
+            data = f.read()
+    else:
+        return True  # not ours (a folder of that name would never be a temporary file)
+    if in_history is not None and in_history(data):
+        os.unlink(temp)
+        log.info("removed %s, left by a write that was cut off: its content is in history",
+                 temp)
+        return True
+    copy = copy_name(path)
+    try:
+        try:
+            guarded.rename(guarded.AT_FDCWD, temp, guarded.AT_FDCWD, copy,
+                           guarded.RENAME_NOREPLACE)
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                raise
+            os.link(temp, copy, follow_symlinks=False)  # never replaces either
+            os.unlink(temp)
+    except OSError as e:
+        log.error("could not keep %s (left by a write that was cut off) as %s: %s; it "
+                  "stays where it is", temp, copy, e.strerror)
+        return False
+    log.warning("kept bytes that a cut-off write had moved aside, which are in no "
+                "version: %s", copy)
+    kept.append(copy)
+    return True

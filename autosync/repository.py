@@ -123,6 +123,7 @@ class Repository:
                 conflicts.undo_killed_pull(self.folder)
             except RuntimeError as e:
                 log.error("%s", e)
+        self.keep_leftover_writes()
         if self.gitdir:
             self.count_conflicts()
 
@@ -345,9 +346,26 @@ class Repository:
             log.warning("%s", e)
             return ""
 
+    def keep_leftover_writes(self):
+        """Bytes a killed write of ours (a pull, restore or settle) had moved aside: gone
+        if history has them, else kept as a conflict copy. -> the copies."""
+        in_history = None
+        if self.gitdir:
+            def in_history(data):
+                oid = gitrepo.git(self.folder, "hash-object", "--stdin", data=data, check=False)
+                return bool(oid) and gitrepo.git(self.folder, "cat-file", "-e",
+                                                 oid.decode().strip(), check=False) is not None
+
+        def copy(path):
+            return conflicts.copy_name(path, self.host, time.time(),
+                                       lambda name: not os.path.lexists(name))
+        # A copy is a conflict copy by name: the rescan commits it, status counts it.
+        return recovery.leftover_writes(self.folder, in_history, copy)
+
     def run_guarded_pull(self):
         """gitpull.py's pull; True if it went well."""
         self.report.state("pulling")
+        self.keep_leftover_writes()  # a restore killed while the committer ran
         if not self.merge_cleared():  # a merge left half-done by hand or by a kill
             return False
         try:

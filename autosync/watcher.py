@@ -128,7 +128,8 @@ class Watcher:
             if not self.ignore(src_rel, isdir) and not self.ignore(rel, isdir):
                 batch.move(src_rel, rel, isdir)
                 return
-            batch.touch(src_rel, isdir)
+            if not self.ignore(src_rel, isdir):  # moved into editor junk: gone from here
+                batch.touch(src_rel, isdir)
         if event.mask & (pyinotify.IN_MOVE_SELF | pyinotify.IN_DELETE_SELF):
             return  # the parent folder's event tells us the same
         if isdir and not event.mask & (pyinotify.IN_CREATE | pyinotify.IN_DELETE

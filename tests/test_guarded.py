@@ -194,3 +194,121 @@ def test_holds_looks_without_writing(root, tmp_path_factory):
     os.symlink(other, root / "l")
     assert not writer.holds("l/a.txt", Expect("100644", data=b""))  # never through a link
     assert (root / "d" / "a.txt").read_bytes() == b"committed\n" and no_temps(root)
+
+
+# --- a write cut off between its swap and its swap back (recovery.leftover_writes) ----
+
+CUT_OFF = r"""
+import os, sys
+from autosync import guarded
+root, edit = sys.argv[1], sys.argv[2] == "edit"
+writer = guarded.Writer(root)
+def inject(rel):  # the user saves by rename after the check: their bytes are at the path
+    if edit:
+        with open(os.path.join(root, "d", ".a.txt.swp"), "wb") as f:
+            f.write(b"saved by an editor\n")
+        os.replace(os.path.join(root, "d", ".a.txt.swp"), os.path.join(root, "d", "a.txt"))
+writer.checked = inject
+writer.swapped = lambda rel: os._exit(9)  # killed right after the swap
+old = b"committed\n"
+writer.put("d/a.txt", "100644", b"pulled\n",
+           guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40)))
+"""
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "autosync" / "writing"
+
+
+def cut_off(root, edit):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", CUT_OFF, str(root), "edit" if edit else "-"],
+                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert proc.returncode == 9  # killed where it was meant to be
+    return [p for p in (root / "d").iterdir() if p.name.startswith(".autosync-write.")]
+
+
+def copy_beside(path):
+    return path + " (kept)"
+
+
+def test_bytes_moved_aside_by_a_killed_write_are_kept_beside_the_path(root, state):
+    from autosync import recovery
+    temps = cut_off(root, edit=True)
+    # The kill left the user's bytes under the temporary name, and the entry says where.
+    assert [t.read_bytes() for t in temps] == [b"saved by an editor\n"]
+    assert len(list(state.iterdir())) == 1
+    kept = recovery.leftover_writes(str(root), lambda data: data == b"committed\n",
+                                    copy_beside)
+    assert kept == [str(root / "d" / "a.txt") + " (kept)"]
+    assert (root / "d" / "a.txt (kept)").read_bytes() == b"saved by an editor\n"
+    assert (root / "d" / "a.txt").read_bytes() == b"pulled\n"
+    assert no_temps(root) and list(state.iterdir()) == []
+
+
+def test_a_content_history_has_is_removed_not_copied(root, state):
+    from autosync import recovery
+    temps = cut_off(root, edit=False)
+    assert [t.read_bytes() for t in temps] == [b"committed\n"]
+    assert recovery.leftover_writes(str(root), lambda data: data == b"committed\n",
+                                    copy_beside) == []
+    assert sorted(p.name for p in (root / "d").iterdir()) == ["a.txt"]
+    assert list(state.iterdir()) == []
+
+
+def test_without_a_history_to_ask_everything_is_kept(root, state):
+    from autosync import recovery
+    cut_off(root, edit=False)
+    assert recovery.leftover_writes(str(root), None, copy_beside)
+    assert (root / "d" / "a.txt (kept)").read_bytes() == b"committed\n"
+
+
+def test_a_live_writer_and_another_folder_are_left_alone(root, state, tmp_path_factory):
+    from autosync import recovery
+    cut_off(root, edit=True)
+    other = tmp_path_factory.mktemp("other")
+    assert recovery.leftover_writes(str(other), None, copy_beside) == []
+    assert len(list(state.iterdir())) == 1 and not no_temps(root)  # another folder's
+    entry = next(state.iterdir())
+    live = entry.with_name("%d.1" % os.getpid())
+    entry.rename(live)  # as if the writer were this (live) process
+    assert recovery.leftover_writes(str(root), None, copy_beside) == []
+    assert live.exists() and not no_temps(root)
+
+
+def test_a_finished_write_leaves_no_entry(root, state):
+    assert Writer(str(root)).put("d/a.txt", "100644", b"pulled\n",
+                                 Expect("100644", oid=oid(b"committed\n")))
+    assert Writer(str(root)).remove("d/a.txt", Expect("100644", data=b"pulled\n"))
+    assert list(state.iterdir()) == [] and no_temps(root)
+
+
+@pytest.mark.e2e
+def test_a_running_suite_keeps_what_a_killed_restore_moved_aside(machines, remote):
+    """A restore (or settle) killed between its swap and its swap back, while the suite
+    runs: at its next pull the committer keeps the user's bytes as a conflict copy, and
+    they reach the remote like any change."""
+    from conftest import git, wait_until
+    a = machines("a", start=False)
+    os.makedirs(os.path.join(a.path, "d"))
+    with open(os.path.join(a.path, "d", "a.txt"), "wb") as f:
+        f.write(b"committed\n")
+    git("add", "-A", cwd=a.path)
+    git("commit", "-qm", "a file", cwd=a.path)
+    git("push", "-q", cwd=a.path)
+    a.start()
+    import pathlib
+    cut_off(pathlib.Path(a.path), edit=True)
+    a.notify("pull")
+
+    def copy_pushed():
+        names = git("--git-dir", remote.path, "ls-tree", "-r", "--name-only", "main").decode()
+        return next((n for n in names.splitlines() if n.startswith("d/a (conflict from ")),
+                    None)
+    copy = wait_until(copy_pushed, 30, what="the kept bytes to be pushed")
+    assert git("--git-dir", remote.path, "show", "main:" + copy) == b"saved by an editor\n"
+    assert not [n for n in os.listdir(os.path.join(a.path, "d"))
+                if n.startswith(".autosync-write.")]
