@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from autosync import guarded
 from autosync.watcher import Watcher
 from conftest import git, wait_until
 
@@ -70,6 +71,33 @@ def test_symlinks_are_entries_never_followed(watcher):
     assert sorted(watcher.tree.scan(root, "", watcher.ignore)) == [
         "unpacked/deep/usr", "unpacked/loop", "usr-link"]
     assert watcher.tree.scan(root, "usr-link", watcher.ignore) == []
+
+
+def test_moves_into_and_out_of_editor_junk_name_only_the_real_file(watcher):
+    """A file swapped with a temporary `~` name (a guarded write, an editor's backup)
+    is a change of that file; the junk name itself is never sent."""
+    root = watcher.root
+    for name in ("a.txt", "b.txt~"):
+        with open(os.path.join(root, name), "w") as f:
+            f.write(name)
+    settle_watches(watcher)
+    watcher.batch.close(root, watcher.tree, watcher.ignore)
+    os.rename(os.path.join(root, "a.txt"), os.path.join(root, ".a.txt.1~"))  # into junk
+    os.rename(os.path.join(root, "b.txt~"), os.path.join(root, "b.txt"))  # out of junk
+    settle_watches(watcher)
+    changes = watcher.batch.close(root, watcher.tree, watcher.ignore)
+    assert sorted((c["action"], c["path"]) for c in changes) == [
+        ("added", "b.txt"), ("removed", "a.txt")]
+    # The guarded writer's swap: both names move at once (renameat2 RENAME_EXCHANGE).
+    with open(os.path.join(root, ".autosync-write.1.1~"), "w") as f:
+        f.write("pulled")
+    settle_watches(watcher)
+    watcher.batch.close(root, watcher.tree, watcher.ignore)
+    guarded.rename(guarded.AT_FDCWD, os.path.join(root, ".autosync-write.1.1~"),
+                   guarded.AT_FDCWD, os.path.join(root, "b.txt"), guarded.RENAME_EXCHANGE)
+    settle_watches(watcher)
+    changes = watcher.batch.close(root, watcher.tree, watcher.ignore)
+    assert [(c["action"], c["path"]) for c in changes] == [("modified", "b.txt")]
 
 
 def watches_of(pid):
