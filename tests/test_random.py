@@ -5,7 +5,8 @@
 runs a longer soak (defaults: seed 1, 30 operations, three machines, in the normal
 suite, once with the suite's commands and once with the original's). With `-m slow`
 the same runs, at 200 operations, for each seed of AUTOSYNC_SEEDS (default 2,3,4). AUTOSYNC_MACHINES
-(default 3), AUTOSYNC_BURNERS (busy loops beside the run, default 2) and AUTOSYNC_BULK
+(default 3), AUTOSYNC_READFREQUENCY (not set: as shipped), AUTOSYNC_BURNERS (busy
+loops beside the run, default 2) and AUTOSYNC_BULK
 (files rewritten beside half the races' first change, default 300) set the rest.
 Each run prints one RESULT line (seed, operations, contents written, lost, conflict
 copies, races and how many of them landed during the writer's own pull); the seed and
@@ -40,6 +41,7 @@ SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if
 OPS = int(os.environ.get("AUTOSYNC_OPS", "30"))
 SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
 MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
+READFREQUENCY = os.environ.get("AUTOSYNC_READFREQUENCY", "")  # not set: as shipped
 BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
 HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
 HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
@@ -346,14 +348,17 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     """One run: `ops` random operations on MACHINES machines beside BURNERS busy loops,
     at the shipped delays; every content written must end in history."""
     names = [chr(ord("a") + i) for i in range(MACHINES)]
-    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d AUTOSYNC_MACHINES=%d AUTOSYNC_BURNERS=%d commands=%s"
-          % (seed, ops, MACHINES, BURNERS, "original" if commands else "new"))
+    print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d AUTOSYNC_MACHINES=%d AUTOSYNC_BURNERS=%d "
+          "AUTOSYNC_READFREQUENCY=%s commands=%s" % (seed, ops, MACHINES, BURNERS, READFREQUENCY,
+                                                    "original" if commands else "new"))
     shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
     # The shipped delays (conftest's shorter maxwait dropped); a 2 s timer pull on
     # top of the hook's, which adds pulls to race with.
     ms = machines(*names, start=False, pullinterval="2", dvcs=commands)
     for m in ms:
         del m.settings["maxwait"]
+        if READFREQUENCY:  # the issue's second setting: batches ended by a quiet time
+            m.settings["readfrequency"] = READFREQUENCY
         m.write_config()
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
         m.start()
@@ -379,9 +384,10 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     took = sorted(pulls.durations())
     print("pulls: %d, median %.0f ms, longest %.0f ms" % (
         len(took), 1000 * took[len(took) // 2] if took else 0, 1000 * max(took or [0])))
-    print("RESULT seed=%d commands=%s machines=%d burners=%d operations=%d contents=%d lost=%d "
-          "conflict-copies=%d races=%d races-during-own-pull=%d seconds=%.0f"
-          % (seed, "original" if commands else "new", MACHINES, BURNERS, ops, len(world.tokens),
+    print("RESULT seed=%d commands=%s machines=%d readfrequency=%s burners=%d operations=%d "
+          "contents=%d lost=%d conflict-copies=%d races=%d races-during-own-pull=%d seconds=%.0f"
+          % (seed, "original" if commands else "new", MACHINES, READFREQUENCY or "shipped",
+             BURNERS, ops, len(world.tokens),
              len(lost), len(copies), len(world.races), during, time.monotonic() - started))
     assert not lost, "contents neither on disk nor in history: %s" % lost
     for m in ms:
