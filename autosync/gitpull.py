@@ -14,7 +14,8 @@ committer pulls this way instead:
    guarded.Writer: a file is replaced only if it still holds exactly what
    HEAD holds, and not open for writing; one that changed keeps its bytes,
    and the pulled version becomes a conflict copy beside it;
-4. only then do the index (the changed paths) and HEAD move.
+4. only then do the index (the changed paths) and HEAD move, and the
+   post-merge hook runs, as after a `git pull`.
 
 Any other pullcmd (a rebase, Mercurial, a script) stays a command.
 """
@@ -141,7 +142,16 @@ class GitPull:
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
         if head:
             self.git("update-ref", "ORIG_HEAD", head)
+        self.post_merge()
         return {"merged": copies, "beside": beside, "kept": kept, "merge": merge}
+
+    def post_merge(self):
+        """The repository's post-merge hook runs, as after `git pull` (its argument: 0,
+        not a squash). `git hook run` is git 2.36's; an older git runs none."""
+        ran = self.git("hook", "run", "--ignore-missing", "post-merge", "--", "0", check=False)
+        if ran.returncode:
+            log.warning("post-merge hook: %s", ran.stderr.decode("utf-8", "replace").strip()
+                        or "exit %d" % ran.returncode)
 
     def rev(self, name):
         proc = self.git("rev-parse", "-q", "--verify", name, check=False)

@@ -161,6 +161,23 @@ def test_diverged_histories_merge_in_objects_and_conflicts_keep_both(two):
     assert b"<<<<<<<" not in b"".join(everything_ever(b))
 
 
+def test_the_post_merge_hook_runs_after_a_pull_that_brought_something(two):
+    remote, a, b = two
+    hook = os.path.join(b, ".git", "hooks", "post-merge")
+    with open(hook, "w") as f:
+        f.write('#!/bin/sh\necho "$1 $(git rev-parse HEAD)" >> .git/merged\n')
+    os.chmod(hook, 0o755)
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: modified z.txt")
+    pull(b)
+    head = git("rev-parse", "HEAD", cwd=b).decode().strip()
+    with open(os.path.join(b, ".git", "merged")) as f:
+        assert f.read() == "0 %s\n" % head  # once, with HEAD already moved
+    pull(b)  # nothing new: no merge, no hook
+    with open(os.path.join(b, ".git", "merged")) as f:
+        assert f.read().count("\n") == 1
+
+
 def test_nothing_new_changes_nothing(two):
     remote, a, b = two
     head = git("rev-parse", "HEAD", cwd=b)
