@@ -20,7 +20,7 @@ the last commit, say), and the check holds up to the instant of the write:
 * a new file is only ever linked in where nothing is (RENAME_NOREPLACE).
 
 Between the swap and the swap back, the user's bytes live under the temporary
-name. So that a crash there loses nothing, each write is first written down
+name. So that a crash there loses nothing, each swap or remove is first written down
 in a journal of its own (`$XDG_STATE_HOME/autosync/writing/PID.N`: the
 temporary path and the path, NUL-separated) and the entry removed after;
 `recovery.leftover_writes` finds the entries of processes that died and keeps
@@ -35,6 +35,7 @@ what the user had (the caller keeps the other version elsewhere, e.g. as a
 conflict copy). `checked`, when set, is called with the path between the
 check and the swap: tests write there to prove the guard holds.
 """
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -73,9 +74,13 @@ class Journal:
         entry = os.fsencode(os.path.join(folder, temp)) + b"\0" + \
             os.fsencode(os.path.join(folder, name)) + b"\0"
         where = journal_dir()
-        os.makedirs(where, mode=0o700, exist_ok=True)
         path = os.path.join(where, "%d.%d" % (os.getpid(), next(_counter)))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            os.makedirs(where, mode=0o700, exist_ok=True)
+            fd = os.open(path, flags, 0o600)
         try:
             os.write(fd, entry)
         finally:
@@ -325,7 +330,9 @@ class Writer:
                 except FileNotFoundError:
                     expect = None  # removed here meanwhile: the new version is a change kept
             temp = TEMP % (os.getpid(), next(_counter))
-            with Journal(dfd, temp, name):
+            # Only a swap can move the user's bytes aside; a new file's temporary one
+            # holds the new version only (no entry: a pull of many new files stays fast).
+            with Journal(dfd, temp, name) if expect is not None else contextlib.nullcontext():
                 self._temp(dfd, temp, mode, data, self._perms(mode, old))
                 try:
                     return self._swap_in(dfd, name, rel, temp, expect)
