@@ -452,9 +452,9 @@ BAD = {
     "pullinterval inf": (OK + "pullinterval = inf",
                          "[autosync] pullinterval: expected %s (0: never), got 'inf'" % NUMBER),
     "syncmethod bogus": (OK + "syncmethod = bogus",
-                         "[autosync] syncmethod: expected xmpp or none, got 'bogus'"),
+                         "[autosync] syncmethod: expected xmpp, ssh or none, got 'bogus'"),
     "syncmethod server": (OK + "syncmethod = autosync-server",
-                          "[autosync] syncmethod: expected xmpp or none (autosync-server was "
+                          "[autosync] syncmethod: expected xmpp, ssh or none (autosync-server was "
                           "never implemented), got 'autosync-server'"),
     "notifymethod": (OK + "notifymethod = email", "[autosync] notifymethod: expected desktop, "
                      "xmpp, all or none, got 'email'"),
