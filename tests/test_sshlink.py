@@ -1,0 +1,235 @@
+"""autosync-sshlink: the remote's address -> the watch command; the link's decisions
+against a fake committer (tests/fakes.py) with scripted watch commands; and the real
+suite on two machines through a private sshd (tests/sshd.py)."""
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import git, wait_until
+from fakes import FakeCommitter, config
+
+from autosync import sshlink
+
+OPTIONS = sshlink.SSH_OPTIONS
+SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshlink.REMOTE_SCRIPT)
+FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, stable=60.0, committer_retry=0.1,
+                      pull_timeout=10.0, stop_grace=2.0)
+REV_A, REV_B = "a" * 40, "b" * 40
+
+
+# --- the remote's address -> the default watch command --------------------------------
+
+@pytest.mark.parametrize("url, argv", [
+    ("host:repo.git", ["--", "host", SCRIPT + "repo.git"]),
+    ("me@host:/srv/my repo.git", ["--", "me@host", SCRIPT + "'/srv/my repo.git'"]),
+    ("ssh://me@host:2222/srv/r.git", ["-p", "2222", "--", "me@host", SCRIPT + "/srv/r.git"]),
+    ("ssh://host/~/r.git", ["--", "host", SCRIPT + "'~/r.git'"]),
+    ("git+ssh://host/r.git", ["--", "host", SCRIPT + "/r.git"]),
+    ("[::1]:r.git", ["--", "::1", SCRIPT + "r.git"]),
+    ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1", SCRIPT + "/r.git"]),
+])
+def test_an_ssh_remote_is_watched_over_ssh(url, argv):
+    assert sshlink.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
+        ["ssh", "-F", "cfg"] + OPTIONS + argv
+
+
+@pytest.mark.parametrize("url, path", [
+    ("/srv/r.git", "/srv/r.git"), ("file:///srv/r.git", "/srv/r.git"),
+    ("../r.git", "/home/me/r.git"), ("./sub:dir/r.git", "/home/me/Sync/sub:dir/r.git"),
+])
+def test_a_local_remote_is_watched_here_without_ssh(url, path):
+    assert sshlink.default_watch(url, "/home/me/Sync") == \
+        [sys.executable, "-m", "autosync.remote", "watch", path]
+
+
+@pytest.mark.parametrize("url, error", [
+    ("", "the remote has no address (remoteurlcmd printed nothing)"),
+    ("https://example.org/r.git", "https://example.org/r.git: a https:// remote cannot be "
+                                  "watched over ssh"),
+    ("-oProxyCommand=evil:r.git", "-oProxyCommand=evil:r.git: bad host name "
+                                  "'-oProxyCommand=evil'"),
+    ("ssh://host:99999/r", "ssh://host:99999/r: bad port '99999'"),
+    ("host:", "host:: no repository path in the address"),
+])
+def test_a_remote_that_cannot_be_watched_is_one_line(url, error):
+    with pytest.raises(sshlink.BadRemote) as raised:
+        sshlink.default_watch(url, "/work")
+    assert str(raised.value) == error
+
+
+def test_the_ssh_git_uses_is_the_one_used(tmp_path):
+    git("init", "-q", str(tmp_path))
+    assert sshlink.ssh_program({"GIT_SSH_COMMAND": "ssh -i 'my key'"}, str(tmp_path)) == \
+        ["ssh", "-i", "my key"]
+    assert sshlink.ssh_program({}, str(tmp_path)) == ["ssh"]
+    git("config", "core.sshCommand", "ssh -F /etc/x", cwd=str(tmp_path))
+    assert sshlink.ssh_program({}, str(tmp_path)) == ["ssh", "-F", "/etc/x"]
+
+
+def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
+    git("init", "-q", str(tmp_path))
+    odd = "/srv/a b;$(touch x)'.git"
+    git("remote", "add", "origin", "host:" + odd, cwd=str(tmp_path))
+    cfg = config(str(tmp_path))
+    cfg.commands = dict(cfg.commands, watchcmd="ssh -J jump host autosync-remote watch %s")
+    argv, _ = sshlink.watch_argv(cfg)
+    assert argv == ["ssh", "-J", "jump", "host", "autosync-remote", "watch", odd]
+    cfg.commands["watchcmd"] = "my-watch | cat"  # no %s, shell syntax: through /bin/sh
+    assert sshlink.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
+
+
+def test_why_it_ended_keeps_ssh_s_words_and_not_its_notices():
+    said = b"Warning: Permanently added '[h]:22' (ED25519) to the list of known hosts.\r\n" \
+           b"me@h: Permission denied (publickey).\r\n"
+    assert sshlink.why_it_ended(255, said) == \
+        "the watch command ended (exit 255): me@h: Permission denied (publickey)."
+    assert sshlink.why_it_ended(-9, b"") == "the watch command ended (killed by signal 9)"
+
+
+# --- the link's decisions, against a fake committer ------------------------------------
+
+class Scripted:
+    """A Link in a thread whose watch commands are shell scripts, one per start (the last
+    is repeated); `have` answers from a set of revisions."""
+
+    def __init__(self, tmp_path, *scripts, timing=FAST, argv=None):
+        self.committer = FakeCommitter()
+        self.scripts = list(scripts)
+        self.starts = 0
+        self.haves = {REV_A}
+        self.fifo = str(tmp_path / "lines")
+        os.mkfifo(self.fifo)
+        cfg = config(str(tmp_path), socket=self.committer.path)
+        self.link = sshlink.Link(cfg, timing, argv=argv or self.argv,
+                                 have=lambda path, rev: rev in self.haves)
+        self.thread = threading.Thread(target=self.link.run, daemon=True)
+        self.thread.start()
+
+    def argv(self, cfg):
+        script = self.scripts[min(self.starts, len(self.scripts) - 1)]
+        self.starts += 1
+        return ["sh", "-c", script.replace("FIFO", shlex.quote(self.fifo))], "script"
+
+    def say(self, text):
+        """Lines for a script that runs `cat FIFO` (the writer's close ends it)."""
+        with open(self.fifo, "w") as f:
+            f.write(text)
+
+    def requests(self, cmd):
+        return self.committer.asked(cmd)
+
+    def told(self):
+        """The link requests, a repetition left out: the link is told once more when the
+        subscription to the committer comes up (it may have restarted)."""
+        told = []
+        for m in self.requests("link"):
+            if not told or told[-1] != m:
+                told.append(m)
+        return told
+
+    def up(self):
+        return [m["up"] for m in self.told()]
+
+    def close(self):
+        if self.thread.is_alive():
+            self.link.stop()
+            self.thread.join(10)
+        self.committer.cleanup()
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    made = []
+
+    def make(*scripts, **options):
+        made.append(Scripted(tmp_path, *scripts, **options))
+        return made[-1]
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_up_at_the_first_line_then_a_pull_only_for_a_revision_we_lack(scripted):
+    s = scripted("echo 'refs/heads/main %s'; exec cat FIFO" % REV_A)
+    wait_until(lambda: s.up() == [True], what="link up")
+    wait_until(lambda: len(s.requests("pull")) == 1, what="the catch-up pull")
+    with open(s.fifo, "w") as f:
+        f.write("refs/heads/main %s\n" % REV_A)  # our own push: we have it
+        f.flush()
+        time.sleep(0.3)
+        assert len(s.requests("pull")) == 1
+        f.write("refs/heads/main %s\n" % REV_B)  # another machine's push
+        f.flush()
+        wait_until(lambda: len(s.requests("pull")) == 2, what="a pull for the new revision")
+        f.write("refs/heads/gone %s\nnot a line\n" % ("0" * 40))  # a removal, and noise
+        f.flush()
+        time.sleep(0.3)
+    assert len(s.requests("pull")) == 2
+    assert s.told() == [{"cmd": "link", "up": True}]
+
+
+def test_a_refused_login_is_told_with_its_words_then_cleared(scripted):
+    s = scripted("echo 'me@h: Permission denied (publickey).' >&2; exit 255",
+                 "echo 'me@h: Permission denied (publickey).' >&2; exit 255",
+                 "echo 'refs/heads/main %s'; exec sleep 60" % REV_A)
+    wait_until(lambda: s.up()[-1:] == [True], what="link up at the third start")
+    assert s.requests("link")[0] == {
+        "cmd": "link", "up": False,
+        "error": "the watch command ended (exit 255): me@h: Permission denied (publickey)."}
+    # The same refusal again is not told again; the link coming up is.
+    assert s.up() == [False, True]
+    assert s.starts == 3
+    assert len(s.requests("pull")) == 1  # the catch-up, once up
+
+
+def test_a_watch_that_ends_is_started_again_with_a_growing_wait(scripted):
+    s = scripted("echo 'refs/heads/main %s'; exec cat FIFO" % REV_A)
+    for n in range(1, 4):
+        wait_until(lambda: s.up()[-1:] == [True] and s.starts == n,
+                   what="link up, start %d" % n)
+        s.say("")  # the writer's close ends cat: the connection dropped
+        wait_until(lambda: s.up()[-1:] == [False], what="link down")
+    # Down without an error (a drop is no refusal), a catch-up pull at every connect,
+    # and each wait longer than the one before (jitter takes at most a fifth).
+    assert all("error" not in m for m in s.requests("link"))
+    wait_until(lambda: len(s.requests("pull")) == 4, what="the fourth catch-up pull")
+    assert s.link.backoff.failures >= 3
+    assert s.link.backoff.current == FAST.backoff_max
+
+
+def test_the_link_is_told_again_to_a_committer_that_restarted(scripted):
+    s = scripted("echo 'refs/heads/main %s'; exec sleep 60" % REV_A)
+    wait_until(lambda: s.up() == [True], what="link up")
+    s.committer.close()
+    s.committer.requests.clear()
+    s.committer.start()
+    wait_until(lambda: s.committer.asked("link") == [{"cmd": "link", "up": True}],
+               what="link up told again")
+
+
+def test_stopping_ends_the_watch_command_and_says_down(scripted, tmp_path):
+    pidfile = tmp_path / "pid"
+    s = scripted("echo $$ > %s; echo 'refs/heads/main %s'; exec sleep 60"
+                 % (shlex.quote(str(pidfile)), REV_A))
+    wait_until(lambda: s.up() == [True], what="link up: %s" % s.requests("link"))
+    pid = int(pidfile.read_text())
+    s.link.stop()
+    s.thread.join(10)
+    assert s.up() == [True, False]
+    assert not os.path.exists("/proc/%d" % pid) or \
+        open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+
+
+def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
+    s = scripted(argv=lambda cfg: sshlink.default_watch("https://example.org/r.git", "/"))
+    wait_until(lambda: any("error" in m for m in s.requests("link")), what="the problem")
+    error = [m for m in s.requests("link") if "error" in m][0]["error"]
+    assert error.startswith("cannot make the watch command: https://example.org/r.git: a "
+                            "https:// remote cannot be watched over ssh (set watchcmd")
