@@ -1,9 +1,10 @@
 """autosync-sshlink: the remote's address -> the watch command; the link's decisions
 against a fake committer (tests/fakes.py) with scripted watch commands; and the real
 suite on two machines through a private sshd (tests/sshd.py)."""
-import dataclasses
 import os
+import pathlib
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync import sshlink
+from autosync import problems, sshlink
 
 OPTIONS = sshlink.SSH_OPTIONS
 SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshlink.REMOTE_SCRIPT)
@@ -233,3 +234,147 @@ def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
     error = [m for m in s.requests("link") if "error" in m][0]["error"]
     assert error.startswith("cannot make the watch command: https://example.org/r.git: a "
                             "https:// remote cannot be watched over ssh (set watchcmd")
+
+
+# --- the real suite through a private sshd ----------------------------------------------
+
+from conftest import Machine, tree  # noqa: E402
+from sshd import Sshd, descendants, missing  # noqa: E402
+
+
+@pytest.fixture
+def sshd(tmp_path, monkeypatch):
+    """A started private sshd; git and the daemons reach it with its own client files."""
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    server = Sshd(tmp_path / "sshd").start()
+    monkeypatch.setenv("GIT_SSH_COMMAND", server.ssh_command)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ssh_machines(tmp_path, remote):
+    """ssh_machines(sshd_or_None, "a", "b", ...) -> started Machines with syncmethod = ssh,
+    their origin the remote over ssh (or its local path without sshd); stopped afterwards."""
+    made = []
+
+    def make(server, *names, start=True, **settings):
+        new = []
+        for name in names:
+            m = Machine(tmp_path, name, remote, syncmethod="ssh", **settings)
+            if server is not None:
+                git("remote", "set-url", "origin", server.url(remote.path), cwd=m.path)
+            made.append(m)
+            new.append(m.start() if start else m)
+        return new
+    yield make
+    for m in made:
+        m.stop()
+
+
+def link_pid(machine):
+    """The PID of the watch command (ssh, or autosync.remote) that machine's link runs."""
+    link = machine.children()["sshlink"]
+    kids = descendants(link)
+    return kids[0] if kids else None
+
+
+def link_problem(machine):
+    return [p for p in machine.status().get("problems", []) if p["name"] == "link"]
+
+
+@pytest.mark.e2e
+def test_two_machines_sync_through_sshd(sshd, ssh_machines, remote):
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    assert "link:        up over ssh" in a.notify("status").stdout
+    assert "watching the remote: ssh -F %s -o BatchMode=yes" % sshd.client_config in b.logtext()
+    steps = [("write", lambda: open(os.path.join(a.path, "notes.txt"), "w").write("one\n")),
+             ("edit", lambda: open(os.path.join(a.path, "notes.txt"), "a").write("two\n")),
+             ("move", lambda: os.rename(os.path.join(a.path, "notes.txt"),
+                                        os.path.join(a.path, "moved.txt"))),
+             ("delete", lambda: os.unlink(os.path.join(a.path, "moved.txt")))]
+    for what, step in steps:
+        step()
+        wait_until(lambda: tree(b) == tree(a) and a.settled(remote), 30,
+                   what="%s to reach b" % what)
+    # b pulled because the remote said so (pullinterval is 0 here), and a's own pushes
+    # named revisions a had: a never pulled for them.
+    assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+    assert "asking the committer to pull (refs/heads/main moved to" not in a.logtext()
+
+
+
+@pytest.mark.e2e
+def test_sshd_restarted_the_link_reconnects_and_catches_up(sshd, ssh_machines, remote):
+    # a pushes to the remote's local path and is not watched; b watches over ssh.
+    a = Machine(pathlib.Path(os.path.dirname(remote.path)), "a", remote).start()
+    try:
+        (b,) = ssh_machines(sshd, "b")
+        wait_until(lambda: b.status().get("link") == "up", what="b's link up")
+        sshd.stop()
+        wait_until(lambda: b.status().get("link") == "down", what="b's link down")
+        # Pushed while b cannot hear of it: no line will ever name it.
+        with open(os.path.join(a.path, "while-away.txt"), "w") as f:
+            f.write("pushed while sshd was down\n")
+        wait_until(lambda: a.settled(remote), what="a's push")
+        sshd.start()
+        wait_until(lambda: b.read("while-away.txt") == b"pushed while sshd was down\n", 60,
+                   what="the catch-up pull at reconnecting")
+        assert b.status().get("link") == "up"
+        assert "asking the committer to pull (catch-up after connecting)" in b.logtext()
+        assert "link down, watching again in" in b.logtext()
+        # And the link works again: a later push is pulled when it happens.
+        with open(os.path.join(a.path, "after.txt"), "w") as f:
+            f.write("after\n")
+        wait_until(lambda: b.read("after.txt") == b"after\n", 30, what="a push after it")
+    finally:
+        a.stop()
+
+
+@pytest.mark.e2e
+def test_a_killed_watch_command_is_started_again(sshd, ssh_machines, remote):
+    a, b = ssh_machines(sshd, "a", "b")
+    wait_until(lambda: b.status().get("link") == "up", what="b's link up")
+    first = wait_until(lambda: link_pid(b), what="b's ssh")
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: link_pid(b) not in (None, first) and b.status().get("link") == "up",
+               what="a new watch, link up again")
+    assert "the watch command ended (killed by signal 9); link down, watching again in" \
+        in b.logtext()
+    with open(os.path.join(a.path, "later.txt"), "w") as f:
+        f.write("later\n")
+    wait_until(lambda: b.read("later.txt") == b"later\n", 30, what="a push after the restart")
+
+
+@pytest.mark.e2e
+def test_a_refused_login_is_the_link_problem_until_the_key_is_authorized(sshd, ssh_machines):
+    sshd.authorize(False)
+    (b,) = ssh_machines(sshd, "b", start=False)
+    b.start(wait=False)
+    problem = wait_until(lambda: link_problem(b), 60, what="the link problem")[0]
+    assert problem["error"] == "link: the watch command ended (exit 255): %s@127.0.0.1: " \
+                               "Permission denied (publickey)." % sshd.user
+    assert problem["fix"] == problems.LINK_FIX["ssh"]
+    assert "Permission denied (publickey)." in b.notify("status").stdout
+    sshd.authorize(True)
+    wait_until(lambda: b.status().get("link") == "up" and not link_problem(b), 60,
+               what="the problem cleared")
+    wait_until(lambda: b.status().get("headline") == "in sync", 60, what="in sync")
+
+
+@pytest.mark.e2e
+def test_a_remote_on_a_local_path_is_watched_without_ssh(ssh_machines, remote, monkeypatch):
+    monkeypatch.setenv("GIT_SSH_COMMAND", "false")  # any ssh would fail
+    a, b = ssh_machines(None, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    assert "watching the remote: %s -m autosync.remote watch %s" % (sys.executable, remote.path) \
+        in b.logtext()
+    with open(os.path.join(a.path, "local.txt"), "w") as f:
+        f.write("no ssh\n")
+    wait_until(lambda: b.read("local.txt") == b"no ssh\n", 30, what="the file on b")
+    assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
