@@ -464,6 +464,12 @@ BAD = {
                                     "expected a number of seconds >= readfrequency (3), got '2.5'"),
     "addcmd two": (OK + "[dvcs]\naddcmd = git add %s %s", "[dvcs] addcmd: expected exactly 1 %s "
                    "(the path), got 2 in 'git add %s %s'"),
+    "watchcmd two": (OK + "[dvcs]\nwatchcmd = ssh h watch %s %s", "[dvcs] watchcmd: expected "
+                     "a command of one line with at most one %s (the remote's path), got "
+                     "'ssh h watch %s %s'"),
+    "watchcmd two lines": (OK + "[dvcs]\nwatchcmd = ssh h watch %s\n  true", "[dvcs] watchcmd: "
+                           "expected a command of one line with at most one %s (the remote's "
+                           "path), got 'ssh h watch %s\\ntrue'"),
     "movecmd one": (OK + "[dvcs]\nmovecmd = git mv %s", "[dvcs] movecmd: expected exactly 2 %s "
                     "(source, then destination), got 1 in 'git mv %s'"),
     "movecmd three": (OK + "[dvcs]\nmovecmd = git rm %s\n  git add %s %s", "[dvcs] movecmd: "
