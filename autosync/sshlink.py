@@ -18,6 +18,7 @@ The same guarantees as the XMPP listener (autosync/xmpp.py):
   words on stderr (ssh's), until a later start works.
 Each folder (config) runs its own link, with its own watch: nothing is shared.
 """
+import ctypes
 import logging
 import os
 import re
@@ -57,6 +58,13 @@ class Timing:
     committer_retry: float = 1.0   # wait before reconnecting to the committer's socket
     pull_timeout: float = 660.0    # longer than the committer's own 600 s for a pull
     stop_grace: float = 2.0        # the command gets this long to end after SIGTERM
+
+
+def _die_with_parent():
+    """In the watch command's process: SIGTERM when the link dies (even by SIGKILL), so
+    no ssh is left behind holding a watch on the server."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class BadRemote(ValueError):
@@ -261,8 +269,10 @@ class Link:
             return self._failed("cannot make the watch command: %s (set watchcmd in [dvcs], or "
                                 "use syncmethod = none with pullinterval)" % one_line(e))
         try:
+            # Its own process group (stopped as one), ended with us even if we are killed.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, start_new_session=True)
+                                         stderr=subprocess.PIPE, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
         except OSError as e:
             return self._failed("cannot run the watch command %s: %s" % (self.shown, e.strerror))
         os.set_blocking(self.proc.stderr.fileno(), False)
@@ -283,20 +293,20 @@ class Link:
     def received(self, data):
         lines = (self.out + data).split(b"\n")
         self.out = lines.pop()[-4096:]
-        first = self.up_since is None
-        if first:
-            self._came_up()
+        connecting = self.up_since is None
         for line in lines:
-            self.moved(line.decode("utf-8", "replace").strip(), check=not first)
+            self.moved(line.decode("utf-8", "replace").strip(), check=not connecting)
 
     def moved(self, line, check=True):
-        """One `REF REVISION` line; the first read's lines are the state at connecting,
-        which the catch-up pull covers."""
+        """One `REF REVISION` line. The first one brings the link up; the lines read with
+        it are the state at connecting, which the catch-up pull covers."""
         ref, _, rev = line.rpartition(" ")
         if not ref or not REVISION.fullmatch(rev):
-            if line:
+            if line:  # a login banner, say: not yet a sign that the watch runs
                 log.warning("ignoring a line of the watch command: %.100r", line)
             return
+        if self.up_since is None:
+            self._came_up()
         if not check or ZERO.fullmatch(rev):
             return
         if self.have(self.cfg.path, rev):

@@ -190,6 +190,14 @@ def test_a_refused_login_is_told_with_its_words_then_cleared(scripted):
     assert len(s.requests("pull")) == 1  # the catch-up, once up
 
 
+def test_a_banner_is_no_sign_of_a_running_watch(scripted):
+    s = scripted("echo 'Welcome to the server'; echo 'autosync-remote: not found' >&2; exit 127")
+    wait_until(lambda: s.up() == [False], what="link down")
+    assert s.told() == [{"cmd": "link", "up": False, "error": "the watch command ended "
+                         "(exit 127): autosync-remote: not found"}]
+    assert s.requests("pull") == []
+
+
 def test_a_watch_that_ends_is_started_again_with_a_growing_wait(scripted):
     s = scripted("echo 'refs/heads/main %s'; exec cat FIFO" % REV_A)
     for n in range(1, 4):
