@@ -4,8 +4,11 @@ Everything in one temporary folder: the server's host key, its config
 (AuthorizedKeysFile there, no PAM, its pidfile), the client's key, its own
 known_hosts and ssh config. Nothing is written under the real $HOME: the
 client is told its files with `ssh -F CONFIG` (`ssh_command`, given to git
-and to the daemon as GIT_SSH_COMMAND). The server's sessions get a PATH on
-which `autosync-remote` runs this checkout's code (SetEnv in its config).
+and to the daemon as GIT_SSH_COMMAND). The server's sessions get a HOME of
+their own in that folder (SetEnv), with `autosync-remote` (running this
+checkout's code) in its `~/.local/bin`, where `pip install --user` puts it,
+and a PATH without it, as a non-interactive ssh session has: so the tests
+run the default watch command as it finds the program for a user install.
 """
 import os
 import shutil
@@ -74,7 +77,8 @@ class Sshd:
         self.client_config = os.path.join(self.folder, "ssh_config")
         self.config = os.path.join(self.folder, "sshd_config")
         self.log = os.path.join(self.folder, "sshd.log")
-        self.bin = os.path.join(self.folder, "bin")
+        self.home = os.path.join(self.folder, "home")  # the sessions' HOME
+        self.bin = os.path.join(self.home, ".local", "bin")
         keygen(self.host_key)
         keygen(self.client_key)
         with open(self.host_key + ".pub") as f:
@@ -97,7 +101,7 @@ class Sshd:
                 "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
                 "PubkeyAuthentication yes", "PermitRootLogin prohibit-password",
                 "LogLevel VERBOSE",
-                "SetEnv PATH=%s:/usr/local/bin:/usr/bin:/bin PYTHONPATH=%s" % (self.bin, ROOT),
+                "SetEnv HOME=%s PATH=/usr/local/bin:/usr/bin:/bin PYTHONPATH=%s" % (self.home, ROOT),
                 ""]))
         with open(self.client_config, "w") as f:
             f.write("\n".join([

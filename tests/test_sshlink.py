@@ -300,6 +300,10 @@ def test_two_machines_sync_through_sshd(sshd, ssh_machines, remote):
         wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
     assert "link:        up over ssh" in a.notify("status").stdout
     assert "watching the remote: ssh -F %s -o BatchMode=yes" % sshd.client_config in b.logtext()
+    # As for a `pip install --user` on the server: not on the session's PATH, yet found.
+    plain = subprocess.run(shlex.split(sshd.ssh_command) + ["127.0.0.1", "command -v "
+                           "autosync-remote"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert plain.returncode != 0 and plain.stdout == b""
     steps = [("write", lambda: open(os.path.join(a.path, "notes.txt"), "w").write("one\n")),
              ("edit", lambda: open(os.path.join(a.path, "notes.txt"), "a").write("two\n")),
              ("move", lambda: os.rename(os.path.join(a.path, "notes.txt"),
