@@ -9,7 +9,11 @@ The daemon on each machine keeps one of these running over ssh
 (autosync/sshlink.py) and pulls when a line names a revision it lacks.
 
 It waits on inotify (the repository's refs/, recursively, and the folder
-holding packed-refs), never on a timer, so an idle watch costs no CPU. It
+holding packed-refs), never on a timer, so an idle watch costs no CPU. (One
+exception: a repository on a network filesystem (NFS, SMB, sshfs, ...),
+watched from a client that mounts it, where inotify never hears of other
+clients' writes: there it also reads the refs every NETWORK_POLL seconds,
+and says so once on stderr.) It
 ends when the reader goes away: a write that fails (EPIPE), or stdout
 reported hung up or in error by poll() while nothing moves, so a dropped
 ssh connection never leaves it behind on the server. Needs only Python, git
@@ -17,12 +21,42 @@ and this package (pyinotify) on the server.
 """
 import errno
 import os
+import re
 import select
 import subprocess
 import sys
 
 ZERO = "0" * 40
 USAGE = "usage: autosync-remote watch REPO"
+NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
+# Filesystems whose files other machines change without this kernel knowing (no inotify).
+NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "lustre",
+                        "ncpfs", "coda", "gfs2", "ocfs2", "glusterfs", "davfs"))
+
+
+def filesystem(path, mountinfo="/proc/self/mountinfo"):
+    """The type of the filesystem `path` is on (as /proc/self/mountinfo names it), or None."""
+    path = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields, _, rest = line.partition(" - ")
+                fields = fields.split()
+                if len(fields) < 5 or not rest:
+                    continue
+                # Blanks and backslashes in mount points are written as octal escapes.
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):  # the last, deepest mount wins
+                    best, kind = point, rest.split()[0]
+    except OSError:
+        return None
+    return kind
+
+
+def on_network(kind):
+    return bool(kind) and (kind in NETWORK_FS or kind.startswith("fuse"))
 
 
 class NotARepository(Exception):
@@ -88,6 +122,13 @@ def watch(repo, out=None):
     out = out if out is not None else sys.stdout
     gitdir = git_dir(repo)
     watcher = Watch(gitdir)  # before the first read: nothing moves unseen in between
+    kind = filesystem(gitdir)
+    timeout = None
+    if on_network(kind):
+        timeout = NETWORK_POLL * 1000
+        print("autosync-remote: %s is on a network filesystem (%s), where other machines' "
+              "pushes make no inotify event: reading its refs every %g s as well"
+              % (gitdir, kind, NETWORK_POLL), file=sys.stderr, flush=True)
     try:
         state = {}
         poller = select.poll()
@@ -101,7 +142,7 @@ def watch(repo, out=None):
             if lines:
                 out.write("".join(line + "\n" for line in lines))
                 out.flush()
-            ready = poller.poll()
+            ready = poller.poll(timeout)
             if any(fd == out.fileno() for fd, _ in ready):
                 return 0
             watcher.drain()

@@ -123,3 +123,29 @@ def test_a_working_tree_is_watched_through_its_git_folder(bare):
     assert ar.git_dir(clone) == os.path.join(clone, ".git")
     assert ar.branches(ar.git_dir(clone)) == {
         "refs/heads/main": git("rev-parse", "HEAD", cwd=clone).decode().strip()}
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+40 22 0:35 / /srv rw,relatime - nfs4 server:/export rw,vers=4.2
+41 40 8:2 / /srv/local\\040disk rw,relatime - ext4 /dev/sdb1 rw
+42 22 0:50 / /mnt/box rw - fuse.sshfs me@box: rw
+"""
+
+
+@pytest.mark.parametrize("path, kind, network", [
+    ("/home/me/r.git", "ext4", False), ("/srv/r.git", "nfs4", True),
+    ("/srv/local disk/r.git", "ext4", False), ("/srvx/r.git", "ext4", False),
+    ("/mnt/box/r.git", "fuse.sshfs", True),
+])
+def test_a_repository_on_a_network_filesystem_is_told_apart(tmp_path, path, kind, network):
+    # There inotify never hears of other machines' pushes: the watch reads the refs on a
+    # timer as well (the one place it polls).
+    info = tmp_path / "mountinfo"
+    info.write_text(MOUNTINFO)
+    assert ar.filesystem(path, str(info)) == kind
+    assert ar.on_network(kind) is network
+
+
+def test_the_filesystem_of_a_real_folder_is_known(tmp_path):
+    assert ar.filesystem(str(tmp_path))
