@@ -3,7 +3,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 
 import pytest
 

@@ -246,7 +246,7 @@ def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
 
 # --- the real suite through a private sshd ----------------------------------------------
 
-from conftest import Machine, tree  # noqa: E402
+from conftest import Machine, Remote, tree  # noqa: E402
 from sshd import Sshd, descendants, missing  # noqa: E402
 
 
@@ -390,3 +390,31 @@ def test_a_remote_on_a_local_path_is_watched_without_ssh(ssh_machines, remote, m
         f.write("no ssh\n")
     wait_until(lambda: b.read("local.txt") == b"no ssh\n", 30, what="the file on b")
     assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+
+
+@pytest.mark.e2e
+def test_folders_on_one_server_share_nothing(sshd, tmp_path):
+    # Two folders, each with its remote on the same server: a push to one pulls only there.
+    made = []
+    try:
+        for name in ("x", "y"):
+            remote = Remote(tmp_path / (name + ".git"))
+            m = Machine(tmp_path, name, remote, syncmethod="ssh")
+            git("remote", "set-url", "origin", sshd.url(remote.path), cwd=m.path)
+            made.append((remote, m.start()))
+        (x_remote, x), (_, y) = made
+        for m in (x, y):
+            wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+        other = str(tmp_path / "elsewhere")
+        git("clone", "-q", x_remote.path, other)
+        with open(os.path.join(other, "only-x.txt"), "w") as f:
+            f.write("x\n")
+        git("add", "only-x.txt", cwd=other)
+        git("commit", "-q", "-m", "x only", cwd=other)
+        git("push", "-q", "origin", "HEAD:main", cwd=other)
+        wait_until(lambda: x.read("only-x.txt") == b"x\n", 30, what="the file in x")
+        assert y.read("only-x.txt") is None
+        assert "moved to" in x.logtext() and "moved to" not in y.logtext()
+    finally:
+        for _, m in made:
+            m.stop()
