@@ -60,11 +60,15 @@ class Timing:
     stop_grace: float = 2.0        # the command gets this long to end after SIGTERM
 
 
+# Looked up once, here: the child of a fork in a threaded program should load nothing.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+PR_SET_PDEATHSIG = 1
+
+
 def _die_with_parent():
     """In the watch command's process: SIGTERM when the link dies (even by SIGKILL), so
     no ssh is left behind holding a watch on the server."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 class BadRemote(ValueError):

@@ -418,3 +418,34 @@ def test_folders_on_one_server_share_nothing(sshd, tmp_path):
     finally:
         for _, m in made:
             m.stop()
+
+
+def test_the_watch_command_ends_with_a_killed_link(tmp_path):
+    # A link killed outright (SIGKILL) must not leave its ssh running on the server.
+    pidfile = tmp_path / "pid"
+    code = ("import sys; from autosync import sshlink; from fakes import config\n"
+            "link = sshlink.Link(config(%r), argv=lambda cfg: (['sh', '-c', 'echo $$ > %s; "
+            "exec sleep 60'], 'x'))\nlink.start()\nimport time; time.sleep(60)\n"
+            % (str(tmp_path), pidfile))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+         os.path.dirname(os.path.abspath(__file__))]))
+    link = subprocess.Popen([sys.executable, "-c", code], env=env)
+    pid = None
+    try:
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
+                             what="the watch command"))
+        link.kill()
+        link.wait()
+        wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
+                   open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()[0] == "Z",
+                   what="the watch command to end")
+    finally:
+        if link.poll() is None:
+            link.kill()
+            link.wait()
+        if pid:  # left behind only if the test failed
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
