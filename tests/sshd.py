@@ -128,7 +128,8 @@ class Sshd:
             f.write(key if yes else "")
 
     def start(self):
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # its privilege separation folder
+        if os.getuid() == 0:  # its privilege separation folder (root's sshd only)
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self.logfile = open(self.log, "ab")
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", self.config],
                                      stdin=subprocess.DEVNULL, stdout=self.logfile,
