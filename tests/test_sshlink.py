@@ -289,6 +289,19 @@ def link_pid(machine):
     return kids[0] if kids else None
 
 
+def server_watches(sshd):
+    """PIDs of the autosync-remote watches the server runs (below its listener)."""
+    found = []
+    for pid in descendants(sshd.proc.pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"autosync.remote" in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 def link_problem(machine):
     return [p for p in machine.status().get("problems", []) if p["name"] == "link"]
 
@@ -352,9 +365,15 @@ def test_a_killed_watch_command_is_started_again(sshd, ssh_machines, remote):
     a, b = ssh_machines(sshd, "a", "b")
     wait_until(lambda: b.status().get("link") == "up", what="b's link up")
     first = wait_until(lambda: link_pid(b), what="b's ssh")
+    before = wait_until(lambda: len(server_watches(sshd)) == 2 and server_watches(sshd),
+                        what="a watch per machine on the server")
     os.kill(first, signal.SIGKILL)
     wait_until(lambda: link_pid(b) not in (None, first) and b.status().get("link") == "up",
                what="a new watch, link up again")
+    # On the server, the killed connection's watch ended (its output hung up): one per
+    # machine, as before, one of them new.
+    wait_until(lambda: len(server_watches(sshd)) == 2 and server_watches(sshd) != before,
+               what="the server's old watch to end")
     assert "the watch command ended (killed by signal 9); link down, watching again in" \
         in b.logtext()
     with open(os.path.join(a.path, "later.txt"), "w") as f:
