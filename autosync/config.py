@@ -373,6 +373,9 @@ def _build(file, values, known, warnings):
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         warnings.extend(_check_account(file, config))
+    if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
+        warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
+                        % (file, config.syncmethod))
     return config
 
 

@@ -312,6 +312,16 @@ def test_fingerprint_is_not_used_without_tls(tmp_path, folder):
         "%s: [xmpp] fingerprint: not used, since tls = off" % file]
 
 
+def test_syncmethod_ssh_needs_no_account_and_takes_watchcmd(tmp_path, folder):
+    text = "[autosync]\npath = %s\nsyncmethod = ssh\n[dvcs]\nwatchcmd = ssh h w %%s\n" % folder
+    cfg = config.load(write(tmp_path, text))
+    assert (cfg.syncmethod, cfg.commands["watchcmd"], cfg.warnings) == ("ssh", "ssh h w %s", [])
+    # Set, but another syncmethod: said, since nothing would run it.
+    file = write(tmp_path, minimal(folder, "[dvcs]\nwatchcmd = ssh h w\n"))
+    assert config.load(file).warnings == [
+        "%s: [dvcs] watchcmd: not used, since syncmethod is none (not ssh)" % file]
+
+
 @pytest.mark.parametrize("notifymethod", ["desktop", "xmpp", "all", "none"])
 @pytest.mark.parametrize("alsonotify", ["nobody", "if set, another XMPP id that will get "
                                         "notified when something happens", "a@b/c", "@b"])
