@@ -8,7 +8,7 @@ subscribe to what it does.
 One worker thread does all repository work, one thing at a time, and
 decides when: pushes after `pushdelay`, retries after a backoff (while git
 counts unpushed commits, or the last push failed), pulls on a timer while no
-XMPP link says when (`pullinterval`) and, slower, while one does
+XMPP or ssh link says when (`pullinterval`) and, slower, while one does
 (`safetypull`). Socket threads only queue work and wait for it.
 
 While paused the worker only waits; on resume it catches up as at start-up
@@ -32,6 +32,7 @@ from autosync.stopflag import StopFlag
 log = logging.getLogger("autosync.committer")
 
 NOTE_MAX = 300  # characters of a sync request's note
+LINKED = ("xmpp", "ssh")  # syncmethods whose link tells when to pull (autosync-xmpp, -sshlink)
 
 
 def backoffs():
@@ -108,7 +109,8 @@ class Committer(Reports, Everyday):
                               "folder": None,  # the watcher's report while the folder is away
                               "paused": self.paused.fields(),
                               "upstream": None,  # git: the upstream branch's revision
-                              "link": "down" if cfg.syncmethod == "xmpp" else None}
+                              "syncmethod": cfg.syncmethod,  # which link (problems.py)
+                              "link": "down" if cfg.syncmethod in LINKED else None}
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
 
@@ -285,9 +287,9 @@ class Committer(Reports, Everyday):
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _timer_pull_at(self):
-        """When the next timer pull is due: every pullinterval while no XMPP link says
-        when to pull; while one does, every safetypull, in case a message was lost."""
-        if self.cfg.syncmethod == "xmpp" and self.link_up:
+        """When the next timer pull is due: every pullinterval while no link (XMPP, ssh)
+        says when to pull; while one does, every safetypull, in case a message was lost."""
+        if self.cfg.syncmethod in LINKED and self.link_up:
             return self.next_safety_pull
         return self.next_timer_pull
 

@@ -32,6 +32,7 @@ log = logging.getLogger("autosync.config")
 SECONDS = "a number of seconds >= 0"
 ADDRESS = "an XMPP address like user@example.org"
 ZENITY = "zenity --entry --title=dvcs-autosync --text='What was this change?'"
+WATCHCMD_DERIVED = "made from the remote's address"  # sshlink.default_watch
 FINGERPRINT = "a SHA-256 fingerprint (64 hex digits) like sha256:AB:CD:...:EF, or nothing"
 
 
@@ -54,7 +55,7 @@ KEYS = {
     "autosync": {
         "path": Key("string(min=1)", None, "the folder to keep in sync"),
         "pidfile": Key("string", "", "a file name", "the config file's path + `.pid`"),
-        "syncmethod": Key("option('xmpp', 'none')", "xmpp", "xmpp or none"),
+        "syncmethod": Key("option('xmpp', 'ssh', 'none')", "xmpp", "xmpp, ssh or none"),
         "notifymethod": Key("option('desktop', 'xmpp', 'all', 'none')", "desktop",
                             "desktop, xmpp, all or none"),
         "pulllock": Key("option('conservative', 'optimized')", "conservative",
@@ -99,6 +100,10 @@ KEYS = {
         "contextcmd": _command(""),
         # Rewords the last commit, not pushed yet, with `autosync-notify describe` ("": never).
         "amendcmd": _command("git commit -q --amend --only -m %s", 1, "the message"),
+        # syncmethod = ssh: a long-lived command printing `REF REVISION` whenever the
+        # remote moves; at most one %s, the remote's path. "": made from the remote's URL.
+        "watchcmd": Key("string", "", "a command of one line with at most one %s (the "
+                        "remote's path)", WATCHCMD_DERIVED),
     },
     "xmpp": {
         "username": Key("string", "", ADDRESS, "(required for XMPP)"),
@@ -277,7 +282,7 @@ def _folder_given(folder):
 def _validate(file, known):
     """Convert the values and fill in defaults with configobj; a bad value is a ConfigError."""
     if known["autosync"].get("syncmethod") == "autosync-server":
-        raise _bad(file, "autosync", "syncmethod", "xmpp or none (autosync-server was never "
+        raise _bad(file, "autosync", "syncmethod", "xmpp, ssh or none (autosync-server was never "
                    "implemented)", "autosync-server")
     # configobj gets a dict: the values as read, over the defaults of the keys not set.
     # (Defaults cannot go into its configspec: movecmd's holds a newline.)
@@ -368,6 +373,9 @@ def _build(file, values, known, warnings):
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         warnings.extend(_check_account(file, config))
+    if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
+        warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
+                        % (file, config.syncmethod))
     return config
 
 
@@ -394,6 +402,8 @@ def _commands(file, dvcs):
     for name, key in KEYS["dvcs"].items():
         command, wanted = dvcs[name], key.placeholders
         found = command.count("%s")  # only a literal %s counts; %% is not an escape
+        if name == "watchcmd" and command and (found > 1 or "\n" in command.strip()):
+            raise _bad(file, "dvcs", name, key.expected, repr(command), quote=False)
         if command and wanted and found != wanted[0]:
             expected = "exactly %d %%s (%s)" % wanted if wanted[0] else "no %s"
             raise _bad(file, "dvcs", name, expected, "%d in %r" % (found, command), quote=False)

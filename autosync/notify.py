@@ -114,7 +114,8 @@ def link_text(status):
     if link is None:
         return "not used (syncmethod = none: other machines' changes come every pullinterval)"
     failing = (status.get("failing") or {}).get("link")
-    return link + (" (%s)" % failing if failing and link != "up" else "")
+    over = " over ssh" if status.get("syncmethod") == "ssh" else ""
+    return link + over + (" (%s)" % failing if failing and link != "up" else "")
 
 
 def status_text(status):

@@ -23,6 +23,13 @@ FIX = {
     "link": "check [xmpp] username, password and the server's certificate; until then "
             "other machines' changes come only every pullinterval",
 }
+# The link's fix depends on what the link is (the status's syncmethod).
+LINK_FIX = {
+    "xmpp": FIX["link"],
+    "ssh": "check that this machine can log in to the remote's server with ssh without a "
+           "password, and that autosync-remote is installed there (README); until then "
+           "other machines' changes come only every pullinterval",
+}
 ORDER = tuple(FIX)  # most pressing first
 BUSY = ("starting", "committing", "pushing", "pulling")
 
@@ -37,7 +44,8 @@ def problems(status):
     watch = status.get("watch")
     if watch and watch.get("unwatched"):
         found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
-    return [{"name": name, "error": str(found[name]), "fix": FIX[name]}
+    fixes = dict(FIX, link=LINK_FIX.get(status.get("syncmethod"), FIX["link"]))
+    return [{"name": name, "error": str(found[name]), "fix": fixes[name]}
             for name in ORDER if name in found]
 
 

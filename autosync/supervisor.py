@@ -1,6 +1,6 @@
 """dvcs-autosync: checks the config, takes the pidfile, runs the suite.
 
-Starts the committer, then the watcher (and the XMPP listener, desktop
+Starts the committer, then the watcher (and the XMPP listener or the ssh link, desktop
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to history.py, `dvcs-autosync conflicts` to settle.py, `dvcs-autosync
@@ -156,6 +156,8 @@ def answers(path):
 
 def programs(cfg, args):
     wanted = ["committer", "watcher"]
+    if cfg.syncmethod == "ssh":
+        wanted.append("sshlink")
     if cfg.syncmethod == "xmpp" or cfg.notifymethod in ("xmpp", "all"):
         wanted.append("xmpp")
     if cfg.notifymethod in ("desktop", "all"):

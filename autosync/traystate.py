@@ -48,7 +48,8 @@ class View:
         self.unpushed = 0
         self.paused = None  # {"since", "until"} while paused
         self.offline = None  # why the remote is out of reach
-        self.link = None  # the XMPP link: "up", "down", or None (syncmethod none)
+        self.link = None  # the XMPP or ssh link: "up", "down", or None (syncmethod none)
+        self.syncmethod = None  # which link it is (the status says)
         self.error = None  # the last failure that is not the remote's
         self.copies = set()  # conflict copies known, relative paths
         self.last_commit = self.last_push = None
@@ -65,6 +66,7 @@ class View:
         self.unpushed = status.get("unpushed") or 0
         self.paused = status.get("paused")
         self.link = status.get("link")
+        self.syncmethod = status.get("syncmethod")
         self.last_commit, self.last_push = status.get("last_commit"), status.get("last_push")
         pull = status.get("last_pull") or {}
         if "failing" in status:  # what fails now, by name (problems.py)
@@ -173,7 +175,8 @@ class View:
             return "Paused " + ("until %s" % clock(until) if until else "until resumed")
         if name == "offline":
             return "Offline: " + (self.daemon or self.offline
-                                  or "no XMPP link: other machines' changes come by timer")
+                                  or "no %s link: other machines' changes come by timer"
+                                  % ("ssh" if self.syncmethod == "ssh" else "XMPP"))
         return "Syncing" if name == "syncing" else "Everything is synced"
 
     def tooltip(self):

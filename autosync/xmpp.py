@@ -150,6 +150,8 @@ class Listener:
         self.link_error = None    # why the login failed, as last told
         self.strangers = {}       # bare JID -> when we last logged it
         self.announced = []       # the upstream revisions announced lately, newest last
+        # With syncmethod = ssh (XMPP only for notifications) the link is autosync-sshlink's.
+        self.speaks_for_link = getattr(cfg, "syncmethod", "xmpp") != "ssh"
 
     @property
     def resource(self):
@@ -320,7 +322,7 @@ class Listener:
     def _tell_link(self, up, error=None):
         """The committer hears when the link comes up or goes down, and why it cannot
         come up (a login or certificate refused) when that changes."""
-        if up != self.link_up or error != self.link_error:
+        if self.speaks_for_link and (up != self.link_up or error != self.link_error):
             self.link_up, self.link_error = up, error
             request = {"cmd": "link", "up": up}
             if error:

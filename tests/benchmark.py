@@ -15,7 +15,8 @@ delay written in their config) and at the lowest settings (FAST). How to
 read the output: docs/benchmark.md.
 
 Measurements (NAME for --only):
-  propagation  a small file written on A until B has it, beside the bare-git floor and Syncthing
+  propagation  a small file written on A until B has it, beside the bare-git floor and Syncthing;
+               announced the chosen way (--sync), and over ssh (a private sshd, when installed)
   burst        N small files untarred into A until B has them all (and until pushed)
   machines     8 machines on one account: a change on one until all 7 others have it
   slowwriter   a file written over 15 s: was a half-written version pushed before maxwait?
@@ -243,7 +244,7 @@ def commit_count(remote):
 class Machine:
     """A clone of a remote with a config file, and the real suite running on it."""
 
-    def __init__(self, base, name, remote, xmpp=None, settings=None):
+    def __init__(self, base, name, remote, xmpp=None, settings=None, ssh=None):
         self.name = name
         self.remote = remote
         self.path = os.path.join(base, name)
@@ -252,8 +253,11 @@ class Machine:
         self.socket = os.path.join(base, name + ".sock")
         self.proc = None
         git("clone", "-q", remote, self.path)
+        if ssh:  # git and the watch both go through the private sshd
+            git("remote", "set-url", "origin", ssh.url(remote), cwd=self.path)
         lines = ["[autosync]", "path = " + self.path, "socket = " + self.socket,
-                 "syncmethod = " + ("xmpp" if xmpp else "none"), "notifymethod = none",
+                 "syncmethod = " + ("ssh" if ssh else "xmpp" if xmpp else "none"),
+                 "notifymethod = none",
                  "pullinterval = 0"] + ["%s = %s" % kv for kv in (settings or {}).items()]
         if xmpp:
             lines += ["[xmpp]", "username = " + xmpp.jid, "password = " + PASSWORD,
@@ -364,6 +368,7 @@ class Run:
         self.port = None
         self.cafile = None
         self.peers = False          # run Syncthing beside us
+        self.sshd = None            # a private sshd, for the rows over ssh
         self.peers_running = []
 
     def start_prosody(self):
@@ -378,9 +383,28 @@ class Run:
         self.server.start()
         self.port, self.cafile = self.server.port, self.server.cafile
 
-    def machine(self, name, remote, settings=FAST):
-        """A machine on `remote`, set up for the chosen sync method (not started)."""
+    def start_sshd(self):
+        """A private sshd (tests/sshd.py); None, said once, where there is none."""
+        if self.sshd is None:
+            from sshd import Sshd, missing
+            reason = missing()
+            if reason:
+                print("  ! no rows over ssh: " + reason)
+                self.sshd = False
+            else:
+                self.sshd = Sshd(os.path.join(self.base, "sshd")).start()
+                # Our git and the daemons' (started after this) use its client files.
+                os.environ["GIT_SSH_COMMAND"] = self.sshd.ssh_command
+        return self.sshd or None
+
+    def machine(self, name, remote, settings=FAST, via=None):
+        """A machine on `remote`, set up for the chosen sync method, or `via` "ssh"
+        (syncmethod = ssh through the private sshd); not started."""
         xmpp = None
+        if via == "ssh":
+            m = Machine(self.base, name, remote, None, settings, ssh=self.start_sshd())
+            self.machines.append(m)
+            return m
         if self.sync == "xmpp":
             self.start_prosody()
             xmpp = self
@@ -400,6 +424,8 @@ class Run:
             pair.stop()
         if self.server:
             self.server.stop()
+        if self.sshd:
+            self.sshd.stop()
 
 
 def install_hook(remote, *machines):
@@ -591,9 +617,19 @@ def describe(delays):
                     for key in DELAY_KEYS) + " s"
 
 
-def start_pair(run, prefix, remote, settings):
-    """Two started machines on `remote`, ready and (XMPP) seeing each other."""
-    a, b = run.machine(prefix + "-a", remote, settings), run.machine(prefix + "-b", remote, settings)
+def start_pair(run, prefix, remote, settings, via=None):
+    """Two started machines on `remote`, ready and (XMPP) seeing each other, or (via
+    "ssh") each watching the remote."""
+    a = run.machine(prefix + "-a", remote, settings, via)
+    b = run.machine(prefix + "-b", remote, settings, via)
+    if via == "ssh":
+        for m in (a, b):
+            m.start()
+        for m in (a, b):
+            m.wait_ready()
+        if not wait_for(lambda: all(m.status().get("link") == "up" for m in (a, b)), 30, 0.05):
+            print("  ! the two ssh links did not come up within 30 s")
+        return a, b
     if run.sync == "hook":
         install_hook(remote, a, b)
     for m in (a, b):
@@ -612,7 +648,15 @@ def propagation(run, sizes):
     c, d = os.path.join(run.base, "floor-c"), os.path.join(run.base, "floor-d")
     git("clone", "-q", floor_remote, c)
     git("clone", "-q", floor_remote, d)
-    floor = []
+    floor, floor_ssh = [], []
+    results = {}
+    # Each profile announced the chosen way (XMPP or the hook), then over ssh (a private
+    # sshd: the remote watched with autosync-remote, git's push and pull through it too),
+    # the floor interleaved with both; over ssh its floor is bare git through the same sshd.
+    series = [(p, s, run.sync) for p, s in PROFILES.items()]
+    sshd = run.start_sshd()
+    if sshd:
+        series += [(p, s, "ssh") for p, s in PROFILES.items()]
 
     def floor_trial(i, profile):
         name = "floor-%s-%03d.txt" % (profile, i)
@@ -621,16 +665,18 @@ def propagation(run, sizes):
         write_file(os.path.join(c, name), content)
         git("add", "--", name, cwd=c)
         git("commit", "-q", "-m", "add " + name, cwd=c)
-        git("push", "-q", cwd=c)
-        git("pull", "-q", "--no-rebase", "--no-edit", cwd=d)
+        over_ssh = profile.endswith("-ssh")
+        url = sshd.url(floor_remote) if over_ssh else floor_remote
+        git("push", "-q", url, "HEAD:main", cwd=c)
+        git("pull", "-q", "--no-rebase", "--no-edit", url, "main", cwd=d)
         if read_file(os.path.join(d, name)) == content:
-            floor.append(time.monotonic() - started)
+            (floor_ssh if over_ssh else floor).append(time.monotonic() - started)
 
-    results = {}
-    for profile, settings in PROFILES.items():
-        print("  autosync at the %s ..." % profile, flush=True)
-        remote = make_remote(os.path.join(run.base, "prop-%s.git" % profile))
-        a, b = start_pair(run, "prop-" + profile, remote, settings)
+    for profile, settings, via in series:
+        print("  autosync at the %s, %s ..." % (profile, via), flush=True)
+        tag = profile + ("-ssh" if via == "ssh" else "")
+        remote = make_remote(os.path.join(run.base, "prop-%s.git" % tag))
+        a, b = start_pair(run, "prop-" + tag, remote, settings, via if via == "ssh" else None)
         delays = a.delays()
         a_events, b_events = Events(a), Events(b)
         phases = {"A: write to committed": [], "A: committed to pushed": [],
@@ -659,12 +705,12 @@ def propagation(run, sizes):
                     print("  ! giving up on propagation (try --sync hook)")
                     break
             wait_for(lambda: a.settled() and b.settled(), 30, 0.05)
-            floor_trial(i, profile)
+            floor_trial(i, tag)
             time.sleep(0.2)
         a_events.close()
         b_events.close()
         run.stop(a, b)
-        results[profile] = (delays, suite, phases, missed)
+        results[profile, via] = (delays, suite, phases, missed)
 
     peers = {}
     if run.peers:
@@ -677,19 +723,24 @@ def propagation(run, sizes):
                 peers[delay] = []
 
     rows = []
-    floor_median = median(floor)
-    for profile, (delays, suite, phases, missed) in results.items():
+    for (profile, via), (delays, suite, phases, missed) in results.items():
         slack = PROPAGATION_AIMS[profile]
-        label = "propagation, %s (%s): median" % (profile, describe(delays))
+        floor_median, floor_times = (median(floor_ssh), floor_ssh) if via == "ssh" else \
+            (median(floor), floor)
+        label = "propagation, %s (%s)%s: median" % (profile, describe(delays),
+                                                    ", over ssh" if via == "ssh" else "")
         if suite:
             mine = median(suite)
             ok = floor_median is not None and mine <= floor_median + slack
             rows.append(row(label, secs(mine), secs(floor_median), "<= floor + %g s" % slack, ok,
-                            "%d trials, %s" % (len(suite), run.sync), **peer_cells(peers, mine)))
-            rows.append(row("  90th percentile", secs(p90(suite)), secs(p90(floor)),
+                            "%d trials, %s" % (len(suite), via) + (
+                                "; floor: bare git through the same sshd" if via == "ssh" else ""),
+                            **peer_cells(peers, mine)))
+            rows.append(row("  90th percentile", secs(p90(suite)), secs(p90(floor_times)),
                             **peer_cells(peers, p90(suite), p90)))
             rows.append(row("  min / max", "%s / %s" % (secs(min(suite)), secs(max(suite))),
-                            "%s / %s" % (secs(min(floor)), secs(max(floor)))))
+                            "%s / %s" % (secs(min(floor_times, default=None)),
+                                         secs(max(floor_times, default=None)))))
             for key, values in phases.items():
                 if values:
                     rows.append(row("  of which " + key, secs(median(values))))
@@ -699,7 +750,7 @@ def propagation(run, sizes):
             rows.append(row("  trials lost", str(missed), "0", "0", False))
     if peers:
         best = min((median(v) for v in peers.values() if v), default=None)
-        mine = median(results["defaults"][1])
+        mine = median(results["defaults", run.sync][1])
         if best and mine:
             rows.append(row("propagation: Syncthing's fastest / ours at the defaults",
                             "%.1fx" % (best / mine), "", ">= 3x", best / mine >= 3))

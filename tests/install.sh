@@ -2,7 +2,8 @@
 # Installs what the demo (`--demo`) or the tests (no argument) need:
 #   * Debian packages through apt: for the demo git, prosody, openssl (the
 #     private server's certificate) and python3-venv; for the tests also
-#     Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus, systemd-analyze;
+#     Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus, systemd-analyze,
+#     openssh (a private sshd for syncmethod = ssh);
 #   * the project (and for the tests pytest) into a venv of the system's own
 #     /usr/bin/python3, $AUTOSYNC_VENV (default /opt/autosync-test/venv, where
 #     an ordinary user can run it: the tests start the daemon as `nobody`).
@@ -23,7 +24,7 @@ python=/usr/bin/python3  # the distribution's own, whatever python3 is first on 
 
 packages=(git prosody openssl python3-venv)
 [ $mode = demo ] || packages+=(mercurial git-annex git-remote-gcrypt gnupg dbus systemd
-                               desktop-file-utils procps tar)
+                               desktop-file-utils procps tar openssh-server openssh-client)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -74,7 +75,8 @@ env -u PYTHONPATH "$venv/bin/python3" -m pip install -q --disable-pip-version-ch
 chmod -R a+rX "$venv"
 # The launchers pip wrote there must run (tests/test_install.py does the same
 # in a fresh venv, from a copy of the checkout with a stale build/ folder).
-for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp \
+for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp autosync-sshlink \
+               autosync-remote \
                autosync-desktop autosync-tray autosync-notify autosync-hgmerge; do
     env -u PYTHONPATH "$venv/bin/$program" --help >/dev/null ||
         { echo "$program --help failed in $venv" >&2; exit 1; }

@@ -96,6 +96,21 @@ def test_timer_pulls_only_while_no_xmpp_link_says_when(tmp_path):
     assert "pull" in c.repo.calls
 
 
+def test_the_ssh_link_stands_for_pulls_as_xmpp_s_does(tmp_path):
+    c = Committer(config(tmp_path, pullinterval=0.01, syncmethod="ssh"),
+                  server=FakeServer, repository=FakeRepository)
+    status = c.handle({"cmd": "status"}, None)["status"]
+    assert (status["link"], status["syncmethod"]) == ("down", "ssh")
+    time.sleep(0.02)
+    c.handle({"cmd": "link", "up": True}, None)
+    assert not c._has_work()  # the remote says when: no pullinterval pulls
+    c.handle({"cmd": "link", "up": False, "error": "Permission denied (publickey)."}, None)
+    assert c._has_work()
+    status = c.handle({"cmd": "status"}, None)["status"]
+    assert status["problems"][0]["name"] == "link"
+    assert "autosync-remote is installed" in status["problems"][0]["fix"]
+
+
 def test_while_the_xmpp_link_is_up_a_slow_safety_net_pull_runs(tmp_path):
     c = Committer(config(tmp_path, pullinterval=0.01, safetypull=0.2, syncmethod="xmpp"),
                   server=FakeServer, repository=FakeRepository)

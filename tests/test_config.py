@@ -312,6 +312,16 @@ def test_fingerprint_is_not_used_without_tls(tmp_path, folder):
         "%s: [xmpp] fingerprint: not used, since tls = off" % file]
 
 
+def test_syncmethod_ssh_needs_no_account_and_takes_watchcmd(tmp_path, folder):
+    text = "[autosync]\npath = %s\nsyncmethod = ssh\n[dvcs]\nwatchcmd = ssh h w %%s\n" % folder
+    cfg = config.load(write(tmp_path, text))
+    assert (cfg.syncmethod, cfg.commands["watchcmd"], cfg.warnings) == ("ssh", "ssh h w %s", [])
+    # Set, but another syncmethod: said, since nothing would run it.
+    file = write(tmp_path, minimal(folder, "[dvcs]\nwatchcmd = ssh h w\n"))
+    assert config.load(file).warnings == [
+        "%s: [dvcs] watchcmd: not used, since syncmethod is none (not ssh)" % file]
+
+
 @pytest.mark.parametrize("notifymethod", ["desktop", "xmpp", "all", "none"])
 @pytest.mark.parametrize("alsonotify", ["nobody", "if set, another XMPP id that will get "
                                         "notified when something happens", "a@b/c", "@b"])
@@ -452,9 +462,9 @@ BAD = {
     "pullinterval inf": (OK + "pullinterval = inf",
                          "[autosync] pullinterval: expected %s (0: never), got 'inf'" % NUMBER),
     "syncmethod bogus": (OK + "syncmethod = bogus",
-                         "[autosync] syncmethod: expected xmpp or none, got 'bogus'"),
+                         "[autosync] syncmethod: expected xmpp, ssh or none, got 'bogus'"),
     "syncmethod server": (OK + "syncmethod = autosync-server",
-                          "[autosync] syncmethod: expected xmpp or none (autosync-server was "
+                          "[autosync] syncmethod: expected xmpp, ssh or none (autosync-server was "
                           "never implemented), got 'autosync-server'"),
     "notifymethod": (OK + "notifymethod = email", "[autosync] notifymethod: expected desktop, "
                      "xmpp, all or none, got 'email'"),
@@ -464,6 +474,12 @@ BAD = {
                                     "expected a number of seconds >= readfrequency (3), got '2.5'"),
     "addcmd two": (OK + "[dvcs]\naddcmd = git add %s %s", "[dvcs] addcmd: expected exactly 1 %s "
                    "(the path), got 2 in 'git add %s %s'"),
+    "watchcmd two": (OK + "[dvcs]\nwatchcmd = ssh h watch %s %s", "[dvcs] watchcmd: expected "
+                     "a command of one line with at most one %s (the remote's path), got "
+                     "'ssh h watch %s %s'"),
+    "watchcmd two lines": (OK + "[dvcs]\nwatchcmd = ssh h watch %s\n  true", "[dvcs] watchcmd: "
+                           "expected a command of one line with at most one %s (the remote's "
+                           "path), got 'ssh h watch %s\\ntrue'"),
     "movecmd one": (OK + "[dvcs]\nmovecmd = git mv %s", "[dvcs] movecmd: expected exactly 2 %s "
                     "(source, then destination), got 1 in 'git mv %s'"),
     "movecmd three": (OK + "[dvcs]\nmovecmd = git rm %s\n  git add %s %s", "[dvcs] movecmd: "

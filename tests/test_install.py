@@ -31,6 +31,8 @@ PROGRAMS = {
     "autosync-committer": "committer",
     "autosync-watcher": "watcher",
     "autosync-xmpp": "xmpp",
+    "autosync-sshlink": "sshlink",
+    "autosync-remote": "remote",
     "autosync-desktop": "desktop",
     "autosync-tray": "tray",
     "autosync-notify": "notify",

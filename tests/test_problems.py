@@ -30,3 +30,11 @@ def test_a_pause_is_a_problem_with_its_end():
 
 def test_every_name_has_a_fix_and_a_place_in_the_order():
     assert set(problems.ORDER) == set(problems.FIX)
+
+
+def test_the_link_s_fix_is_that_of_the_syncmethod():
+    status = {"state": "idle", "failing": {"link": "link: Permission denied (publickey)."}}
+    assert "[xmpp] username" in problems.problems(dict(status, syncmethod="xmpp"))[0]["fix"]
+    ssh = problems.problems(dict(status, syncmethod="ssh"))[0]["fix"]
+    assert "ssh" in ssh and "autosync-remote" in ssh and "[xmpp]" not in ssh
+    assert problems.problems(status)[0]["fix"] == problems.FIX["link"]  # an older committer

@@ -221,6 +221,8 @@ def test_signal_to_a_program_that_is_gone_is_harmless(programs):
     ("none", "desktop", ["committer", "watcher", "desktop"]),
     ("xmpp", "desktop", ["committer", "watcher", "xmpp", "desktop"]),
     ("none", "all", ["committer", "watcher", "xmpp", "desktop"]),
+    ("ssh", "desktop", ["committer", "watcher", "sshlink", "desktop"]),
+    ("ssh", "xmpp", ["committer", "watcher", "sshlink", "xmpp"]),
 ])
 def test_programs_follow_syncmethod_and_notifymethod(syncmethod, notifymethod, wanted):
     cfg = config(syncmethod=syncmethod, notifymethod=notifymethod)

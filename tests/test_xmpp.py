@@ -570,3 +570,18 @@ def test_command_line_program(server, tmp_path):
         if proc.poll() is None:
             proc.kill()
         committer.cleanup()
+
+
+def test_with_syncmethod_ssh_the_listener_leaves_the_link_to_autosync_sshlink(tmp_path):
+    # XMPP only for notifications: telling the committer its link state would contradict
+    # autosync-sshlink's.
+    cfg = types.SimpleNamespace(socket=str(tmp_path / "c.sock"), notifymethod="xmpp", file="",
+                                syncmethod="ssh",
+                                xmpp=Xmpp(username="me@" + DOMAIN, password=PASSWORD,
+                                          alsonotify="you@" + DOMAIN, host="127.0.0.1"))
+    listener = ax.Listener(cfg, FAST)
+    listener._tell_link(False, "login refused")
+    listener._tell_link(True)
+    assert listener.links.pending == {} and listener.link_up is None
+    listener.on_event({"event": "_subscribed"})
+    assert listener.links.pending == {}

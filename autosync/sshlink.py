@@ -1,0 +1,407 @@
+"""autosync-sshlink: `syncmethod = ssh`, pulls when the remote moves, without XMPP.
+
+One long-lived command (`watchcmd`; by default made from the remote's
+address: `ssh HOST autosync-remote watch PATH`, or `autosync-remote watch
+PATH` run here for a remote on a local path) prints `REF REVISION` for every
+branch, then for every movement (autosync/remote.py). We pull when a line
+names a revision this repository does not have: another machine's push. Our
+own push names a revision we made, so it costs no pull.
+
+The same guarantees as the XMPP listener (autosync/xmpp.py):
+* the link is up once the command printed its first line; then we pull once
+  (whatever moved while we were not watching), and tell the committer, which
+  then pulls every `safetypull` instead of every `pullinterval`;
+* the command ending (a dropped connection, sshd restarted, killed) brings
+  the link down and starts it again after a jittered backoff;
+* a command that ends before its first line (a refused login, autosync-remote
+  missing on the server) is the `link` problem, with the command's own last
+  words on stderr (ssh's), until a later start works.
+Each folder (config) runs its own link, with its own watch: nothing is shared.
+"""
+import ctypes
+import logging
+import os
+import re
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from autosync import client, commands
+from autosync.retry import Backoff, Trouble, one_line
+from autosync.stopflag import StopFlag
+
+log = logging.getLogger("autosync.sshlink")
+
+# Keep-alives: a dead connection is noticed within about 45 s; no password prompt ever.
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
+               "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=20"]
+# Run by the server's login shell: autosync-remote from PATH, or from ~/.local/bin,
+# where `pip install --user` and pipx put it but which a non-interactive ssh
+# session's PATH often lacks. The path is "$1": never parsed by a shell.
+REMOTE_SCRIPT = 'PATH="$PATH:$HOME/.local/bin"; exec autosync-remote watch "$1"'
+REVISION = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+ZERO = re.compile(r"0+")
+STDERR_KEPT = 8192  # bytes of the command's stderr kept for the reason it stopped
+NOISE = ("Warning: Permanently added",)  # ssh's stderr lines that say nothing wrong
+
+
+@dataclass
+class Timing:
+    """Every delay of the link, in seconds; tests make them small."""
+    backoff_min: float = 1.0       # first wait before starting the command again ...
+    backoff_max: float = 60.0      # ... doubling up to this
+    stable: float = 30.0           # a link up this long starts the backoff afresh
+    committer_retry: float = 1.0   # wait before reconnecting to the committer's socket
+    pull_timeout: float = 660.0    # longer than the committer's own 600 s for a pull
+    stop_grace: float = 2.0        # the command gets this long to end after SIGTERM
+
+
+# Looked up once, here: the child of a fork in a threaded program should load nothing.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the watch command's process: SIGTERM when the link dies (even by SIGKILL), so
+    no ssh is left behind holding a watch on the server."""
+    _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+
+
+class BadRemote(ValueError):
+    """A remote address no default watch command can be made for."""
+
+
+def parse_remote(url, base="."):
+    """("ssh", destination, port or None, path) or ("local", absolute path) of a git
+    remote's address; BadRemote for another kind (https, git://, empty).
+
+    Git's forms: `ssh://[user@]host[:port]/path` (`/~/path`: below the home),
+    `[user@]host:path` (no slash before the first colon), `file:///path`, a path
+    (relative ones from `base`, the working tree)."""
+    url = url.strip()
+    if not url:
+        raise BadRemote("the remote has no address (remoteurlcmd printed nothing)")
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        scheme = scheme.lower()
+        if scheme == "file":
+            return "local", os.path.normpath(rest if rest.startswith("/") else "/" + rest)
+        if scheme not in ("ssh", "git+ssh", "ssh+git"):
+            raise BadRemote("%s: a %s:// remote cannot be watched over ssh" % (url, scheme))
+        authority, slash, path = rest.partition("/")
+        if not slash or not path:
+            raise BadRemote("%s: no repository path in the address" % url)
+        user, at, hostport = authority.rpartition("@")
+        host, port = _host_port(hostport, url)
+        path = "/" + path
+        if path.startswith("/~"):
+            path = path[1:]  # ~/repo or ~user/repo: the server's shell finds it
+        return "ssh", (user + at + host), port, path
+    head = url.split("/", 1)[0]
+    if ":" in head and not url.startswith(("/", ".")):
+        if head.startswith("["):  # [host]:path or [user@host:port]:path
+            close = url.find("]:")
+            if close < 0:
+                raise BadRemote("%s: unclosed [ in the host" % url)
+            destination, path = url[1:close], url[close + 2:]
+        else:
+            destination, _, path = url.partition(":")
+        if not path:
+            raise BadRemote("%s: no repository path in the address" % url)
+        _check_host(destination.rpartition("@")[2], url)
+        return "ssh", destination, None, path
+    return "local", os.path.normpath(os.path.join(base, os.path.expanduser(url)))
+
+
+def _host_port(hostport, url):
+    if hostport.startswith("["):
+        host, _, tail = hostport[1:].partition("]")
+        port = tail[1:] if tail.startswith(":") else ""
+    else:
+        host, _, port = hostport.partition(":")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise BadRemote("%s: bad port %r" % (url, port))
+    _check_host(host, url)
+    return host, int(port) if port else None
+
+
+def _check_host(host, url):
+    # A host that starts with - would be an ssh option (git refuses it too).
+    if not host or host.startswith("-") or any(c.isspace() for c in host):
+        raise BadRemote("%s: bad host name %r" % (url, host))
+
+
+def ssh_program(env, cwd):
+    """The ssh git itself uses: $GIT_SSH_COMMAND, core.sshCommand, $GIT_SSH, or ssh."""
+    if env.get("GIT_SSH_COMMAND"):
+        return shlex.split(env["GIT_SSH_COMMAND"])
+    configured = subprocess.run(["git", "config", "--get", "core.sshCommand"], cwd=cwd,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL).stdout.decode("utf-8", "replace").strip()
+    if configured:
+        return shlex.split(configured)
+    return [env["GIT_SSH"]] if env.get("GIT_SSH") else ["ssh"]
+
+
+def default_watch(url, base, ssh=("ssh",)):
+    """argv watching the remote at `url`: over ssh, or here for a local path."""
+    remote = parse_remote(url, base)
+    if remote[0] == "local":
+        return [sys.executable, "-m", "autosync.remote", "watch", remote[1]]
+    _, destination, port, path = remote
+    script = "sh -c %s autosync-remote %s" % (shlex.quote(REMOTE_SCRIPT), shlex.quote(path))
+    return list(ssh) + SSH_OPTIONS + (["-p", str(port)] if port else []) + \
+        ["--", destination, script]
+
+
+def remote_path(url, base):
+    """What watchcmd's %s stands for: the remote's path (as its server sees it)."""
+    remote = parse_remote(url, base)
+    return remote[1] if remote[0] == "local" else remote[3]
+
+
+def watch_argv(cfg):
+    """(argv, shown) of the watch command for this config."""
+    url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
+    text = cfg.commands.get("watchcmd") or ""
+    if text.strip():
+        template = commands.Template("watchcmd", text)
+        run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
+        return run.argv, run.shown
+    argv = default_watch(url, cfg.path, ssh_program(os.environ, cfg.path))
+    return argv, " ".join(map(commands.show, argv))
+
+
+def have(path, rev):
+    """Whether the repository at `path` holds the commit `rev` (read only)."""
+    return subprocess.run(["git", "cat-file", "-e", rev + "^{commit}"], cwd=path,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def why_it_ended(returncode, stderr):
+    """The command's end in one line: its exit, and its own last words on stderr."""
+    lines = [" ".join(l.split()) for l in stderr.decode("utf-8", "replace").splitlines()]
+    said = [l for l in lines if l and not l.startswith(NOISE)][-3:]
+    how = "killed by signal %d" % -returncode if returncode < 0 else "exit %d" % returncode
+    return "the watch command ended (%s)%s" % (how, ": " + "; ".join(said) if said else "")
+
+
+class Link:
+    """The single loop: the watch command's output, its restarts, and the committer."""
+
+    def __init__(self, cfg, timing=None, argv=watch_argv, have=have):
+        self.cfg = cfg
+        t = self.timing = timing or Timing()
+        self.argv = argv
+        self.have = have
+        self.inbox = client.Inbox()
+        self.stopping = False
+        fixed = lambda: Backoff(t.committer_retry, t.committer_retry)  # noqa: E731
+        self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
+        self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link")
+        self.events = client.Subscription(cfg.socket, lambda event: None, self._resubscribed,
+                                          fixed(), log)
+        self.proc = None
+        self.out = b""            # a line begun on the command's stdout
+        self.err = b""            # the end of its stderr
+        self.err_open = False     # its stderr not at its end yet
+        self.up_since = None      # when the current command printed its first line
+        self.backoff = Backoff(t.backoff_min, t.backoff_max, jitter=0.2)
+        self.next_start = 0.0
+        self.trouble = Trouble(log, logging.ERROR, repeat=logging.INFO)
+        self.link_up = None       # as last told to the committer
+        self.link_error = None
+        self.shown = ""           # the command, for the log
+
+    # -- the loop
+
+    def _resubscribed(self):
+        self.inbox.put({"event": "_subscribed"})
+
+    def stop(self):
+        """Ask the loop to end (any thread, or a signal handler)."""
+        self.stopping = True
+        self.inbox.wake()
+
+    def run(self):
+        for worker in (self.pulls, self.links, self.events):
+            worker.start()
+        try:
+            while not self.stopping:
+                self.step()
+        finally:
+            self._end_command()
+            self._tell_link(False)
+            self.links.flush(2.0)
+            for worker in (self.events, self.pulls, self.links):
+                worker.close()
+            self.inbox.close()
+
+    def step(self):
+        now = time.monotonic()
+        if self.proc is None and now >= self.next_start:
+            self.start()
+        fds = [self.inbox]
+        if self.proc is not None:
+            fds += [self.proc.stdout] + ([self.proc.stderr] if self.err_open else [])
+        timeout = None if self.proc is not None else max(0.0, self.next_start - now)
+        readable, _, _ = select.select(fds, [], [], timeout)
+        for event in self.inbox.take():
+            if event.get("event") == "_subscribed" and self.link_up is not None:
+                self._send_link()  # the committer may have restarted: it forgot
+        if self.proc is not None and self.proc.stderr in readable:
+            self._read_stderr()
+        if self.proc is not None and self.proc.stdout in readable:
+            data = os.read(self.proc.stdout.fileno(), 65536)
+            if data:
+                self.received(data)
+            else:
+                self.ended()
+
+    # -- the command
+
+    def start(self):
+        self.out, self.err, self.up_since = b"", b"", None
+        try:
+            argv, self.shown = self.argv(self.cfg)
+        except (commands.CommandFailed, BadRemote, ValueError, OSError) as e:
+            return self._failed("cannot make the watch command: %s (set watchcmd in [dvcs], or "
+                                "use syncmethod = none with pullinterval)" % one_line(e))
+        try:
+            # Its own process group (stopped as one), ended with us even if we are killed.
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+        except OSError as e:
+            return self._failed("cannot run the watch command %s: %s" % (self.shown, e.strerror))
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        self.err_open = True
+        log.info("watching the remote: %s", self.shown)
+
+    def _read_stderr(self):
+        """What the command says on stderr, the end of it kept; never waits."""
+        try:
+            data = os.read(self.proc.stderr.fileno(), 65536)
+        except BlockingIOError:
+            return 0
+        if not data:
+            self.err_open = False  # closed: select() would report it for ever
+        self.err = (self.err + data)[-STDERR_KEPT:]
+        return len(data)
+
+    def received(self, data):
+        lines = (self.out + data).split(b"\n")
+        self.out = lines.pop()[-4096:]
+        connecting = self.up_since is None
+        for line in lines:
+            self.moved(line.decode("utf-8", "replace").strip(), check=not connecting)
+
+    def moved(self, line, check=True):
+        """One `REF REVISION` line. The first one brings the link up; the lines read with
+        it are the state at connecting, which the catch-up pull covers."""
+        ref, _, rev = line.rpartition(" ")
+        if not ref or not REVISION.fullmatch(rev):
+            if line:  # a login banner, say: not yet a sign that the watch runs
+                log.warning("ignoring a line of the watch command: %.100r", line)
+            return
+        if self.up_since is None:
+            self._came_up()
+        if not check or ZERO.fullmatch(rev):
+            return
+        if self.have(self.cfg.path, rev):
+            log.debug("%s is at %.12s, which we have", ref, rev)
+            return
+        self._pull("%s moved to %.12s" % (ref, rev))
+
+    def _came_up(self):
+        self.up_since = time.monotonic()
+        self.trouble.recovered()
+        log.info("link up: the remote is watched")
+        self._tell_link(True)
+        # What was pushed while nobody watched never printed a line: catch up.
+        self._pull("catch-up after connecting")
+
+    def ended(self):
+        """The command's stdout closed: it ended (or will): start it again later."""
+        proc = self.proc
+        try:
+            proc.wait(self.timing.stop_grace)
+        except subprocess.TimeoutExpired:
+            self._kill(proc)
+        while self.err_open and self._read_stderr():
+            pass  # its last words, up to their end (never waits)
+        self.proc = None
+        proc.stdout.close()
+        proc.stderr.close()
+        reason = why_it_ended(proc.returncode, self.err)
+        if self.up_since is None:
+            return self._failed(reason)
+        if time.monotonic() - self.up_since >= self.timing.stable:
+            self.backoff.reset()
+        delay = self.backoff.next()
+        self.next_start = time.monotonic() + delay
+        log.warning("%s; link down, watching again in %.1fs", reason, delay)
+        self._tell_link(False)
+
+    def _failed(self, reason):
+        delay = self.backoff.next()  # jittered: machines that failed together spread out
+        self.next_start = time.monotonic() + delay
+        self.trouble.failed("%s; trying again in %.1fs", reason, delay, kind=reason)
+        self._tell_link(False, reason)  # the `link` problem, by name, until it works
+
+    def _end_command(self):
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # ssh and whatever it started here
+            proc.wait(self.timing.stop_grace)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            self._kill(proc)
+        proc.stdout.close()
+        proc.stderr.close()
+
+    @staticmethod
+    def _kill(proc):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+    # -- the committer
+
+    def _tell_link(self, up, error=None):
+        if up != self.link_up or error != self.link_error:
+            self.link_up, self.link_error = up, error
+            self._send_link()
+
+    def _send_link(self):
+        request = {"cmd": "link", "up": self.link_up}
+        if self.link_error:
+            request["error"] = self.link_error
+        self.links.put("link", request)
+
+    def _pull(self, why):
+        log.info("asking the committer to pull (%s)", why)
+        self.pulls.put("pull", {"cmd": "pull"})
+
+
+def main(argv=None):
+    """autosync-sshlink [CONFIG] [-v]: pull when the remote moves (syncmethod = ssh)."""
+    from autosync import cli
+    link = Link(cli.start("autosync-sshlink", main.__doc__, argv))
+    StopFlag(wake=link.stop).install()
+    link.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""autosync-remote watch, on its own: a real bare repository, real pushes, real inotify."""
+import os
+import select
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, Remote, git
+
+from autosync import remote as ar
+
+pytestmark = pytest.mark.e2e
+
+
+def watch(spawn, path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return spawn([sys.executable, "-m", "autosync.remote", "watch", str(path)], env=env,
+                 stderr=subprocess.PIPE)
+
+
+def line(proc, timeout=20.0):
+    """The next line the watch prints (failing the test if none comes)."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "autosync-remote printed nothing within %gs" % timeout
+    return proc.stdout.readline().decode()
+
+
+def quiet(proc, seconds):
+    """True if the watch prints nothing for `seconds`."""
+    return not select.select([proc.stdout], [], [], seconds)[0]
+
+
+def cpu_ticks(pid):
+    """User + system CPU time of a process, in clock ticks (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def push(clone, name):
+    with open(os.path.join(clone, name), "w") as f:
+        f.write(name + "\n")
+    git("add", name, cwd=clone)
+    git("commit", "-q", "-m", name, cwd=clone)
+    git("push", "-q", "origin", "HEAD:main", cwd=clone)
+    return git("rev-parse", "HEAD", cwd=clone).decode().strip()
+
+
+@pytest.fixture
+def bare(tmp_path):
+    remote = Remote(tmp_path / "remote.git")
+    clone = str(tmp_path / "clone")
+    git("clone", "-q", remote.path, clone)
+    return remote, clone
+
+
+def test_first_the_state_then_one_line_per_push(bare, spawn):
+    remote, clone = bare
+    head = git("--git-dir", remote.path, "rev-parse", "main").decode().strip()
+    proc = watch(spawn, remote.path)
+    assert line(proc) == "refs/heads/main %s\n" % head
+    for name in ("a", "b"):
+        rev = push(clone, name)
+        assert line(proc) == "refs/heads/main %s\n" % rev
+    # A new branch in a new subfolder of refs/heads, then its removal.
+    git("push", "-q", "origin", "HEAD:refs/heads/topic/x", cwd=clone)
+    assert line(proc) == "refs/heads/topic/x %s\n" % rev
+    git("push", "-q", "origin", ":topic/x", cwd=clone)
+    assert line(proc) == "refs/heads/topic/x %s\n" % ("0" * 40)
+    # Refs moved into packed-refs: nothing moved, nothing printed; a push after it is seen.
+    git("--git-dir", remote.path, "pack-refs", "--all")
+    rev = push(clone, "c")
+    assert line(proc) == "refs/heads/main %s\n" % rev
+
+
+def test_idle_it_prints_nothing_and_uses_no_cpu(bare, spawn):
+    remote, _ = bare
+    proc = watch(spawn, remote.path)
+    line(proc)
+    before = cpu_ticks(proc.pid)
+    assert quiet(proc, 3.0)
+    # Waiting on inotify, not polling: at most a tick of rounding in three seconds.
+    assert cpu_ticks(proc.pid) - before <= 1
+
+
+def test_it_exits_when_its_output_is_closed_even_while_nothing_moves(bare, spawn):
+    remote, _ = bare
+    proc = watch(spawn, remote.path)
+    line(proc)
+    assert proc.poll() is None
+    proc.stdout.close()  # the reader goes away (ssh's connection dropped)
+    assert proc.wait(20) == 0
+    assert proc.stderr.read() == b""  # no traceback about a broken pipe
+
+
+def test_a_folder_that_is_no_repository_is_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "autosync.remote", "watch", str(tmp_path)],
+                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == "autosync-remote: %s is not a git repository (no refs/ and HEAD " \
+                            "in it or in its .git)\n" % tmp_path
+
+
+def test_usage(capsys):
+    assert ar.main(["look", "x"]) == 2
+    assert capsys.readouterr().err == ar.USAGE + "\n"
+
+
+def test_changes_lists_moves_and_removals():
+    old = {"refs/heads/main": "1" * 40, "refs/heads/gone": "2" * 40}
+    new = {"refs/heads/main": "3" * 40, "refs/heads/new": "4" * 40}
+    assert ar.changes(old, new) == ["refs/heads/main " + "3" * 40, "refs/heads/new " + "4" * 40,
+                                    "refs/heads/gone " + "0" * 40]
+    assert ar.changes(new, new) == []
+
+
+def test_a_working_tree_is_watched_through_its_git_folder(bare):
+    _, clone = bare
+    assert ar.git_dir(clone) == os.path.join(clone, ".git")
+    assert ar.branches(ar.git_dir(clone)) == {
+        "refs/heads/main": git("rev-parse", "HEAD", cwd=clone).decode().strip()}
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+40 22 0:35 / /srv rw,relatime - nfs4 server:/export rw,vers=4.2
+41 40 8:2 / /srv/local\\040disk rw,relatime - ext4 /dev/sdb1 rw
+42 22 0:50 / /mnt/box rw - fuse.sshfs me@box: rw
+"""
+
+
+@pytest.mark.parametrize("path, kind, network", [
+    ("/home/me/r.git", "ext4", False), ("/srv/r.git", "nfs4", True),
+    ("/srv/local disk/r.git", "ext4", False), ("/srvx/r.git", "ext4", False),
+    ("/mnt/box/r.git", "fuse.sshfs", True),
+])
+def test_a_repository_on_a_network_filesystem_is_told_apart(tmp_path, path, kind, network):
+    # There inotify never hears of other machines' pushes: the watch reads the refs on a
+    # timer as well (the one place it polls).
+    info = tmp_path / "mountinfo"
+    info.write_text(MOUNTINFO)
+    assert ar.filesystem(path, str(info)) == kind
+    assert ar.on_network(kind) is network
+
+
+def test_the_filesystem_of_a_real_folder_is_known(tmp_path):
+    assert ar.filesystem(str(tmp_path))

@@ -1,0 +1,470 @@
+"""autosync-sshlink: the remote's address -> the watch command; the link's decisions
+against a fake committer (tests/fakes.py) with scripted watch commands; and the real
+suite on two machines through a private sshd (tests/sshd.py)."""
+import os
+import pathlib
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import git, wait_until
+from fakes import FakeCommitter, config
+
+from autosync import problems, sshlink
+
+OPTIONS = sshlink.SSH_OPTIONS
+SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshlink.REMOTE_SCRIPT)
+FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, stable=60.0, committer_retry=0.1,
+                      pull_timeout=10.0, stop_grace=2.0)
+REV_A, REV_B = "a" * 40, "b" * 40
+
+
+# --- the remote's address -> the default watch command --------------------------------
+
+@pytest.mark.parametrize("url, argv", [
+    ("host:repo.git", ["--", "host", SCRIPT + "repo.git"]),
+    ("me@host:/srv/my repo.git", ["--", "me@host", SCRIPT + "'/srv/my repo.git'"]),
+    ("ssh://me@host:2222/srv/r.git", ["-p", "2222", "--", "me@host", SCRIPT + "/srv/r.git"]),
+    ("ssh://host/~/r.git", ["--", "host", SCRIPT + "'~/r.git'"]),
+    ("git+ssh://host/r.git", ["--", "host", SCRIPT + "/r.git"]),
+    ("[::1]:r.git", ["--", "::1", SCRIPT + "r.git"]),
+    ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1", SCRIPT + "/r.git"]),
+])
+def test_an_ssh_remote_is_watched_over_ssh(url, argv):
+    assert sshlink.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
+        ["ssh", "-F", "cfg"] + OPTIONS + argv
+
+
+@pytest.mark.parametrize("url, path", [
+    ("/srv/r.git", "/srv/r.git"), ("file:///srv/r.git", "/srv/r.git"),
+    ("../r.git", "/home/me/r.git"), ("./sub:dir/r.git", "/home/me/Sync/sub:dir/r.git"),
+])
+def test_a_local_remote_is_watched_here_without_ssh(url, path):
+    assert sshlink.default_watch(url, "/home/me/Sync") == \
+        [sys.executable, "-m", "autosync.remote", "watch", path]
+
+
+@pytest.mark.parametrize("url, error", [
+    ("", "the remote has no address (remoteurlcmd printed nothing)"),
+    ("https://example.org/r.git", "https://example.org/r.git: a https:// remote cannot be "
+                                  "watched over ssh"),
+    ("-oProxyCommand=evil:r.git", "-oProxyCommand=evil:r.git: bad host name "
+                                  "'-oProxyCommand=evil'"),
+    ("ssh://host:99999/r", "ssh://host:99999/r: bad port '99999'"),
+    ("host:", "host:: no repository path in the address"),
+])
+def test_a_remote_that_cannot_be_watched_is_one_line(url, error):
+    with pytest.raises(sshlink.BadRemote) as raised:
+        sshlink.default_watch(url, "/work")
+    assert str(raised.value) == error
+
+
+def test_the_ssh_git_uses_is_the_one_used(tmp_path):
+    git("init", "-q", str(tmp_path))
+    assert sshlink.ssh_program({"GIT_SSH_COMMAND": "ssh -i 'my key'"}, str(tmp_path)) == \
+        ["ssh", "-i", "my key"]
+    assert sshlink.ssh_program({}, str(tmp_path)) == ["ssh"]
+    git("config", "core.sshCommand", "ssh -F /etc/x", cwd=str(tmp_path))
+    assert sshlink.ssh_program({}, str(tmp_path)) == ["ssh", "-F", "/etc/x"]
+
+
+def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
+    git("init", "-q", str(tmp_path))
+    odd = "/srv/a b;$(touch x)'.git"
+    git("remote", "add", "origin", "host:" + odd, cwd=str(tmp_path))
+    cfg = config(str(tmp_path))
+    cfg.commands = dict(cfg.commands, watchcmd="ssh -J jump host autosync-remote watch %s")
+    argv, _ = sshlink.watch_argv(cfg)
+    assert argv == ["ssh", "-J", "jump", "host", "autosync-remote", "watch", odd]
+    cfg.commands["watchcmd"] = "my-watch | cat"  # no %s, shell syntax: through /bin/sh
+    assert sshlink.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
+
+
+def test_why_it_ended_keeps_ssh_s_words_and_not_its_notices():
+    said = b"Warning: Permanently added '[h]:22' (ED25519) to the list of known hosts.\r\n" \
+           b"me@h: Permission denied (publickey).\r\n"
+    assert sshlink.why_it_ended(255, said) == \
+        "the watch command ended (exit 255): me@h: Permission denied (publickey)."
+    assert sshlink.why_it_ended(-9, b"") == "the watch command ended (killed by signal 9)"
+
+
+# --- the link's decisions, against a fake committer ------------------------------------
+
+class Scripted:
+    """A Link in a thread whose watch commands are shell scripts, one per start (the last
+    is repeated); `have` answers from a set of revisions."""
+
+    def __init__(self, tmp_path, *scripts, timing=FAST, argv=None):
+        self.committer = FakeCommitter()
+        self.scripts = list(scripts)
+        self.starts = 0
+        self.haves = {REV_A}
+        self.fifo = str(tmp_path / "lines")
+        os.mkfifo(self.fifo)
+        cfg = config(str(tmp_path), socket=self.committer.path)
+        self.link = sshlink.Link(cfg, timing, argv=argv or self.argv,
+                                 have=lambda path, rev: rev in self.haves)
+        self.thread = threading.Thread(target=self.link.run, daemon=True)
+        self.thread.start()
+
+    def argv(self, cfg):
+        script = self.scripts[min(self.starts, len(self.scripts) - 1)]
+        self.starts += 1
+        return ["sh", "-c", script.replace("FIFO", shlex.quote(self.fifo))], "script"
+
+    def say(self, text):
+        """Lines for a script that runs `cat FIFO` (the writer's close ends it)."""
+        with open(self.fifo, "w") as f:
+            f.write(text)
+
+    def requests(self, cmd):
+        return self.committer.asked(cmd)
+
+    def told(self):
+        """The link requests, a repetition left out: the link is told once more when the
+        subscription to the committer comes up (it may have restarted)."""
+        told = []
+        for m in self.requests("link"):
+            if not told or told[-1] != m:
+                told.append(m)
+        return told
+
+    def up(self):
+        return [m["up"] for m in self.told()]
+
+    def close(self):
+        if self.thread.is_alive():
+            self.link.stop()
+            self.thread.join(10)
+        self.committer.cleanup()
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    made = []
+
+    def make(*scripts, **options):
+        made.append(Scripted(tmp_path, *scripts, **options))
+        return made[-1]
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_up_at_the_first_line_then_a_pull_only_for_a_revision_we_lack(scripted):
+    s = scripted("echo 'refs/heads/main %s'; exec cat FIFO" % REV_A)
+    wait_until(lambda: s.up() == [True], what="link up")
+    wait_until(lambda: len(s.requests("pull")) == 1, what="the catch-up pull")
+    with open(s.fifo, "w") as f:
+        f.write("refs/heads/main %s\n" % REV_A)  # our own push: we have it
+        f.flush()
+        time.sleep(0.3)
+        assert len(s.requests("pull")) == 1
+        f.write("refs/heads/main %s\n" % REV_B)  # another machine's push
+        f.flush()
+        wait_until(lambda: len(s.requests("pull")) == 2, what="a pull for the new revision")
+        f.write("refs/heads/gone %s\nnot a line\n" % ("0" * 40))  # a removal, and noise
+        f.flush()
+        time.sleep(0.3)
+    assert len(s.requests("pull")) == 2
+    assert s.told() == [{"cmd": "link", "up": True}]
+
+
+def test_a_refused_login_is_told_with_its_words_then_cleared(scripted):
+    s = scripted("echo 'me@h: Permission denied (publickey).' >&2; exit 255",
+                 "echo 'me@h: Permission denied (publickey).' >&2; exit 255",
+                 "echo 'refs/heads/main %s'; exec sleep 60" % REV_A)
+    wait_until(lambda: s.up()[-1:] == [True], what="link up at the third start")
+    assert s.requests("link")[0] == {
+        "cmd": "link", "up": False,
+        "error": "the watch command ended (exit 255): me@h: Permission denied (publickey)."}
+    # The same refusal again is not told again; the link coming up is.
+    assert s.up() == [False, True]
+    assert s.starts == 3
+    assert len(s.requests("pull")) == 1  # the catch-up, once up
+
+
+def test_a_banner_is_no_sign_of_a_running_watch(scripted):
+    s = scripted("echo 'Welcome to the server'; echo 'autosync-remote: not found' >&2; exit 127")
+    wait_until(lambda: s.up() == [False], what="link down")
+    assert s.told() == [{"cmd": "link", "up": False, "error": "the watch command ended "
+                         "(exit 127): autosync-remote: not found"}]
+    assert s.requests("pull") == []
+
+
+def test_a_watch_that_ends_is_started_again_with_a_growing_wait(scripted):
+    s = scripted("echo 'refs/heads/main %s'; exec cat FIFO" % REV_A)
+    for n in range(1, 4):
+        wait_until(lambda: s.up()[-1:] == [True] and s.starts == n,
+                   what="link up, start %d" % n)
+        s.say("")  # the writer's close ends cat: the connection dropped
+        wait_until(lambda: s.up()[-1:] == [False], what="link down")
+    # Down without an error (a drop is no refusal), a catch-up pull at every connect,
+    # and each wait longer than the one before (jitter takes at most a fifth).
+    assert all("error" not in m for m in s.requests("link"))
+    wait_until(lambda: len(s.requests("pull")) == 4, what="the fourth catch-up pull")
+    assert s.link.backoff.failures >= 3
+    assert s.link.backoff.current == FAST.backoff_max
+
+
+def test_the_link_is_told_again_to_a_committer_that_restarted(scripted):
+    s = scripted("echo 'refs/heads/main %s'; exec sleep 60" % REV_A)
+    wait_until(lambda: s.up() == [True], what="link up")
+    s.committer.close()
+    s.committer.requests.clear()
+    s.committer.start()
+    wait_until(lambda: s.committer.asked("link") == [{"cmd": "link", "up": True}],
+               what="link up told again")
+
+
+def test_stopping_ends_the_watch_command_and_says_down(scripted, tmp_path):
+    pidfile = tmp_path / "pid"
+    s = scripted("echo $$ > %s; echo 'refs/heads/main %s'; exec sleep 60"
+                 % (shlex.quote(str(pidfile)), REV_A))
+    wait_until(lambda: s.up() == [True], what="link up: %s" % s.requests("link"))
+    pid = int(pidfile.read_text())
+    s.link.stop()
+    s.thread.join(10)
+    assert s.up() == [True, False]
+    assert not os.path.exists("/proc/%d" % pid) or \
+        open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+
+
+def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
+    s = scripted(argv=lambda cfg: sshlink.default_watch("https://example.org/r.git", "/"))
+    wait_until(lambda: any("error" in m for m in s.requests("link")), what="the problem")
+    error = [m for m in s.requests("link") if "error" in m][0]["error"]
+    assert error.startswith("cannot make the watch command: https://example.org/r.git: a "
+                            "https:// remote cannot be watched over ssh (set watchcmd")
+
+
+# --- the real suite through a private sshd ----------------------------------------------
+
+from conftest import Machine, Remote, tree  # noqa: E402
+from sshd import Sshd, descendants, missing  # noqa: E402
+
+
+@pytest.fixture
+def sshd(tmp_path, monkeypatch):
+    """A started private sshd; git and the daemons reach it with its own client files."""
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    server = Sshd(tmp_path / "sshd").start()
+    monkeypatch.setenv("GIT_SSH_COMMAND", server.ssh_command)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ssh_machines(tmp_path, remote):
+    """ssh_machines(sshd_or_None, "a", "b", ...) -> started Machines with syncmethod = ssh,
+    their origin the remote over ssh (or its local path without sshd); stopped afterwards."""
+    made = []
+
+    def make(server, *names, start=True, **settings):
+        new = []
+        for name in names:
+            m = Machine(tmp_path, name, remote, syncmethod="ssh", **settings)
+            if server is not None:
+                git("remote", "set-url", "origin", server.url(remote.path), cwd=m.path)
+            made.append(m)
+            new.append(m.start() if start else m)
+        return new
+    yield make
+    for m in made:
+        m.stop()
+
+
+def link_pid(machine):
+    """The PID of the watch command (ssh, or autosync.remote) that machine's link runs."""
+    link = machine.children()["sshlink"]
+    kids = descendants(link)
+    return kids[0] if kids else None
+
+
+def server_watches(sshd):
+    """PIDs of the autosync-remote watches the server runs (below its listener)."""
+    found = []
+    for pid in descendants(sshd.proc.pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"autosync.remote" in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def link_problem(machine):
+    return [p for p in machine.status().get("problems", []) if p["name"] == "link"]
+
+
+@pytest.mark.e2e
+def test_two_machines_sync_through_sshd(sshd, ssh_machines, remote):
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    assert "link:        up over ssh" in a.notify("status").stdout
+    assert "watching the remote: ssh -F %s -o BatchMode=yes" % sshd.client_config in b.logtext()
+    # As for a `pip install --user` on the server: not on the session's PATH, yet found.
+    plain = subprocess.run(shlex.split(sshd.ssh_command) + ["127.0.0.1", "command -v "
+                           "autosync-remote"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert plain.returncode != 0 and plain.stdout == b""
+    steps = [("write", lambda: open(os.path.join(a.path, "notes.txt"), "w").write("one\n")),
+             ("edit", lambda: open(os.path.join(a.path, "notes.txt"), "a").write("two\n")),
+             ("move", lambda: os.rename(os.path.join(a.path, "notes.txt"),
+                                        os.path.join(a.path, "moved.txt"))),
+             ("delete", lambda: os.unlink(os.path.join(a.path, "moved.txt")))]
+    for what, step in steps:
+        step()
+        wait_until(lambda: tree(b) == tree(a) and a.settled(remote), 30,
+                   what="%s to reach b" % what)
+    # b pulled because the remote said so (pullinterval is 0 here), and a's own pushes
+    # named revisions a had: a never pulled for them.
+    assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+    assert "asking the committer to pull (refs/heads/main moved to" not in a.logtext()
+
+
+
+@pytest.mark.e2e
+def test_sshd_restarted_the_link_reconnects_and_catches_up(sshd, ssh_machines, remote):
+    # a pushes to the remote's local path and is not watched; b watches over ssh.
+    a = Machine(pathlib.Path(os.path.dirname(remote.path)), "a", remote).start()
+    try:
+        (b,) = ssh_machines(sshd, "b")
+        wait_until(lambda: b.status().get("link") == "up", what="b's link up")
+        sshd.stop()
+        wait_until(lambda: b.status().get("link") == "down", what="b's link down")
+        # Pushed while b cannot hear of it: no line will ever name it.
+        with open(os.path.join(a.path, "while-away.txt"), "w") as f:
+            f.write("pushed while sshd was down\n")
+        wait_until(lambda: a.settled(remote), what="a's push")
+        sshd.start()
+        wait_until(lambda: b.read("while-away.txt") == b"pushed while sshd was down\n", 60,
+                   what="the catch-up pull at reconnecting")
+        assert b.status().get("link") == "up"
+        assert "asking the committer to pull (catch-up after connecting)" in b.logtext()
+        assert "link down, watching again in" in b.logtext()
+        # And the link works again: a later push is pulled when it happens.
+        with open(os.path.join(a.path, "after.txt"), "w") as f:
+            f.write("after\n")
+        wait_until(lambda: b.read("after.txt") == b"after\n", 30, what="a push after it")
+    finally:
+        a.stop()
+
+
+@pytest.mark.e2e
+def test_a_killed_watch_command_is_started_again(sshd, ssh_machines, remote):
+    a, b = ssh_machines(sshd, "a", "b")
+    wait_until(lambda: b.status().get("link") == "up", what="b's link up")
+    first = wait_until(lambda: link_pid(b), what="b's ssh")
+    before = wait_until(lambda: len(server_watches(sshd)) == 2 and server_watches(sshd),
+                        what="a watch per machine on the server")
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: link_pid(b) not in (None, first) and b.status().get("link") == "up",
+               what="a new watch, link up again")
+    # On the server, the killed connection's watch ended (its output hung up): one per
+    # machine, as before, one of them new.
+    wait_until(lambda: len(server_watches(sshd)) == 2 and server_watches(sshd) != before,
+               what="the server's old watch to end")
+    assert "the watch command ended (killed by signal 9); link down, watching again in" \
+        in b.logtext()
+    with open(os.path.join(a.path, "later.txt"), "w") as f:
+        f.write("later\n")
+    wait_until(lambda: b.read("later.txt") == b"later\n", 30, what="a push after the restart")
+
+
+@pytest.mark.e2e
+def test_a_refused_login_is_the_link_problem_until_the_key_is_authorized(sshd, ssh_machines):
+    sshd.authorize(False)
+    (b,) = ssh_machines(sshd, "b", start=False)
+    b.start(wait=False)
+    problem = wait_until(lambda: link_problem(b), 60, what="the link problem")[0]
+    assert problem["error"] == "link: the watch command ended (exit 255): %s@127.0.0.1: " \
+                               "Permission denied (publickey)." % sshd.user
+    assert problem["fix"] == problems.LINK_FIX["ssh"]
+    assert "Permission denied (publickey)." in b.notify("status").stdout
+    sshd.authorize(True)
+    wait_until(lambda: b.status().get("link") == "up" and not link_problem(b), 60,
+               what="the problem cleared")
+    wait_until(lambda: b.status().get("headline") == "in sync", 60, what="in sync")
+
+
+@pytest.mark.e2e
+def test_a_remote_on_a_local_path_is_watched_without_ssh(ssh_machines, remote, monkeypatch):
+    monkeypatch.setenv("GIT_SSH_COMMAND", "false")  # any ssh would fail
+    a, b = ssh_machines(None, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    assert "watching the remote: %s -m autosync.remote watch %s" % (sys.executable, remote.path) \
+        in b.logtext()
+    with open(os.path.join(a.path, "local.txt"), "w") as f:
+        f.write("no ssh\n")
+    wait_until(lambda: b.read("local.txt") == b"no ssh\n", 30, what="the file on b")
+    assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+
+
+@pytest.mark.e2e
+def test_folders_on_one_server_share_nothing(sshd, tmp_path):
+    # Two folders, each with its remote on the same server: a push to one pulls only there.
+    made = []
+    try:
+        for name in ("x", "y"):
+            remote = Remote(tmp_path / (name + ".git"))
+            m = Machine(tmp_path, name, remote, syncmethod="ssh")
+            git("remote", "set-url", "origin", sshd.url(remote.path), cwd=m.path)
+            made.append((remote, m.start()))
+        (x_remote, x), (_, y) = made
+        for m in (x, y):
+            wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+        other = str(tmp_path / "elsewhere")
+        git("clone", "-q", x_remote.path, other)
+        with open(os.path.join(other, "only-x.txt"), "w") as f:
+            f.write("x\n")
+        git("add", "only-x.txt", cwd=other)
+        git("commit", "-q", "-m", "x only", cwd=other)
+        git("push", "-q", "origin", "HEAD:main", cwd=other)
+        wait_until(lambda: x.read("only-x.txt") == b"x\n", 30, what="the file in x")
+        assert y.read("only-x.txt") is None
+        assert "moved to" in x.logtext() and "moved to" not in y.logtext()
+    finally:
+        for _, m in made:
+            m.stop()
+
+
+def test_the_watch_command_ends_with_a_killed_link(tmp_path):
+    # A link killed outright (SIGKILL) must not leave its ssh running on the server.
+    pidfile = tmp_path / "pid"
+    code = ("import sys; from autosync import sshlink; from fakes import config\n"
+            "link = sshlink.Link(config(%r), argv=lambda cfg: (['sh', '-c', 'echo $$ > %s; "
+            "exec sleep 60'], 'x'))\nlink.start()\nimport time; time.sleep(60)\n"
+            % (str(tmp_path), pidfile))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+         os.path.dirname(os.path.abspath(__file__))]))
+    link = subprocess.Popen([sys.executable, "-c", code], env=env)
+    pid = None
+    try:
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
+                             what="the watch command"))
+        link.kill()
+        link.wait()
+        wait_until(lambda: not os.path.exists("/proc/%d" % pid) or
+                   open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()[0] == "Z",
+                   what="the watch command to end")
+    finally:
+        if link.poll() is None:
+            link.kill()
+            link.wait()
+        if pid:  # left behind only if the test failed
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
