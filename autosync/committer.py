@@ -423,7 +423,7 @@ def main(argv=None):
     worker.start()
     wakeups = wakeup.Listener(committer.wake).start()
     worker.join()
-    wakeups.stop()
+    wakeups.stop(wait=False)  # a daemon thread: it never holds the exit up
     committer.event("stopping")
     committer.server.close()
     committer.repo.close()

@@ -146,8 +146,9 @@ class Listener:
         self.thread.start()
         return self
 
-    def stop(self):
-        """End run(); safe from any thread."""
+    def stop(self, wait=True):
+        """End run(); safe from any thread. wait=False: do not wait for the thread (a
+        system bus that hangs while we connect must not hold up the committer's exit)."""
         self.stopped.set()
         conn = self.conn
         if conn is not None:
@@ -155,7 +156,7 @@ class Listener:
                 conn.sock.shutdown(2)
             except OSError:
                 pass
-        if self.thread is not None and self.thread is not threading.current_thread():
+        if wait and self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(5)
 
     def run(self):
