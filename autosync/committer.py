@@ -218,14 +218,15 @@ class Committer(Reports, Everyday):
 
     def wake(self, reason):
         """The machine woke up or its network came back (wakeup.Listener): pull, then push
-        what waits, at once. Several before the worker gets to it are one."""
+        what waits, at once. Several before the worker gets to it are one.
+        -> False while paused: the pull waits for the resume."""
         with self.cond:
             if self.paused.active():
                 self.paused.owe_pull()  # as another machine's push: pulled on resume
-                log.debug("%s while paused: pulled on resume", reason)
-                return
+                return False
             self.woken = True
             self.cond.notify_all()
+            return True
 
     def wait_for(self, kind, timeout):
         """Ask the worker for a pull or a sync and wait until one that began after now ends."""

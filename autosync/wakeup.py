@@ -127,7 +127,8 @@ class Wakeups:
 class Listener:
     """A thread listening on the system bus; on_wake(reason) when a sync is due.
 
-    on_wake runs on this thread: it must only ask (Committer.wake queues)."""
+    on_wake runs on this thread: it must only ask (Committer.wake queues); it
+    returns False when the sync waits (paused)."""
 
     def __init__(self, on_wake, wakeups=None, clock=time.monotonic):
         self.on_wake = on_wake
@@ -178,9 +179,10 @@ class Listener:
             if msg is not None:
                 self.take(msg)
             reason = self.wakeups.due(self.clock())
-            if reason is not None:
+            if reason is not None and self.on_wake(reason) is False:
+                log.info("%s while paused: pulled on resume", reason)
+            elif reason is not None:
                 log.info("%s: syncing", reason)
-                self.on_wake(reason)
         self._close()
 
     def _connect(self):

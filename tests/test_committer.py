@@ -290,7 +290,7 @@ def test_a_wake_with_nothing_to_push_only_pulls_and_replaces_a_pull_retry(commit
 def test_a_wake_while_paused_is_a_pull_owed_on_resume(committer):
     committer.handle({"cmd": "pause"}, None)
     committer.step()  # the worker takes the pause in
-    committer.wake("woke from sleep")
+    assert committer.wake("woke from sleep") is False  # the listener says so
     assert not committer._has_work() and committer.paused.pull_owed
     assert committer.repo.calls == []
     committer.handle({"cmd": "resume"}, None)

@@ -5,6 +5,7 @@ real private bus standing for the system bus, with a fake logind and
 NetworkManager owning their names; and the real suite on real git, woken by
 them. The committer's side (Committer.wake) is in test_committer.py.
 """
+import json
 import logging
 import os
 import queue
@@ -18,6 +19,7 @@ from jeepney.io.blocking import open_dbus_connection
 
 from autosync import client
 from autosync.config import load
+from autosync.pause import state_file
 from autosync.retry import Backoff
 from autosync.wakeup import CONNECTED_GLOBAL, NETWORK, WOKE, Listener, Wakeups
 from conftest import git, wait_until
@@ -98,12 +100,14 @@ def test_without_networkmanager_a_resume_is_not_held():
 class Woken:
     """on_wake for a Listener: records the reasons, lets a test wait for them."""
 
-    def __init__(self):
+    def __init__(self, answer=True):
         self.reasons = queue.SimpleQueue()
         self.seen = []
+        self.answer = answer  # False: as the committer while paused
 
     def __call__(self, reason):
         self.reasons.put(reason)
+        return self.answer
 
     def next(self, timeout=10.0):
         self.seen.append(self.reasons.get(timeout=timeout))
@@ -117,8 +121,8 @@ class Woken:
 def listen(system_bus):
     started = []
 
-    def start(settle=0.2):
-        woken = Woken()
+    def start(settle=0.2, answer=True):
+        woken = Woken(answer)
         listener = Listener(woken, Wakeups(settle=settle, spacing=0.0, hold=30.0))
         listener.backoff = Backoff(0.05, 0.2)
         started.append(listener.start())
@@ -159,6 +163,18 @@ def test_the_listener_wakes_on_resume_and_not_when_going_to_sleep(listen, logind
     logind.sleep(False)
     assert woken.next() == WOKE
     assert [r.levelno for r in said(caplog, ": syncing")] == [logging.INFO, logging.INFO]
+
+
+def test_a_wake_while_paused_says_the_pull_waits(listen, logind, caplog):
+    caplog.set_level(logging.INFO, logger="autosync.wakeup")
+    listener, woken = listen(answer=False)
+    wait_until(lambda: listener.conn is not None and listener.state_serial is None, 10,
+               what="the listener connected")
+    logind.sleep(False)
+    assert woken.next() == WOKE
+    wait_until(lambda: said(caplog, "woke from sleep"), 10, what="the log line")
+    assert [r.getMessage() for r in said(caplog, "woke")] == [
+        "woke from sleep while paused: pulled on resume"]
 
 
 def test_a_flapping_network_wakes_once(listen, nm):
@@ -340,6 +356,22 @@ def test_the_network_coming_back_syncs_once_however_it_flaps(system_bus, nm, rem
         sub.close()
     assert len(pulls) == 1
     assert a.logtext().count("network back: syncing") == 1
+
+
+@pytest.mark.e2e
+def test_a_resume_while_paused_pulls_on_resume(system_bus, logind, remote, machines, tmp_path):
+    a = machines("a")
+    listening(a)
+    a.notify("pause")
+    other_machine_pushes(remote, tmp_path, "later.txt", "after the pause\n")
+    logind.sleep(False)
+    wait_until(lambda: "woke from sleep while paused: pulled on resume" in a.logtext(), 30,
+               what="the wake heard while paused")
+    assert a.read("later.txt") is None  # paused: nothing is pulled
+    with open(state_file(a.path)) as f:  # remembered, across a restart too
+        assert json.load(f)["pull_owed"] is True
+    a.notify("resume")
+    wait_until(lambda: a.read("later.txt") == b"after the pause\n", 30, what="the pull")
 
 
 @pytest.mark.e2e
