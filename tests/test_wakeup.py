@@ -10,6 +10,7 @@ import logging
 import os
 import queue
 import subprocess
+import threading
 import time
 
 import pytest
@@ -307,8 +308,9 @@ def unpushed_commit(machine):
 
 def events(machine):
     """The machine's committer events, as they come: -> (queue, subscription)."""
-    got = queue.SimpleQueue()
-    sub = client.Subscription(load(machine.config).socket, got.put).start()
+    got, subscribed = queue.SimpleQueue(), threading.Event()
+    sub = client.Subscription(load(machine.config).socket, got.put, subscribed.set).start()
+    assert subscribed.wait(30), "no subscription to %s's events" % machine.name
     return got, sub
 
 
@@ -344,7 +346,6 @@ def test_the_network_coming_back_syncs_once_however_it_flaps(system_bus, nm, rem
     nm.wait_for(1)  # a asked its state (20: disconnected)
     got, sub = events(a)
     try:
-        wait_until(lambda: got.empty() and sub.conn is not None, 30, what="a subscription")
         other_machine_pushes(remote, tmp_path, "news.txt", "while offline\n")
         rev = unpushed_commit(a)
         nm.states(70, 20, 70, 20, 40, 70)
