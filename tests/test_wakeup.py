@@ -201,6 +201,19 @@ def test_a_resume_while_offline_waits_for_the_network(listen, logind, nm):
     assert listener.wakeups.next_due() is None
 
 
+def test_a_networkmanager_that_starts_later_is_asked_its_state(listen, system_bus):
+    listener, woken = listen()
+    wait_until(lambda: listener.conn is not None and listener.state_serial is None, 10,
+               what="the listener connected (no NetworkManager: no state)")
+    assert listener.wakeups.state is None
+    with FakeNetworkManager(system_bus.address, state=20) as nm:
+        nm.wait_for(1)  # asked when the name got its owner
+        wait_until(lambda: listener.wakeups.state == 20, 10, what="the state known")
+        assert listener.wakeups.next_due() is None  # its arrival is no network back
+        nm.states(CONNECTED_GLOBAL)
+        assert woken.next() == NETWORK
+
+
 def test_malformed_signals_are_ignored_with_one_line(listen, logind, nm, caplog):
     caplog.set_level(logging.DEBUG, logger="autosync.wakeup")
     listener, woken = listen()
