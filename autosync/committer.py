@@ -9,7 +9,9 @@ One worker thread does all repository work, one thing at a time, and
 decides when: pushes after `pushdelay`, retries after a backoff (while git
 counts unpushed commits, or the last push failed), pulls on a timer while no
 XMPP or ssh link says when (`pullinterval`) and, slower, while one does
-(`safetypull`). Socket threads only queue work and wait for it.
+(`safetypull`). Socket threads only queue work and wait for it. A resume from
+suspend or the network coming back (wakeup.py, a thread of this process)
+asks for a pull and a push at once.
 
 While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push). Pause, resume, describe: everyday.py.
@@ -20,7 +22,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, problems
+from autosync import cli, problems, wakeup
 from autosync.everyday import Everyday
 from autosync.reports import BACKOFF_MAX, Reports
 from autosync.messages import ACTIONS
@@ -97,6 +99,7 @@ class Committer(Reports, Everyday):
         self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
         self.backoff = backoffs()
         self.link_up = False  # the XMPP listener tells us when it is up
+        self.woken = False  # resumed, or the network is back: pull, then push what waits
         self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
         self.next_safety_pull = time.monotonic() + cfg.safetypull if cfg.safetypull else None
         self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
@@ -215,6 +218,18 @@ class Committer(Reports, Everyday):
             self.succeeded("folder")
         return {"ok": True}
 
+    def wake(self, reason):
+        """The machine woke up or its network came back (wakeup.Listener): pull, then push
+        what waits, at once. Several before the worker gets to it are one.
+        -> False while paused: the pull waits for the resume."""
+        with self.cond:
+            if self.paused.active():
+                self.paused.owe_pull()  # as another machine's push: pulled on resume
+                return False
+            self.woken = True
+            self.cond.notify_all()
+            return True
+
     def wait_for(self, kind, timeout):
         """Ask the worker for a pull or a sync and wait until one that began after now ends."""
         with self.cond:
@@ -270,7 +285,7 @@ class Committer(Reports, Everyday):
         now = time.monotonic()
         if self.paused.active():
             return self.stopping or self.replan or self.paused.expired()
-        return (bool(self.pending) or self.stopping or bool(self.resuming)
+        return (bool(self.pending) or self.stopping or bool(self.resuming) or self.woken
                 or self.wanted["describe"] > self.done["describe"]
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
@@ -323,6 +338,9 @@ class Committer(Reports, Everyday):
             retry = {op for op, t in self.retry_at.items() if t is not None and now >= t}
             for op in retry:
                 self.retry_at[op] = None
+            woken, self.woken = self.woken, False
+            if woken:
+                self.retry_at["pull"] = None  # this pull is the retry
         note = "; ".join(notes) or None
         made = False
         if changes or rescan or "commit" in retry:
@@ -331,7 +349,7 @@ class Committer(Reports, Everyday):
             # is often the restore's own writes.
             made = self.commit(changes, rescan or "commit" in retry,
                                note if syncs > self.done["sync"] else None)
-        if pulls > self.done["pull"] or timer_pull or "pull" in retry:
+        if pulls > self.done["pull"] or timer_pull or "pull" in retry or woken:
             self.finish("pull", pulls, self.repo.pull())
         if syncs > self.done["sync"]:
             committed = self.commit([], True, note=None if made else note) or made
@@ -342,8 +360,8 @@ class Committer(Reports, Everyday):
             self.finish("sync", syncs, {"ok": error is None, "committed": committed,
                                         "pushed": bool(pushed),
                                         **({"error": error} if error else {})})
-        elif push_due:
-            self.push()
+        elif push_due or woken:
+            self.push()  # woken: now, not after a backoff that grew while offline
         self.idle()
 
     def push(self, force=False):
@@ -406,7 +424,9 @@ def main(argv=None):
     # (the supervisor's patience bounds that) and the join below returns.
     StopFlag(wake=committer.stop).install()
     worker.start()
+    wakeups = wakeup.Listener(committer.wake).start()
     worker.join()
+    wakeups.stop(wait=False)  # a daemon thread: it never holds the exit up
     committer.event("stopping")
     committer.server.close()
     committer.repo.close()

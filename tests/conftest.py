@@ -54,6 +54,8 @@ def private_home(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    # Never the machine's own system bus: its resumes and networks are not the test's.
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=%s" % (tmp_path / "no-system-bus"))
     # An identity and nothing else: every other setting is the user's, and git's defaults
     # (no pull.rebase, no pull.ff) are what a new user has.
     for key, value in (("user.name", "Test"), ("user.email", "test@example.org")):

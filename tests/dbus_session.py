@@ -6,7 +6,9 @@ nothing of the machine's desktop can answer. Recorder owns
 org.freedesktop.Notifications on that bus and records every Notify call; its
 invoke() plays the user clicking one of a notification's actions.
 WatcherRecorder owns org.kde.StatusNotifierWatcher and records the items
-that register and the signals they send.
+that register and the signals they send. FakeLogind and FakeNetworkManager
+own logind's and NetworkManager's names on a private bus standing for the
+system bus (the `system_bus` fixture) and send their signals.
 """
 import os
 import queue
@@ -230,3 +232,51 @@ def bus(tmp_path, monkeypatch):
     with SessionBus(tmp_path / "dbus") as session:
         monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session.address)
         yield session
+
+
+class FakeLogind(Owner):
+    """Owns org.freedesktop.login1; sleep(going) sends PrepareForSleep(going)."""
+
+    NAME = "org.freedesktop.login1"
+
+    def sleep(self, going, signature="b"):
+        """PrepareForSleep as logind broadcasts it (another signature: a malformed one)."""
+        self.outbox.put(new_signal(DBusAddress("/org/freedesktop/login1",
+                                               interface="org.freedesktop.login1.Manager"),
+                                   "PrepareForSleep", signature, (going,)))
+
+    def _answer(self, msg):
+        return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
+
+
+class FakeNetworkManager(Owner):
+    """Owns org.freedesktop.NetworkManager: answers its State property (`state`), and
+    states(a, b, ...) sends StateChanged for each, in one go (a flapping network)."""
+
+    NAME = "org.freedesktop.NetworkManager"
+
+    def __init__(self, address, state=20):
+        super().__init__(address)
+        self.state = state  # NM_STATE_DISCONNECTED
+
+    def states(self, *states):
+        for state in states:
+            self.state = state
+            self.outbox.put(new_signal(DBusAddress("/org/freedesktop/NetworkManager",
+                                                   interface="org.freedesktop.NetworkManager"),
+                                       "StateChanged", "u", (state,)))
+
+    def _answer(self, msg):
+        fields = msg.header.fields
+        if fields.get(HeaderFields.member) == "Get" and tuple(msg.body) == (self.NAME, "State"):
+            self._record("Get State")
+            return new_method_return(msg, "v", (("u", self.state),))
+        return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod")
+
+
+@pytest.fixture
+def system_bus(tmp_path, monkeypatch):
+    """A private bus standing for the system bus, and the programs under test pointed at it."""
+    with SessionBus(tmp_path / "system-dbus") as system:
+        monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", system.address)
+        yield system

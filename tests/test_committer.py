@@ -274,3 +274,40 @@ def test_another_dvcs_retries_a_failed_start_push_though_it_counted_nothing(comm
     committer.push_at = time.monotonic()
     committer.step()  # pushed: nothing owed any more
     assert committer.repo.calls.count("push") == 2
+
+
+# --- wake-ups: a resume or the network back (wakeup.py asks) --------------------------
+
+
+def test_a_wake_pulls_then_pushes_what_waits_at_once_and_several_are_one(tmp_path):
+    c = Committer(config(tmp_path, pullinterval=0.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    c.repo.count = 1  # a commit the remote refused while offline
+    c.recount()
+    c.push_at = time.monotonic() + 3600  # its retry, after a backoff grown while offline
+    assert not c._has_work()
+    c.wake("woke from sleep")
+    c.wake("network back")
+    assert c._has_work()
+    c.step()
+    assert c.repo.calls == ["pull", "push"]  # pull first, then push
+    assert not c._has_work() and c.status_fields["unpushed"] == 0
+
+
+def test_a_wake_with_nothing_to_push_only_pulls_and_replaces_a_pull_retry(committer):
+    committer.retry_at["pull"] = time.monotonic() + 3600
+    committer.wake("network back")
+    committer.step()
+    assert committer.repo.calls == ["pull"]
+    assert committer.retry_at["pull"] is None
+
+
+def test_a_wake_while_paused_is_a_pull_owed_on_resume(committer):
+    committer.handle({"cmd": "pause"}, None)
+    committer.step()  # the worker takes the pause in
+    assert committer.wake("woke from sleep") is False  # the listener says so
+    assert not committer._has_work() and committer.paused.pull_owed
+    assert committer.repo.calls == []
+    committer.handle({"cmd": "resume"}, None)
+    committer.step()
+    assert committer.repo.calls[0] == "pull"
