@@ -240,10 +240,14 @@ def test_a_fresh_clone_in_its_place_syncs_on_without_a_restart(machines, remote)
     write(a, "before.txt", b"before\n")
     settle(a, remote)
     watcher = a.children()["watcher"]
+    # Held open, the old folder keeps its inode number: the clone cannot get it again
+    # (a reused one would look like our own folder come back, and say nothing).
+    old = os.open(a.path, os.O_RDONLY)
     shutil.rmtree(a.path)
     wait_until(lambda: away(a), 10, what="status to say the folder is away")
     git("clone", "-q", remote.path, a.path)
     wait_until(lambda: away(a) is None, 20, what="the clone to be taken on")
+    os.close(old)
     write(a, "after.txt", b"after\n")
     settle(a, remote)
     assert remote.files()[b"after.txt"] == b"after\n"
