@@ -6,7 +6,8 @@ nothing of the machine's desktop can answer. Recorder owns
 org.freedesktop.Notifications on that bus and records every Notify call; its
 invoke() plays the user clicking one of a notification's actions.
 WatcherRecorder owns org.kde.StatusNotifierWatcher and records the items
-that register and the signals they send. FakeLogind and FakeNetworkManager
+that register and the signals they send; Host reads a registered item and
+clicks its menu as a tray would. FakeLogind and FakeNetworkManager
 own logind's and NetworkManager's names on a private bus standing for the
 system bus (the `system_bus` fixture) and send their signals.
 """
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 import pytest
 
 from jeepney import (DBusAddress, HeaderFields, MatchRule, MessageType, new_error,
-                     new_method_return, new_signal)
+                     new_method_call, new_method_return, new_signal)
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
+
+from autosync import sni
 
 CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -224,6 +227,48 @@ class WatcherRecorder(Owner):
                                       timeout):
                 raise AssertionError("no %s signal; heard %r" % (member, self.signals))
             return [body for m, body in self.signals if m == member]
+
+
+class Host:
+    """What a tray host does with a registered item: reads it and clicks its menu."""
+
+    def __init__(self, address, service):
+        self.conn = open_dbus_connection(address)
+        self.service = service
+
+    def call(self, path, iface, member, signature=None, body=()):
+        reply = self.conn.send_and_get_reply(new_method_call(
+            DBusAddress(path, bus_name=self.service, interface=iface), member, signature, body),
+            timeout=5)
+        assert reply.header.message_type == MessageType.method_return, reply.body
+        return reply.body
+
+    def props(self):
+        return {k: v for k, (_, v) in self.call(sni.ITEM_PATH, sni.PROPERTIES, "GetAll", "s",
+                                                (sni.ITEM,))[0].items()}
+
+    def get(self, name):
+        return self.call(sni.ITEM_PATH, sni.PROPERTIES, "Get", "ss", (sni.ITEM, name))[0][1]
+
+    def menu(self):
+        """{label: id} of the whole menu, submenus included, and the layout's revision."""
+        revision, root = self.call(sni.MENU_PATH, sni.MENU, "GetLayout", "iias", (0, -1, []))
+        labels = {}
+
+        def walk(node):
+            ident, props, children = node
+            if "label" in props:
+                labels[props["label"][1]] = ident
+            for _, child in children:
+                walk(child)
+        walk(root)
+        return labels, revision
+
+    def click(self, ident):
+        self.call(sni.MENU_PATH, sni.MENU, "Event", "isvu", (ident, "clicked", ("s", ""), 0))
+
+    def close(self):
+        self.conn.close()
 
 
 @pytest.fixture

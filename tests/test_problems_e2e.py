@@ -5,6 +5,7 @@ import os
 import pytest
 
 from conftest import wait_until
+from dbus_session import Host, Recorder, WatcherRecorder, bus  # noqa: F401 (a fixture)
 from test_sync import write
 
 pytestmark = pytest.mark.e2e
@@ -89,3 +90,35 @@ def test_no_git_identity_is_named_with_gits_hint_and_clears_once_set(machines, r
     wait_until(lambda: a.status().get("headline") == "in sync", 30, 0.1, "the problem to clear")
     log = a.logtext()
     assert log.count("commit failed") == 1 and log.count("commit works again") == 1
+
+
+def test_a_problem_reaches_the_notifications_and_the_tray_once_and_clears(machines, remote,
+                                                                          bus):
+    """The same refused push, seen as a desktop user sees it: the real notifier and tray
+    of the suite on a private session bus, a notification service and a tray host
+    standing in for the desktop's. One notification when it starts, one when it clears;
+    the tray offline with the reason, then synced."""
+    with Recorder(bus.address) as notes, WatcherRecorder(bus.address) as trays:
+        hook = refuse_pushes(remote, "quota exceeded on the server")
+        a = machines("a", notifymethod="desktop", tray="yes")
+        tray = Host(bus.address, trays.wait_for(1, timeout=20)[-1][1])
+        try:
+            write(a, "notes.txt", b"kept locally meanwhile\n")
+            wait_until(lambda: "push" in (a.status().get("failing") or {}), 30, 0.1, "the problem")
+            wait_until(lambda: tray.get("IconName") == "network-offline", 10, what="tray offline")
+            assert "quota exceeded" in tray.get("ToolTip")[3].split("\n")[0]
+            wait_until(lambda: [n for n in notes.calls if "Push failed" in n.summary], 10,
+                       what="the notification")
+            os.unlink(hook)
+            wait_until(lambda: a.status().get("headline") == "in sync", 90, 0.2, "the fix")
+            wait_until(lambda: tray.get("IconName") == "emblem-default", 10, what="tray synced")
+            wait_until(lambda: [n for n in notes.calls if "Push works again" in n.summary], 10,
+                       what="the all-clear")
+            calls = notes.settled(1.0)
+            # Many retries failed in between: still one notification each way.
+            assert [n.summary for n in calls if "Push" in n.summary] == [
+                "%s: Push failed" % os.path.basename(a.path),
+                "%s: Push works again" % os.path.basename(a.path)], [n.summary for n in calls]
+            assert "quota exceeded" in [n for n in calls if "failed" in n.summary][0].body
+        finally:
+            tray.close()

@@ -13,12 +13,10 @@ import threading
 import time
 
 import pytest
-from jeepney import DBusAddress, MessageType, new_method_call
-from jeepney.io.blocking import open_dbus_connection
 
 from autosync import config, sni, tray
 from conftest import wait_until
-from dbus_session import WatcherRecorder, bus  # noqa: F401 (a fixture)
+from dbus_session import Host, WatcherRecorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter
 from fakes import config as fake_config
 
@@ -62,48 +60,6 @@ def run_tray():
         t.stop()
         thread.join(10)
         assert not thread.is_alive()
-
-
-class Host:
-    """What a tray host does with a registered item: reads it and clicks its menu."""
-
-    def __init__(self, address, service):
-        self.conn = open_dbus_connection(address)
-        self.service = service
-
-    def call(self, path, iface, member, signature=None, body=()):
-        reply = self.conn.send_and_get_reply(new_method_call(
-            DBusAddress(path, bus_name=self.service, interface=iface), member, signature, body),
-            timeout=5)
-        assert reply.header.message_type == MessageType.method_return, reply.body
-        return reply.body
-
-    def props(self):
-        return {k: v for k, (_, v) in self.call(sni.ITEM_PATH, sni.PROPERTIES, "GetAll", "s",
-                                                (sni.ITEM,))[0].items()}
-
-    def get(self, name):
-        return self.call(sni.ITEM_PATH, sni.PROPERTIES, "Get", "ss", (sni.ITEM, name))[0][1]
-
-    def menu(self):
-        """{label: id} of the whole menu, submenus included, and the layout's revision."""
-        revision, root = self.call(sni.MENU_PATH, sni.MENU, "GetLayout", "iias", (0, -1, []))
-        labels = {}
-
-        def walk(node):
-            ident, props, children = node
-            if "label" in props:
-                labels[props["label"][1]] = ident
-            for _, child in children:
-                walk(child)
-        walk(root)
-        return labels, revision
-
-    def click(self, ident):
-        self.call(sni.MENU_PATH, sni.MENU, "Event", "isvu", (ident, "clicked", ("s", ""), 0))
-
-    def close(self):
-        self.conn.close()
 
 
 @pytest.fixture
