@@ -109,6 +109,8 @@ def test_a_problem_reaches_the_notifications_and_the_tray_once_and_clears(machin
             assert "quota exceeded" in tray.get("ToolTip")[3].split("\n")[0]
             wait_until(lambda: [n for n in notes.calls if "Push failed" in n.summary], 10,
                        what="the notification")
+            # Retried and refused again before the fix: the repeats must stay quiet.
+            wait_until(lambda: a.logtext().count("pushcmd:") >= 3, 60, 0.2, "two retries")
             os.unlink(hook)
             wait_until(lambda: a.status().get("headline") == "in sync", 90, 0.2, "the fix")
             wait_until(lambda: tray.get("IconName") == "emblem-default", 10, what="tray synced")
