@@ -9,7 +9,7 @@ After every push the committer reports (`pushed` event), we send `pushed URL`
 as a chat message to each other online resource of the account, addressed to
 its full JID. Prosody delivers a message to the bare JID only to the
 resources with the highest priority, so full JIDs, learnt from presence, are
-the only reliable addressing (docs/internals.md, FACTS). An announcement from
+the only reliable addressing (docs/internals.md, "Facts relied on"). An announcement from
 another resource of our own account becomes a `pull` request to the committer.
 
 No announcement is missed: the committer answers every link-up with the

@@ -2,8 +2,8 @@
 verified STARTTLS and errors that are one line and never hold the password.
 
 xmpppy is used here and nowhere else; this module reaches into its private
-fields where it must (FACTS: xmpppy verifies no certificate, sends no SNI and
-can wait forever during login). The Listener sees a Session: a file
+fields where it must (docs/internals.md, "Facts relied on": xmpppy verifies
+no certificate, sends no SNI and can wait forever during login). The Listener sees a Session: a file
 descriptor to wait on, process(), and a few send methods; what the server
 sends comes back as calls on a handler object:
 
