@@ -312,3 +312,38 @@ def test_a_running_suite_keeps_what_a_killed_restore_moved_aside(machines, remot
     assert git("--git-dir", remote.path, "show", "main:" + copy) == b"saved by an editor\n"
     assert not [n for n in os.listdir(os.path.join(a.path, "d"))
                 if n.startswith(".autosync-write.")]
+
+
+AS_USER = r"""
+import os, sys
+from autosync import guarded
+root = sys.argv[1]
+old = b"committed\n"
+expect = guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40))
+w = guarded.Writer(root)
+print(w.put("d/theirs.txt", "100644", b"pulled\n", expect),
+      w.put("d/changed.txt", "100644", b"pulled\n", expect))
+"""
+
+
+def test_an_ordinary_user_without_a_lease_on_anothers_file_still_checks_it(nobody):
+    """A file the user does not own (root's, copied in with sudo) cannot be leased
+    (EACCES without CAP_LEASE): the content and inode checks still decide."""
+    import subprocess
+    folder = os.path.join(nobody.base, "sync", "d")
+    os.makedirs(folder)
+    for name, data in (("theirs.txt", b"committed\n"), ("changed.txt", b"edited\n")):
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    nobody.chown(os.path.join(nobody.base, "sync"))
+    for name in ("theirs.txt", "changed.txt"):  # root's files in the user's folder
+        os.chown(os.path.join(folder, name), 0, 0)
+        os.chmod(os.path.join(folder, name), 0o644)
+    out = subprocess.run(nobody.command(["-c", AS_USER, os.path.join(nobody.base, "sync")]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]
+    with open(os.path.join(folder, "theirs.txt"), "rb") as f:
+        assert f.read() == b"pulled\n"
+    with open(os.path.join(folder, "changed.txt"), "rb") as f:
+        assert f.read() == b"edited\n"
