@@ -23,7 +23,7 @@ import time
 
 from autosync import (conflicts, excludes, git_environment, gitpull, gitrepo, hgmerge,
                       massdelete, recovery)
-from autosync.commands import CommandFailed, Template
+from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
 
@@ -378,6 +378,14 @@ class Repository:
                 error = None
             except CommandFailed as e:
                 error = e
+            if error is not None and self.unrelated(error):
+                # Two machines that began on an empty remote: merged like any other
+                # divergence (both versions kept below), never refused again and again.
+                try:
+                    output = self.unrelated(error).run(cwd=self.folder).output
+                    error = None
+                except CommandFailed as e:
+                    error = e
             if self.gitdir and conflicts.merging(self.gitdir):
                 return self.finish_merge()
             if error is None:
@@ -394,6 +402,15 @@ class Repository:
                 continue
             self.report.failed("pull", error, retry="pull")
             return False
+
+    def unrelated(self, error):
+        """pullcmd with --allow-unrelated-histories, when git refused to merge unrelated
+        histories and pullcmd is one `git pull` line; else None."""
+        text = self.cmd["pullcmd"].text.strip()
+        if (self.gitdir and "unrelated histories" in str(error) and "\n" not in text
+                and text.startswith("git pull") and not SHELL_CHARS.intersection(text)):
+            return Template("pullcmd", text + " --allow-unrelated-histories")
+        return None
 
     def pull(self):
         """Pull now; -> the reply to a pull request."""
