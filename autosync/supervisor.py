@@ -4,7 +4,7 @@ Starts the committer, then the watcher (and the XMPP listener, desktop
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to history.py, `dvcs-autosync conflicts` to settle.py, `dvcs-autosync
-status` to notify.py (autosync-notify status).
+status` to notify.py (autosync-notify status), `dvcs-autosync init` to init.py.
 """
 import ctypes
 import errno
@@ -190,7 +190,8 @@ def stop(running):
 
 
 # `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
-COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify"}
+COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify",
+            "init": "init"}
 
 
 def command(argv):
@@ -213,7 +214,8 @@ def main(argv=None):
         import importlib
         return importlib.import_module("autosync." + COMMANDS[routed[0]]).main(routed)
     parser = cli.parser("dvcs-autosync", __doc__)
-    parser.epilog = ("How it runs: dvcs-autosync status (as autosync-notify status); "
+    parser.epilog = ("Set up a machine: dvcs-autosync init REMOTE FOLDER [--account "
+                     "USER@DOMAIN] [--service]; how it runs: dvcs-autosync status (as autosync-notify status); "
                      "old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
                      "[--at WHEN]; conflict copies: dvcs-autosync conflicts [--keep "
                      "mine|theirs PATH]; --help after any tells more.")
