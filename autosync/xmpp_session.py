@@ -218,7 +218,10 @@ def probe_fingerprint(xcfg, timeout):
             return ""
         _secure(client, xcfg, domain, "%s:%s" % (host, port), probe=True)
     except _Probed as probed:
-        return probed.args[0]
+        found = probed.args[0]
+        while isinstance(found, BaseException) and found.args:  # xmpppy may wrap it again
+            found = found.args[0]
+        return str(found)
     except Exception:
         pass
     finally:

@@ -266,6 +266,50 @@ def test_account_with_a_self_signed_certificate_shows_its_fingerprint(tmp_path, 
         a.stop()
 
 
+def test_on_a_terminal_the_password_is_asked_and_the_certificate_confirmed(tmp_path, remote,
+                                                                         prosody_factory,
+                                                                         prosody_certs):
+    """As a user runs it: the password typed (getpass), the fingerprint shown and "y"."""
+    import pty
+    server = prosody_factory(certs=prosody_certs.untrusted)
+    account = server.register("me", "typed")
+    a = Joined(tmp_path, "a")
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-m", "autosync.supervisor", "init", remote.path, a.path,
+            "--config", a.config, "--account", account, "--server", "127.0.0.1:%d" % server.port]
+    # A session of its own: no controlling terminal, so getpass asks on stdin (the pty).
+    proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    os.close(slave)
+    try:
+        said = {"stdout": b"", "stderr": b""}
+
+        def upto(stream, text):
+            while text not in said[stream]:
+                chunk = os.read(getattr(proc, stream).fileno(), 4096)
+                assert chunk, "init ended before saying %r: %r" % (text, said)
+                said[stream] += chunk
+        # Typed only once asked: getpass turns echo off with TCSAFLUSH, dropping what waits.
+        upto("stderr", b"Password of me@localhost: ")
+        os.write(master, b"typed\n")
+        upto("stdout", b"Trust exactly this certificate? [y/N] ")
+        os.write(master, b"y\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    result = subprocess.CompletedProcess(argv, proc.returncode, (said["stdout"] + out).decode(),
+                                         (said["stderr"] + err).decode())
+    out = ok(result)
+    assert "Its SHA-256 fingerprint is\n    sha256:" in out
+    assert "the account works (certificate pinned by its fingerprint)" in out
+    lines = config_lines(a)
+    assert "password = typed" in lines and any(l.startswith("fingerprint = sha256:")
+                                               for l in lines)
+
+
 # --- the service ------------------------------------------------------------------------------
 
 def test_service_writes_a_unit_with_the_installed_program(tmp_path, remote):
