@@ -21,8 +21,8 @@ import logging
 import os
 import time
 
-from autosync import (conflicts, excludes, git_environment, gitpull, gitrepo, hgmerge,
-                      massdelete, recovery)
+from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
+                      hgmerge, massdelete, recovery)
 from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
@@ -51,6 +51,7 @@ class Repository:
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
         self.merged = None  # the merge commit the last pull made here, if any
+        self.notes_owed = False  # git: a description (note) the remote does not have yet
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
@@ -197,6 +198,21 @@ class Repository:
             return None
         return self.head() or ""
 
+    def describe_pushed(self, rev, text):
+        """Put `text` on commit `rev`, pushed already, as a note that travels with the
+        branch (gitnotes.py); -> the commit's subject, or None when that cannot be done
+        (not git, or no such commit here): the text then goes on the next commit."""
+        if not self.gitdir or not self.safe("commit"):
+            return None
+        try:
+            subject = gitnotes.add(self.folder, rev, text)
+        except RuntimeError as e:
+            log.warning("the description of %s could not be added: %s", rev[:12], e)
+            return None
+        if subject is not None:
+            self.notes_owed = not gitnotes.push(self.folder)
+        return subject
+
     def held_back(self, held):
         held = self.staging.hold_back(held)
         self.commit_error = self.staging.error
@@ -315,6 +331,8 @@ class Repository:
                 self.report.failed("push", error, retry="push")
                 return False
         self.report.succeeded("push")
+        if self.notes_owed:  # the remote was away when a description was given
+            self.notes_owed = not gitnotes.push(self.folder)
         after = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
         self.pushed_rev = os.fsdecode(after) if after else None
@@ -426,6 +444,11 @@ class Repository:
             # git can say what came in; for another DVCS the event says only that it ran.
             after = gitrepo.head(self.folder) if self.gitdir else None
             news = gitrepo.pulled(self.folder, before, after) if self.gitdir else {}
+            if self.gitdir:  # descriptions of pushed commits, from every machine
+                try:
+                    gitnotes.fetch(self.folder)
+                except RuntimeError as e:
+                    log.warning("descriptions (git notes) not merged: %s", e)
             self.report.event("pulled", **news)
             elsewhere = self.merged_elsewhere(before, after)
             for c in elsewhere:
