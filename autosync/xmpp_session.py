@@ -303,8 +303,9 @@ class Session:
             raise SessionLost("connection to XMPP server %s lost" % self.where)
         return got != "0"
 
-    def send_presence(self, priority):
-        self.client.send(xmpp.Presence(priority=priority))
+    def send_presence(self, priority, to=None):
+        """Our presence: to the server (everyone subscribed), or directed to one JID."""
+        self.client.send(xmpp.Presence(to=to, priority=priority))
 
     def chat(self, to, body):
         self.client.send(xmpp.Message(to=to, body=body, typ="chat"))
