@@ -344,3 +344,17 @@ def test_init_tells_to_set_pull_rebase_false_when_it_finds_the_originals_config(
     out = ok(a.init(remote))
     assert "Found the original dvcs-autosync's config %s" % original in out
     assert "git -C %s config pull.rebase false" % os.path.expanduser("~/autosync") in out
+
+
+def test_a_clone_given_where_the_config_goes_is_told_the_init_command(tmp_path, remote):
+    """`dvcs-autosync ~/Sync` (the folder, not a config file): the message names the init
+    command with the clone's own remote, and that command works as it says."""
+    folder = str(tmp_path / "Sync")
+    git("clone", "-q", remote.path, folder)
+    result = subprocess.run([sys.executable, "-m", "autosync.supervisor", folder],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    command = result.stderr.split("or set it all up with `")[1].split("`")[0]
+    assert command == "dvcs-autosync init %s %s" % (remote.path, folder)
+    out = ok(init(*command.split()[2:]))
+    assert "taken as it is" in out and os.path.exists(os.path.expanduser("~/.autosync"))
