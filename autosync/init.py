@@ -158,6 +158,8 @@ class Init:
     # --- checks: nothing is written before all of them passed -------------------------
 
     def run(self):
+        # First: worth knowing even when init refuses (an original's ~/.autosync is there).
+        self.tell_about_the_original()
         self.check_config_file()
         self.check_options()
         mode = self.check_folder()
@@ -165,7 +167,6 @@ class Init:
         if self.args.account:
             self.check_account()
         unit = self.check_unit() if self.args.service else None
-        self.tell_about_the_original()
         # From here on things are written.
         if mode == "clone":
             self.clone()

@@ -358,3 +358,17 @@ def test_a_clone_given_where_the_config_goes_is_told_the_init_command(tmp_path, 
     assert command == "dvcs-autosync init %s %s" % (remote.path, folder)
     out = ok(init(*command.split()[2:]))
     assert "taken as it is" in out and os.path.exists(os.path.expanduser("~/.autosync"))
+
+
+def test_the_originals_config_in_the_way_is_named_with_the_advice(tmp_path, remote):
+    """init refuses to write over ~/.autosync, the original's, and still says what the
+    original's clone needs while both run."""
+    original = os.path.join(os.environ["HOME"], ".autosync")
+    text = "[autosync]\npath = ~/autosync\n[dvcs]\nstatuscmd = git status | grep -iq " \
+           "\"nothing to commit\"\n"
+    with open(original, "w") as f:
+        f.write(text)
+    result = init(remote.path, tmp_path / "Sync")
+    assert result.returncode == 1 and "exists: not overwritten" in result.stderr
+    assert "config pull.rebase false" in result.stdout
+    assert open(original).read() == text and not os.path.exists(tmp_path / "Sync")
