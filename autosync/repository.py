@@ -211,6 +211,8 @@ class Repository:
             return None
         if subject is not None:
             self.notes_owed = not gitnotes.push(self.folder)
+            if not self.notes_owed:  # announced (XMPP) like a push: the others pull it now
+                self.report.event("pushed", url=self.remote_url(), source="notes", rev="")
         return subject
 
     def held_back(self, held):
@@ -444,17 +446,17 @@ class Repository:
             # git can say what came in; for another DVCS the event says only that it ran.
             after = gitrepo.head(self.folder) if self.gitdir else None
             news = gitrepo.pulled(self.folder, before, after) if self.gitdir else {}
-            if self.gitdir:  # descriptions of pushed commits, from every machine
-                try:
-                    gitnotes.fetch(self.folder)
-                except RuntimeError as e:
-                    log.warning("descriptions (git notes) not merged: %s", e)
             self.report.event("pulled", **news)
             elsewhere = self.merged_elsewhere(before, after)
             for c in elsewhere:
                 log.warning("conflict in %s (merged on %s): both versions kept, the other "
                             "as %s", c["path"], c["host"], c["copy"])
             self.announce(elsewhere)
+            if self.gitdir:  # descriptions of pushed commits, from every machine
+                try:
+                    gitnotes.fetch(self.folder)
+                except RuntimeError as e:
+                    log.warning("descriptions (git notes) not merged: %s", e)
         # conservative: the watcher ignored events during the pull; it asks for the
         # rescan once it has read every event up to pull-finished (a rescan here
         # could run before an edit made the instant the pull ended). With no
