@@ -84,6 +84,14 @@ def main(argv):
     except Refused as e:
         print("dvcs-autosync init: %s" % e, file=sys.stderr)
         return 1
+    except (RuntimeError, OSError) as e:  # git's own lines (gitrepo.git), or the system's
+        print("dvcs-autosync init: %s" % (getattr(e, "strerror", None) and
+                                          "%s: %s" % (e.filename or "", e.strerror) or e),
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("dvcs-autosync init: interrupted", file=sys.stderr)
+        return 130
 
 
 def tilde(path):

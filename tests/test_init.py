@@ -372,3 +372,27 @@ def test_the_originals_config_in_the_way_is_named_with_the_advice(tmp_path, remo
     assert result.returncode == 1 and "exists: not overwritten" in result.stderr
     assert "config pull.rebase false" in result.stdout
     assert open(original).read() == text and not os.path.exists(tmp_path / "Sync")
+
+
+def test_a_file_git_cannot_read_leaves_the_folder_as_it_was(tmp_path, remote, nobody):
+    """As an ordinary user (root reads everything): an unreadable file stops the join in
+    one line, and the folder is left as it was found (no .git left behind)."""
+    folder = os.path.join(nobody.base, "Sync")
+    os.mkdir(folder)
+    for name, mode in (("mine.txt", 0o644), ("secret.txt", 0o000)):
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(name)
+        os.chmod(os.path.join(folder, name), mode)
+    bare = os.path.join(nobody.base, "remote.git")
+    git("clone", "-q", "--bare", remote.path, bare)
+    nobody.chown(nobody.base)
+    before = listing(folder)
+    argv = nobody.command(["-m", "autosync.supervisor", "init", bare, folder, "--config",
+                           os.path.join(nobody.base, "a.autosync")])
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.startswith("dvcs-autosync init: git add: ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert listing(folder) == before
+    assert not os.path.exists(os.path.join(nobody.base, "a.autosync"))
