@@ -1,7 +1,6 @@
 """End-to-end: two machines that both cloned an empty remote and both had files before
 their first sync converge, every file kept (issue 19: before, "refusing to merge unrelated
 histories" for ever, with status "idle"). Real daemons, a real bare remote."""
-
 import pytest
 
 from conftest import Machine, git, tree, wait_until
