@@ -359,9 +359,10 @@ class Init:
         try:
             result = gitpull.GitPull(self.folder, gitdir, self.host, []).run()
         except (gitpull.PullFailed, RuntimeError, OSError) as e:
-            raise Refused("merging what %s has: %s (the folder's own files are committed in "
-                          "its .git; dvcs-autosync retries the merge when it starts)"
-                          % (self.remote, e)) from None
+            # The folder's files are committed: the daemon's pull merges them later.
+            say("Not merged with %s yet: %s; dvcs-autosync merges when it starts (both "
+                "versions kept)." % (self.remote, e))
+            return
         for c in result["merged"] + result["beside"]:
             say("  %s is in both with other content: both kept, the other version as %s"
                 % (c["path"], c["copy"]))
@@ -398,16 +399,18 @@ class Init:
                 gitrepo.git(self.folder, "commit", "-q", "--allow-empty", "-F", "-",
                             data=os.fsencode("autosync on %s: the synced folder begins"
                                              % self.host))
-        self.push()
-        say("The remote was empty: made the first commit and pushed it.")
+        if self.push():
+            say("The remote was empty: made the first commit and pushed it.")
 
     def push(self):
         branch = os.fsdecode(run_git(self.folder, "symbolic-ref", "--short", "HEAD").strip())
         try:
             run_git(self.folder, "push", "-q", "-u", "origin", branch)
+            return True
         except RuntimeError as e:
-            raise Refused("push to %s: %s (committed here; dvcs-autosync pushes when it "
-                          "starts)" % (self.remote, e)) from None
+            # Committed here; the daemon pushes (merging first if the remote moved on).
+            say("Not pushed yet: %s; dvcs-autosync pushes when it starts." % e)
+            return False
 
     def ensure_identity(self):
         """git refuses to commit without a name and an address: one for this repository."""

@@ -396,3 +396,27 @@ def test_a_file_git_cannot_read_leaves_the_folder_as_it_was(tmp_path, remote, no
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert listing(folder) == before
     assert not os.path.exists(os.path.join(nobody.base, "a.autosync"))
+
+
+def test_a_push_refused_during_init_is_left_to_the_daemon(tmp_path):
+    """Committed, not pushed (the remote refused): the config is written all the same,
+    init says so, and the daemon pushes once the remote takes it."""
+    remote = EmptyRemote(tmp_path / "empty.git")
+    hook = os.path.join(remote.path, "hooks", "pre-receive")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho 'quota exceeded' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    a = Joined(tmp_path, "a")
+    os.mkdir(a.path)
+    write(a, "mine.txt", b"mine\n")
+    out = ok(a.init(remote))
+    assert "Not pushed yet: " in out and "quota exceeded" in out
+    assert "made the first commit and pushed it" not in out and not remote.head()
+    assert config_lines(a)[:2] == ["[autosync]", "path = %s" % a.path]
+    os.unlink(hook)
+    try:
+        a.start()
+        wait_until(lambda: remote.head(), 60, 0.2, "the daemon's push")
+        assert git("--git-dir", remote.path, "show", "main:mine.txt") == b"mine\n"
+    finally:
+        a.stop()
