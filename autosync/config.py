@@ -18,6 +18,7 @@ import re
 import shlex
 import shutil
 import socket
+import subprocess
 import typing
 
 from configobj import ConfigObj, flatten_errors
@@ -265,18 +266,31 @@ def _with_hint(error, hints):
 
 def _folder_given(folder):
     """The error for a folder given where the config file goes, with what to run instead."""
-    # TODO(issue 19 item 2): once `dvcs-autosync init REMOTE FOLDER` exists, name it here.
     default = default_path()
+    init = "dvcs-autosync init %s %s" % (_origin(folder) or "REMOTE", shlex.quote(folder))
     if os.path.isfile(default):
         return ("%s: a folder, where a config file is expected; to sync it, set `path = %s` "
                 "in [autosync] of %s (or of another file) and run `dvcs-autosync` "
-                "(or `dvcs-autosync --config FILE`)" % (folder, folder, default))
+                "(or `dvcs-autosync --config FILE`); or set it up with `%s --config FILE`"
+                % (folder, folder, default, init))
     write = "printf '[autosync]\\npath = %%s\\nsyncmethod = none\\n' %s > %s" % (
         shlex.quote(folder), default)
     return ("%s: a folder, where a config file is expected; to sync it, write the config "
             "file: %s, then run `dvcs-autosync` (to have changes pulled at once rather than "
-            "every %g s, add [xmpp] with username and password: README, Set up)"
-            % (folder, write, _A["pullinterval"]))
+            "every %g s, add [xmpp] with username and password: README, Set up); or set it "
+            "all up with `%s` (README, Set up with init)"
+            % (folder, write, _A["pullinterval"], init))
+
+
+def _origin(folder):
+    """The remote a clone in `folder` came from (quoted for a shell), or None."""
+    try:
+        out = subprocess.run(["git", "-C", folder, "config", "--get", "remote.origin.url"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return shlex.quote(os.fsdecode(out)) if out else None
 
 
 def _validate(file, known):

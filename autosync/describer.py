@@ -30,9 +30,10 @@ class Describer:
     def usable(self):
         return not self.template.empty
 
-    def start(self):
-        """In a thread: the dialog waits for the user, the caller must not."""
-        threading.Thread(target=self.run, name="describe", daemon=True).start()
+    def start(self, rev=None):
+        """In a thread: the dialog waits for the user, the caller must not. rev: the
+        commit the text is for (the notification's), or None: the last one."""
+        threading.Thread(target=self.run, args=(rev,), name="describe", daemon=True).start()
 
     def ask(self):
         """The user's text, or None (no command, a dialog already open, cancelled, unusable)."""
@@ -48,20 +49,24 @@ class Describer:
             self.asking.release()
         return None
 
-    def run(self):
+    def run(self, rev=None):
         text = self.ask()
         if text is None:
             return
+        request = {"cmd": "describe", "text": text}
+        if rev:
+            request["rev"] = rev
         try:
             conn = protocol.connect(self.socket_path)
             try:
-                reply = conn.request({"cmd": "describe", "text": text}, timeout=60.0)
+                reply = conn.request(request, timeout=60.0)
             finally:
                 conn.close()
         except (protocol.NoDaemon, protocol.Untrusted, protocol.ProtocolError, OSError) as e:
             log.warning("the description %r was not sent: %s", text, e)
             return
         if reply.get("ok"):
-            log.info("described the %s commit: %s", reply.get("to"), text)
+            log.info("described the %s commit%s: %s", reply.get("to"),
+                     " " + reply["rev"][:12] if reply.get("rev") else "", text)
         else:
             log.warning("the committer refused the description: %s", reply.get("error"))

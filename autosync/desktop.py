@@ -150,7 +150,9 @@ class Desktop:
         self.describer = describer
         if describer is not None:
             notifications.on_action = self.action
-        self.offered = []  # ids of the notifications that offer "Describe...", newest last
+        # The notifications that offer "Describe...", oldest first: id -> the commit it
+        # describes (its newest one made here), so the text lands on that very commit.
+        self.offered = {}
         # SimpleQueue: its put() is safe from a signal handler (stop()).
         self.inbox = queue.SimpleQueue()
         self.events = client.Subscription(socket_path, self.inbox.put, logger=log,
@@ -200,11 +202,13 @@ class Desktop:
         for message in messages:
             number = self.notifications.send(message)
             if number and DESCRIBE in message.actions:
-                self.offered = (self.offered + [number])[-ACTIONS_KEPT:]
+                self.offered[number] = message.rev
+                while len(self.offered) > ACTIONS_KEPT:
+                    del self.offered[next(iter(self.offered))]
 
     def _picked(self, number, key):
         if key == DESCRIBE[0] and number in self.offered and self.describer is not None:
-            self.describer.start()
+            self.describer.start(self.offered[number] or None)
 
 
 def main(argv=None):

@@ -164,7 +164,10 @@ class GitPull:
 
     def merge(self, head, theirs):
         """-> (tree, copies): the merged tree, conflicts resolved by keeping both."""
-        proc = self.git("merge-tree", "--write-tree", "-z", head, theirs, check=False)
+        # Unrelated histories (two machines that both began on an empty remote, or a
+        # folder that joined one with files of its own): merged like any other, both kept.
+        proc = self.git("merge-tree", "--write-tree", "--allow-unrelated-histories", "-z",
+                        head, theirs, check=False)
         if proc.returncode not in (0, 1):
             raise PullFailed("git merge-tree: %s" % proc.stderr.decode("utf-8", "replace").strip())
         fields = proc.stdout.split(b"\0")

@@ -16,7 +16,7 @@ import re
 import sys
 import time
 
-from autosync import cli, commands, gitrepo, guarded
+from autosync import cli, commands, gitnotes, gitrepo, guarded
 from autosync.ignore import Ignore
 from autosync.messages import describe, printable, text_of
 from autosync.rewind import MODES, Rewind
@@ -127,7 +127,15 @@ class History:
         versions = parse_log(output, rel, folder_like)
         if not os.path.lexists(full) and all(v.action == "changed" for v in versions):
             versions = parse_log(output, rel, True)  # no message names it: a removed folder
-        return versions
+        return self.with_notes(versions)
+
+    def with_notes(self, versions):
+        """git: the descriptions given after a push (notes, gitnotes.py) beside the text."""
+        if not self.is_git():
+            return versions
+        notes = gitnotes.texts(self.cfg.path)
+        return [v._replace(text="; ".join(t for t in (v.text, notes[v.rev]) if t))
+                if v.rev in notes else v for v in versions]
 
     def pick(self, versions, rel, at):
         """The version to bring back: the one before the last change, or the one at `at`."""

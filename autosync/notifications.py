@@ -18,6 +18,8 @@ DESCRIBE (the desktop shows it as a "Describe..." button).
 import time
 from dataclasses import dataclass
 
+from autosync.messages import split_subject
+
 LEVELS = ("quiet", "normal", "verbose")
 DEFAULT_LEVEL = "normal"
 
@@ -34,6 +36,7 @@ class Message:
     body: str = ""
     urgency: int = NORMAL
     actions: tuple = ()  # (key, label) pairs the user may pick
+    rev: str = ""  # the commit DESCRIBE is for: the newest one made here that it tells of
 
     def text(self):
         """Title and body as plain text, for a chat message or a log line."""
@@ -92,6 +95,7 @@ class Burst:
         self.first = self.last = now
         self.local = Changes()
         self.remote = Changes()
+        self.rev = ""  # the newest commit made here in the burst
 
     def message(self, folder, actions=()):
         remote, local = self.remote, self.local
@@ -114,7 +118,7 @@ class Burst:
         # Changes from another machine are news; the user's own saves are not.
         urgency = NORMAL if remote else LOW
         return Message(_titled(folder, what), "\n".join(lines), urgency,
-                       actions if local else ())
+                       actions if local else (), self.rev if local else "")
 
 
 class Summariser:
@@ -150,6 +154,7 @@ class Summariser:
             "stopping": self._stopping,
             "paused": self._paused,
             "resumed": self._resumed,
+            "described": self._described,
         }.get(event.get("event"))
         return handler(event, now) if handler else []
 
@@ -219,7 +224,21 @@ class Summariser:
     def _committed(self, event, now):
         self.failures.pop("commit", None)
         paths = _paths(event.get("changes"))
-        return self._add("local", paths, _number(event.get("count"), len(paths)), (), now)
+        rev = event.get("rev") if isinstance(event.get("rev"), str) else ""
+        return self._add("local", paths, _number(event.get("count"), len(paths)), (), now, rev)
+
+    def _described(self, event, now):
+        """The user's description was placed: which change got it (always told: asked for)."""
+        text, subject = str(event.get("text") or ""), str(event.get("subject") or "")
+        rev = str(event.get("rev") or "")[:12]
+        if event.get("to") == "next":
+            body = "\u201c%s\u201d goes at the top of the next change made here." % text
+        else:
+            # The summary, without the text just given at its top.
+            summary = split_subject(subject)[1] if subject else ""
+            body = "\u201c%s\u201d is on the change %s%s%s." % (
+                text, rev, ": " if summary else "", summary)
+        return [Message(_titled(self.folder, "Description saved"), body, LOW)]
 
     def _pulled(self, event, now):
         self.failures.pop("pull", None)
@@ -257,11 +276,12 @@ class Summariser:
     def _stopping(self, event, now):
         return self.flush(now)  # the committer goes: tell what is waiting now
 
-    def _add(self, side, paths, count, hosts, now):
+    def _add(self, side, paths, count, hosts, now, rev=""):
         if self.level == "quiet":
             return []
         burst = Burst(now) if self.level == "verbose" or self.burst is None else self.burst
         getattr(burst, side).add(paths, count, hosts)
+        burst.rev = rev or burst.rev
         burst.last = now
         if self.level == "verbose":
             return [burst.message(self.folder, self.actions)]

@@ -166,6 +166,9 @@ def reply_text(reply):
     if reply.get("to") == "last":
         return "described the last commit%s (not pushed yet)" % (
             " " + reply["rev"][:12] if reply.get("rev") else "")
+    if reply.get("to") == "note":
+        return "described %s (pushed already: a note that travels with it): %s" % (
+            reply.get("rev", "")[:12], reply.get("subject", ""))
     if reply.get("to") == "next":
         return "the text goes at the top of the next commit"
     return reply.get("deferred", "")

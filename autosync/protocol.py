@@ -21,7 +21,8 @@ REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe", "p
             "describe")
 # What the committer tells its subscribers:
 EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
-          "failed", "recovered", "mass-delete", "stopping", "paused", "resumed", "link")
+          "failed", "recovered", "mass-delete", "stopping", "paused", "resumed", "link",
+          "described")
 # What the committer's worker is doing (status "state"):
 STATES = ("starting", "idle", "committing", "pulling", "pushing", "paused", "stopped")
 

@@ -85,7 +85,7 @@ class Reports:
     def committed(self, message, listed):
         rev = self.repo.head()  # what describe may reword (a command: not under the lock)
         with self.cond:
-            self.status_fields["last_commit"] = {"time": time.time(),
+            self.status_fields["last_commit"] = {"time": time.time(), "rev": rev,
                                                  "message": message.split("\n")[0]}
             self.status_fields["unpushed"] += 1  # another DVCS; git's count follows
             self.push_at = time.monotonic() + self.cfg.pushdelay
@@ -93,7 +93,7 @@ class Reports:
         self.recount()
         log.info("%s", message.split("\n")[0])
         self.event("committed", message=message, changes=listed[:MESSAGE_LINES],
-                   count=len(listed), host=self.cfg.hostname)
+                   count=len(listed), host=self.cfg.hostname, rev=rev or "")
 
     def pulled(self, ok):
         self.recount(upstream=True)  # a merge commit, or the remote has ours now

@@ -21,9 +21,9 @@ import logging
 import os
 import time
 
-from autosync import (conflicts, excludes, git_environment, gitpull, gitrepo, hgmerge,
-                      massdelete, recovery)
-from autosync.commands import CommandFailed, Template
+from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
+                      hgmerge, massdelete, recovery)
+from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
 
@@ -51,6 +51,7 @@ class Repository:
         self.conflicts = []  # conflict copies made, newest last
         self.pushed_new = False  # the last push took a new revision to the remote
         self.merged = None  # the merge commit the last pull made here, if any
+        self.notes_owed = False  # git: a description (note) the remote does not have yet
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
@@ -198,6 +199,23 @@ class Repository:
             return None
         return self.head() or ""
 
+    def describe_pushed(self, rev, text):
+        """Put `text` on commit `rev`, pushed already, as a note that travels with the
+        branch (gitnotes.py); -> the commit's subject, or None when that cannot be done
+        (not git, or no such commit here): the text then goes on the next commit."""
+        if not self.gitdir or not self.safe("commit"):
+            return None
+        try:
+            subject = gitnotes.add(self.folder, rev, text)
+        except RuntimeError as e:
+            log.warning("the description of %s could not be added: %s", rev[:12], e)
+            return None
+        if subject is not None:
+            self.notes_owed = not gitnotes.push(self.folder)
+            if not self.notes_owed:  # announced (XMPP) like a push: the others pull it now
+                self.report.event("pushed", url=self.remote_url(), source="notes", rev="")
+        return subject
+
     def held_back(self, held):
         held = self.staging.hold_back(held)
         self.commit_error = self.staging.error
@@ -316,6 +334,8 @@ class Repository:
                 self.report.failed("push", error, retry="push")
                 return False
         self.report.succeeded("push")
+        if self.notes_owed:  # the remote was away when a description was given
+            self.notes_owed = not gitnotes.push(self.folder)
         after = gitrepo.head(self.folder, "@{upstream}") if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
         self.pushed_rev = os.fsdecode(after) if after else None
@@ -396,6 +416,14 @@ class Repository:
                 error = None
             except CommandFailed as e:
                 error = e
+            if error is not None and self.unrelated(error):
+                # Two machines that began on an empty remote: merged like any other
+                # divergence (both versions kept below), never refused again and again.
+                try:
+                    output = self.unrelated(error).run(cwd=self.folder).output
+                    error = None
+                except CommandFailed as e:
+                    error = e
             if self.gitdir and conflicts.merging(self.gitdir):
                 return self.finish_merge()
             if error is None:
@@ -412,6 +440,15 @@ class Repository:
                 continue
             self.report.failed("pull", error, retry="pull")
             return False
+
+    def unrelated(self, error):
+        """pullcmd with --allow-unrelated-histories, when git refused to merge unrelated
+        histories and pullcmd is one `git pull` line; else None."""
+        text = self.cmd["pullcmd"].text.strip()
+        if (self.gitdir and "unrelated histories" in str(error) and "\n" not in text
+                and text.startswith("git pull") and not SHELL_CHARS.intersection(text)):
+            return Template("pullcmd", text + " --allow-unrelated-histories")
+        return None
 
     def pull(self):
         """Pull now; -> the reply to a pull request."""
@@ -433,6 +470,11 @@ class Repository:
                 log.warning("conflict in %s (merged on %s): both versions kept, the other "
                             "as %s", c["path"], c["host"], c["copy"])
             self.announce(elsewhere)
+            if self.gitdir:  # descriptions of pushed commits, from every machine
+                try:
+                    gitnotes.fetch(self.folder)
+                except RuntimeError as e:
+                    log.warning("descriptions (git notes) not merged: %s", e)
         # conservative: the watcher ignored events during the pull; it asks for the
         # rescan once it has read every event up to pull-finished (a rescan here
         # could run before an edit made the instant the pull ended). With no

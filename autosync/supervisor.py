@@ -4,7 +4,7 @@ Starts the committer, then the watcher (and the XMPP listener or the ssh link, d
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to history.py, `dvcs-autosync conflicts` to settle.py, `dvcs-autosync
-status` to notify.py (autosync-notify status).
+status` to notify.py (autosync-notify status), `dvcs-autosync init` to init.py.
 """
 import ctypes
 import errno
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from autosync import cli, config
+from autosync import cli, config, ini
 from autosync.protocol import NoDaemon, Untrusted, connect
 from autosync.retry import Backoff
 
@@ -78,6 +78,78 @@ def _is_autosync(pid):
     # may itself live in a folder named after us (/opt/autosync-test/venv/bin/python3).
     return any(os.path.basename(arg) == b"dvcs-autosync" or arg == b"autosync.supervisor"
                for arg in args)
+
+
+def other_daemon(cfg):
+    """(PID, config file) of another running dvcs-autosync of this user that syncs our
+    folder under another config, or None. The socket check sees only our own daemons;
+    this also sees the original (a Python 2 script named dvcs-autosync, which makes no
+    socket), read from each process's command line, working folder and HOME."""
+    mine = os.path.realpath(cfg.path)
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (os.getpid(), os.getppid()):
+            continue
+        pid = int(name)
+        try:
+            if os.stat("/proc/%d" % pid).st_uid != os.getuid():
+                continue
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                args = [os.fsdecode(a) for a in f.read().split(b"\0")][:-1]
+        except OSError:
+            continue
+        file = config_of(pid, args)
+        if file is None or os.path.realpath(file) == os.path.realpath(cfg.file):
+            continue  # the same config: the pidfile decides (take_pidfile)
+        path = folder_of(file)
+        if path and os.path.realpath(path) == mine:
+            return pid, file
+    return None
+
+
+def folder_of(file):
+    """The folder a config file names (its path), or None: only that key is read, since
+    another daemon's file need not be one we would accept as a whole (the original's)."""
+    try:
+        sections = ini.parse(file, ini.read_text(file), [], secret=("xmpp",))
+        value = sections["autosync"]["path"]
+    except Exception:  # whatever another file holds, it never stops ours
+        return None
+    value = value[0] if isinstance(value, tuple) else value
+    value = "\n".join(value) if isinstance(value, list) else str(value)
+    return config._expand(value.strip(), os.path.dirname(file))
+
+
+def config_of(pid, args):
+    """The config file a dvcs-autosync command line runs on (absolute), or None when it
+    is not one (or runs a subcommand such as log or status)."""
+    for i, arg in enumerate(args):
+        if os.path.basename(arg) == "dvcs-autosync" or (
+                arg == "autosync.supervisor" and i and args[i - 1] == "-m"):
+            rest = args[i + 1:]
+            break
+    else:
+        return None
+    file, words = None, list(rest)
+    while words:
+        word = words.pop(0)
+        if word == "--config" and words:
+            file = words.pop(0)
+        elif word.startswith("--config="):
+            file = word.split("=", 1)[1]
+        elif not word.startswith("-") and file is None:
+            if word in COMMANDS:
+                return None
+            file = word
+    try:
+        if file is None:  # the default: ~/.autosync of that process's HOME
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+            file = os.path.join(os.fsdecode(env.get(b"HOME", b"")) or "/", ".autosync")
+        elif not file.startswith("/"):
+            file = os.path.join(os.readlink("/proc/%d/cwd" % pid), os.path.expanduser(file))
+    except OSError:
+        return None
+    return os.path.expanduser(file)
 
 
 SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM}
@@ -192,7 +264,8 @@ def stop(running):
 
 
 # `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
-COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify"}
+COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify",
+            "init": "init"}
 
 
 def command(argv):
@@ -215,7 +288,8 @@ def main(argv=None):
         import importlib
         return importlib.import_module("autosync." + COMMANDS[routed[0]]).main(routed)
     parser = cli.parser("dvcs-autosync", __doc__)
-    parser.epilog = ("How it runs: dvcs-autosync status (as autosync-notify status); "
+    parser.epilog = ("Set up a machine: dvcs-autosync init REMOTE FOLDER [--account "
+                     "USER@DOMAIN] [--service]; how it runs: dvcs-autosync status (as autosync-notify status); "
                      "old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
                      "[--at WHEN]; conflict copies: dvcs-autosync conflicts [--keep "
                      "mine|theirs PATH]; --help after any tells more.")
@@ -228,6 +302,11 @@ def main(argv=None):
         release_pidfile(cfg.pidfile)
         cli.die("dvcs-autosync: a daemon already runs for %s (its socket %s answers); "
                 "not starting a second one" % (cfg.path, cfg.socket), status=1)
+    other = other_daemon(cfg)
+    if other:  # the original (or ours under another config) runs for this folder
+        release_pidfile(cfg.pidfile)
+        cli.die("dvcs-autosync: another dvcs-autosync (PID %d, config %s) already syncs %s; "
+                "not starting a second one" % (other[0], other[1], cfg.path), status=1)
     child_args = [cfg.file] + (["-v"] if args.verbose else [])
     running = programs(cfg, child_args)
     # Signals are taken synchronously below: no polling, no handler races.

@@ -96,9 +96,13 @@ class Tray:
 
     def _describe(self):
         """Ask the user (describecmd) what the last change was, and tell the committer."""
+        last = self.view.last_commit or {}  # the change the menu names, read before asking
         text = self.describer.ask()
         if text:
-            self.requests.put("describe", {"cmd": "describe", "text": text})
+            request = {"cmd": "describe", "text": text}
+            if last.get("rev"):
+                request["rev"] = last["rev"]
+            self.requests.put("describe", request)
 
     def _open(self):
         try:

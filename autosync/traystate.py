@@ -105,7 +105,8 @@ class View:
         name = event.get("event")
         stamp = event.get("time") or time.time()
         if name == "committed":
-            self.last_commit = {"time": stamp, "message": event.get("message", "")}
+            self.last_commit = {"time": stamp, "message": event.get("message", ""),
+                                "rev": event.get("rev") or ""}
             self.recent.append((stamp, summary(event.get("message", ""))))
             self.unpushed += 1
             self.error = None

@@ -381,6 +381,10 @@ class Listener:
         if typ in (None, "", "available"):
             if jid not in self.peers:
                 log.info("machine online: %s", split_jid(jid)[1])
+                # Told to it directly: a machine that has just started (the original
+                # above all) may miss the server's broadcast of who is online, and then
+                # drops our announcements as from an unseen guest.
+                self.session.send_presence(self.x.priority, to=jid)
                 if self.ready:  # (at our own login, _on_ready pulls once for all)
                     # Its announcements made while it was away never came: catch up.
                     self._pull("%s came online" % split_jid(jid)[1])

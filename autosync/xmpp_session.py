@@ -218,7 +218,10 @@ def probe_fingerprint(xcfg, timeout):
             return ""
         _secure(client, xcfg, domain, "%s:%s" % (host, port), probe=True)
     except _Probed as probed:
-        return probed.args[0]
+        found = probed.args[0]
+        while isinstance(found, BaseException) and found.args:  # xmpppy may wrap it again
+            found = found.args[0]
+        return str(found)
     except Exception:
         pass
     finally:
@@ -300,8 +303,9 @@ class Session:
             raise SessionLost("connection to XMPP server %s lost" % self.where)
         return got != "0"
 
-    def send_presence(self, priority):
-        self.client.send(xmpp.Presence(priority=priority))
+    def send_presence(self, priority, to=None):
+        """Our presence: to the server (everyone subscribed), or directed to one JID."""
+        self.client.send(xmpp.Presence(to=to, priority=priority))
 
     def chat(self, to, body):
         self.client.send(xmpp.Message(to=to, body=body, typ="chat"))

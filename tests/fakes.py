@@ -113,6 +113,7 @@ class FakeSession:
         self.handler = handler
         self.resource = resource
         self.priority = None   # as sent with the initial presence
+        self.directed = []     # (to, priority) of every directed presence
         self.sent = []         # (to, body) of every chat message
         self.pings = []        # ids of pings not answered yet
         self.closed = None     # None, or the goodbye flag close() got
@@ -126,8 +127,11 @@ class FakeSession:
             raise self.ending
         return False
 
-    def send_presence(self, priority):
-        self.priority = priority
+    def send_presence(self, priority, to=None):
+        if to is None:
+            self.priority = priority
+        else:
+            self.directed.append((to, priority))
 
     def chat(self, to, body):
         self.sent.append((to, body))

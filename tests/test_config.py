@@ -643,6 +643,8 @@ def test_a_folder_given_for_the_config_file_is_told_what_to_write(tmp_path, fold
     cfg = config.load(str(private_home / ".autosync"))
     assert (cfg.path, cfg.syncmethod) == (folder, "none")
     assert "then run `dvcs-autosync`" in message
+    assert message.endswith("or set it all up with `dvcs-autosync init REMOTE %s` (README, "
+                            "Set up with init)" % folder)
 
 
 def test_a_folder_given_while_a_config_file_exists_names_it(tmp_path, folder, private_home):
@@ -652,7 +654,8 @@ def test_a_folder_given_while_a_config_file_exists_names_it(tmp_path, folder, pr
     assert str(raised.value) == (
         "%s: a folder, where a config file is expected; to sync it, set `path = %s` in "
         "[autosync] of %s (or of another file) and run `dvcs-autosync` (or `dvcs-autosync "
-        "--config FILE`)" % (folder, folder, private_home / ".autosync"))
+        "--config FILE`); or set it up with `dvcs-autosync init REMOTE %s --config FILE`"
+        % (folder, folder, private_home / ".autosync", folder))
 
 
 def test_the_examples_placeholder_account_is_told_to_be_filled_in(tmp_path, folder):

@@ -87,3 +87,21 @@ def test_without_amendcmd_the_text_always_waits_for_the_next_commit(machines, re
     write(a, "b.txt", "b\n")
     committed(a, 2)
     assert subject(a.path).startswith("Draft (autosync on ")
+
+
+def test_a_describe_naming_no_revision_or_an_unknown_one(machines, remote):
+    """rev must be hex digits; one that is no commit here goes on the next commit."""
+    from autosync.config import load
+    from autosync.protocol import connect
+    a = machines("a")
+    conn = connect(load(a.config).socket)
+    try:
+        reply = conn.request({"cmd": "describe", "text": "x", "rev": "not hex"}, timeout=30)
+        assert reply["ok"] is False and "rev must be a revision's hex digits" in reply["error"]
+        reply = conn.request({"cmd": "describe", "text": "Later", "rev": "ab" * 20}, timeout=30)
+        assert reply == {"ok": True, "to": "next"}
+    finally:
+        conn.close()
+    write(a, "n.txt", "n\n")
+    a.notify("sync")
+    assert remote.log("-1", "--format=%s").startswith("Later (autosync on ")

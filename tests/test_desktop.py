@@ -17,7 +17,7 @@ from autosync.describer import Describer
 from autosync.desktop import DBusNotifications, Desktop
 from autosync.notifications import Summariser
 from conftest import ROOT, git, wait_until
-from test_describe import committed, subject
+from test_describe import committed, log_of, subject
 from dbus_session import Recorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter
 
@@ -213,6 +213,43 @@ def test_the_describe_action_end_to_end_rewords_the_commit(recorder, machines):
     wait_until(lambda: subject(a.path).startswith("Holiday photos (autosync on "), 20,
                what="the commit to be reworded")
     assert git("show", "--name-only", "--format=", "HEAD", cwd=a.path).split() == [b"beach.jpg"]
+
+
+def test_describe_after_the_push_lands_on_that_commit_on_both_machines(recorder, machines,
+                                                                       remote):
+    """At the shipped pushdelay = 0 the commit is pushed before the user answers: the
+    text goes on that very commit as a note that travels with it (never the next, an
+    unrelated one), `dvcs-autosync log` shows it on both machines, and a notification
+    says which change got it."""
+    a = machines("a", notifymethod="desktop", notifylevel="verbose",
+                 describecmd="echo Holiday photos")
+    b = machines("b")
+    with open(os.path.join(a.path, "beach.jpg"), "w") as f:
+        f.write("sand\n")
+    [saved] = recorder.wait_for(1)
+    assert saved.summary == "a: 1 file saved" and saved.actions
+    rev = git("rev-parse", "HEAD", cwd=a.path).strip().decode()
+    wait_until(lambda: git("--git-dir", remote.path, "rev-parse", "main").strip().decode()
+               == rev, 20, what="the push")
+    # Another change is made and pushed before the user answers the first notification.
+    with open(os.path.join(a.path, "later.txt"), "w") as f:
+        f.write("unrelated\n")
+    recorder.wait_for(2)
+    a.notify("sync")
+    recorder.invoke(1, "describe")
+    calls = wait_until(lambda: [c for c in recorder.calls if "Description saved" in c.summary],
+                       20, what="the confirmation")
+    body = calls[0].body
+    assert body.startswith("\u201cHoliday photos\u201d is on the change %s: autosync on "
+                           % rev[:12]) and body.endswith(": 1 added."), body
+    assert "Holiday photos" not in git("log", "--format=%B", cwd=a.path).decode()  # no rewrite
+    b.notify("pull")
+    for m in (a, b):
+        one = log_of(m, os.path.join(m.path, "beach.jpg"))
+        assert "added  -- Holiday photos" in one, one
+        assert "Holiday photos" not in log_of(m, os.path.join(m.path, "later.txt"))
+    assert git("--git-dir", remote.path, "notes", "--ref=autosync", "show", rev) == \
+        b"Holiday photos\n"
 
 
 # --- the launcher, as the supervisor runs it -----------------------------------

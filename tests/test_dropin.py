@@ -56,6 +56,36 @@ def test_the_new_daemon_refuses_to_start_beside_the_original(machines, tmp_path)
         original.wait()
 
 
+def test_a_second_config_for_the_folder_is_refused_beside_a_running_original(machines,
+                                                                             tmp_path):
+    """The original makes no socket, so the socket check cannot see it: a config of ours
+    for the folder it syncs (under another name) is refused all the same."""
+    a = machines("a", start=False)
+    script = tmp_path / "original" / "dvcs-autosync"  # the original's script, by its name
+    script.parent.mkdir()
+    script.write_text("import time\ntime.sleep(60)\n")
+    its_config = tmp_path / "original.autosync"
+    its_config.write_text("[autosync]\npath = %s\npidfile = %s\n[dvcs]\n%s\n" % (
+        a.path, tmp_path / "original.pid",
+        "\n".join("%s = %s" % kv for kv in ORIGINAL_COMMANDS.items() if "\n" not in kv[1])))
+    original = subprocess.Popen([sys.executable, str(script), str(its_config)])
+    try:
+        result = subprocess.run([sys.executable, "-m", "autosync.supervisor", a.config],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                timeout=30)
+        assert result.returncode == 1, result.stderr
+        assert "another dvcs-autosync (PID %d, config %s) already syncs %s" % (
+            original.pid, its_config, a.path) in result.stderr
+        from autosync.config import load
+        assert not os.path.exists(load(a.config).pidfile)  # ours taken back
+    finally:
+        original.kill()
+        original.wait()
+    # The original gone, ours starts.
+    a.start()
+    assert a.status().get("state") == "idle"
+
+
 def test_stopping_leaves_a_pidfile_that_names_another_process(machines):
     a = machines("a")
     from autosync.config import load

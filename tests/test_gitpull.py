@@ -191,6 +191,33 @@ def test_an_empty_remote_is_waited_on_not_an_error(tmp_path):
     assert pull(str(tmp_path / "c"))["empty"] is True
 
 
+def test_unrelated_histories_merge_keeping_both_versions(tmp_path):
+    """Two clones of an empty remote that both committed before either pushed: the second
+    one's pull merges the first one's unrelated history, every file kept (the same path
+    with other content as a conflict copy), instead of git's refusal for ever."""
+    git("init", "-q", "--bare", "-b", "main", str(tmp_path / "empty.git"))
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for folder, text in ((a, b"a's notes\n"), (b, b"b's notes\n")):
+        git("clone", "-q", str(tmp_path / "empty.git"), folder)
+        write(folder, "notes.txt", text)
+        write(folder, "only-" + os.path.basename(folder) + ".txt", text)
+        git("add", "-A", cwd=folder)
+        git("commit", "-q", "-m", "autosync on %s: 2 added" % os.path.basename(folder),
+            cwd=folder)
+    git("push", "-q", "origin", "main", cwd=a)
+    result = pull(b)
+    assert [c["path"] for c in result["merged"]] == ["notes.txt"]
+    copy = result["merged"][0]["copy"]
+    files = {n: open(os.path.join(b, n), "rb").read() for n in os.listdir(b) if n != ".git"}
+    assert files["only-a.txt"] == b"a's notes\n" and files["only-b.txt"] == b"b's notes\n"
+    assert sorted([files["notes.txt"], files[copy]]) == [b"a's notes\n", b"b's notes\n"]
+    assert status(b) == ""
+    assert len(git("rev-list", "--parents", "-n1", "HEAD", cwd=b).split()) == 3  # a merge
+    git("push", "-q", cwd=b)
+    assert pull(a)["merge"] is None  # a fast-forward: a has b's merge, nothing left apart
+    assert {n for n in os.listdir(a) if n != ".git"} == set(files)
+
+
 def test_a_branch_without_upstream_is_said_in_one_line(two):
     remote, a, b = two
     git("checkout", "-q", "-b", "elsewhere", cwd=b)

@@ -219,6 +219,23 @@ def test_describe_and_open_folder(committer, folder, watcher, host, run_tray, tm
     assert (bin_dir / "opened").read_text() == folder + "\n"
 
 
+def test_describe_names_the_last_change_the_menu_shows(committer, folder, watcher, host,
+                                                        run_tray):
+    """The text goes on the commit the tray calls the last change, even once it is
+    pushed: the request names it (issue 19: it went on the next, unrelated commit)."""
+    t = run_tray(fake_config(folder, socket=committer.path), "echo the trip photos")
+    committer.wait_subscribed()
+    committer.emit("committed", message="autosync on desk: 1 added", count=1, host="desk",
+                   changes=[{"action": "added", "path": "a.jpg"}], rev="ab12" * 10)
+    wait_until(lambda: (t.view.last_commit or {}).get("rev"), 10, what="the commit seen")
+    h = host()
+    labels, _ = h.menu()
+    h.click(labels["Describe the last change..."])
+    wait_until(lambda: committer.asked("describe"), 10, what="a describe request")
+    assert committer.asked("describe") == [{"cmd": "describe", "text": "the trip photos",
+                                            "rev": "ab12" * 10}]
+
+
 def test_describe_is_off_without_a_command(committer, folder, watcher, host, run_tray):
     run_tray(fake_config(folder, socket=committer.path))
     _, _, root = host().call(sni.MENU_PATH, sni.MENU, "GetLayout", "iias", (0, -1, []))[1]

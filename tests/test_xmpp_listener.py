@@ -363,3 +363,19 @@ def test_a_machine_that_comes_online_is_caught_up_with_by_a_pull(made):
     listener.pulls.pending.clear()
     session.presence(PEER_C, "unavailable")
     assert pulls(listener) == []
+
+
+def test_a_machine_that_comes_online_gets_our_presence_directed_to_it(made):
+    """An original that restarts may miss the broadcast of who is online and then drops
+    our announcements as from an unseen guest: each machine that comes online is told
+    directly, once, with our priority."""
+    listener, server = made(priority=3)
+    session = up(listener, server, peers=(PEER_B,))
+    assert session.directed == [(PEER_B, 3)]
+    session.presence(PEER_B)  # seen already: not again
+    session.presence(STRANGER)  # another account: never
+    assert session.directed == [(PEER_B, 3)]
+    session.presence(PEER_C)
+    session.presence(PEER_C, "unavailable")
+    session.presence(PEER_C)  # back again: told again
+    assert session.directed == [(PEER_B, 3), (PEER_C, 3), (PEER_C, 3)]

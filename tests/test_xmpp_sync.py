@@ -122,3 +122,31 @@ def test_a_change_made_while_stopped_reaches_the_other_machine_soon_after_every_
             late.append((i, how))  # b stays behind until a's next own change
         wait_until(lambda: a.settled(remote), 20, what="a to settle")
     assert late == [], "starts after which b stayed behind: %s" % late
+
+
+def test_a_description_of_a_pushed_commit_reaches_the_other_machine_by_itself(
+        xmpp_machines):
+    """Describing a pushed commit (a git note) is announced like a push: b has the text
+    in `dvcs-autosync log` without being asked to pull."""
+    import subprocess
+    import sys
+    from autosync.config import load
+    from autosync.protocol import connect
+    a, b = xmpp_machines(("a", 0), ("b", 0))
+    write(a, "notes.txt", b"from a\n")
+    arrives(b, "notes.txt", b"from a\n")
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=a.path, stdout=subprocess.PIPE,
+                         text=True, check=True).stdout.strip()
+    conn = connect(load(a.config).socket)
+    try:
+        reply = conn.request({"cmd": "describe", "text": "Meeting notes", "rev": rev},
+                             timeout=60)
+    finally:
+        conn.close()
+    assert reply["to"] == "note" and reply["rev"] == rev
+
+    def on_b():
+        return subprocess.run([sys.executable, "-m", "autosync.supervisor", "log", "--config",
+                               b.config, os.path.join(b.path, "notes.txt")],
+                              stdout=subprocess.PIPE, text=True).stdout
+    wait_until(lambda: "-- Meeting notes" in on_b(), 20, 0.2, "the description on b")

@@ -1,0 +1,422 @@
+"""End-to-end: `dvcs-autosync init REMOTE FOLDER` (issue 19, item 2), each case for real:
+a real bare remote on disk, `init` run as a user runs it (a process), then the real suite
+started on the config it wrote, on two machines (two folders, two configs)."""
+import hashlib
+import os
+import re
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from conftest import Machine, Remote, git, tree, wait_until
+from prosody import prosody_certs, prosody_factory  # noqa: F401 (fixtures)
+from test_sync import write
+from test_unrelated import EmptyRemote
+
+pytestmark = pytest.mark.e2e
+
+
+def init(*args, env=None, stdin=subprocess.DEVNULL):
+    argv = [sys.executable, "-m", "autosync.supervisor", "init"] + [str(a) for a in args]
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env, stdin=stdin, timeout=120)
+
+
+class Joined(Machine):
+    """A machine whose folder and config `init` made: the suite runs on them as written."""
+
+    def __init__(self, base, name):
+        self.name = name
+        self.path = str(base / name)
+        self.config = str(base / (name + ".autosync"))
+        self.log = str(base / (name + ".log"))
+        self.proc = None
+
+    def init(self, remote, *more, **options):
+        result = init(getattr(remote, "path", remote), self.path, "--config", self.config,
+                      *more, **options)
+        return result
+
+
+def ok(result):
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def listing(folder):
+    """Every path below folder (.git included) with a hash of its content and its mode."""
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            full = os.path.join(root, name)
+            st = os.lstat(full)
+            digest = ""
+            if stat.S_ISREG(st.st_mode):
+                with open(full, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            found[os.path.relpath(full, folder)] = (st.st_mode, digest)
+    return found
+
+
+def config_lines(machine):
+    with open(machine.config) as f:
+        return [l for l in f.read().splitlines() if l and not l.startswith("#")]
+
+
+def test_an_empty_remote_gets_the_first_commit_and_the_next_machine_syncs(tmp_path):
+    remote = EmptyRemote(tmp_path / "empty.git")
+    a, b = Joined(tmp_path, "a"), Joined(tmp_path, "b")
+    out = ok(a.init(remote))
+    assert "The remote was empty: made the first commit and pushed it." in out
+    assert remote.head(), "the first commit is on the remote"
+    # The next machine's command is said, and it works as said.
+    assert "On the next machine run:\n    dvcs-autosync init %s" % remote.path in out
+    assert stat.S_IMODE(os.stat(a.config).st_mode) == 0o600
+    assert config_lines(a) == ["[autosync]", "path = %s" % a.path, "syncmethod = none"]
+    ok(b.init(remote))
+    assert git("rev-parse", "HEAD", cwd=b.path).strip() == remote.head()
+    try:
+        a.start(), b.start()
+        write(a, "first.txt", b"the first file\n")
+        wait_until(lambda: b.notify("pull", check=False) and b.read("first.txt"), 60, 0.3,
+                   "first.txt on b")
+        assert b.read("first.txt") == b"the first file\n"
+        assert b.status()["problems"] == []
+    finally:
+        a.stop(), b.stop()
+
+
+def test_a_non_empty_remote_into_an_empty_folder(tmp_path, remote):
+    a = Joined(tmp_path, "a")
+    os.mkdir(a.path)
+    out = ok(a.init(remote))
+    assert "Cloned" in out and "first commit" not in out
+    assert tree(a) == {"README": b"synced folder\n"}
+    assert remote.commit_count() == 1  # nothing made: the remote had a branch
+    assert git("rev-parse", "--abbrev-ref", "@{upstream}", cwd=a.path).strip() == b"origin/main"
+
+
+def test_a_folder_of_files_joins_a_remote_with_files_keeping_both_versions(tmp_path):
+    """b's folder is not a repository and holds README with other content than the
+    remote's: after init both versions are on both machines, every other file too. By
+    the usual rule the newer version (b's, the remote's is from 2020) stays at the path."""
+    old = dict(os.environ, GIT_COMMITTER_DATE="2020-01-01T12:00:00Z",
+               GIT_AUTHOR_DATE="2020-01-01T12:00:00Z")
+    saved = dict(os.environ)
+    os.environ.update(old)
+    try:
+        remote = Remote(tmp_path / "remote.git")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    a, b = Joined(tmp_path, "a"), Joined(tmp_path, "b")
+    ok(a.init(remote))
+    os.makedirs(os.path.join(b.path, "docs"))
+    write(b, "README", b"b's own README\n")
+    write(b, "docs/plan.txt", b"b's plan\n")
+    write(b, "notes.txt~", b"an editor's backup: never synced, never lost\n")
+    before = tree(b)
+    out = ok(b.init(remote))
+    assert "README is in both with other content: both kept" in out
+    files = tree(b)
+    for rel, content in before.items():
+        assert files[rel] == content, rel  # every byte b had is where it was
+    copies = [p for p in files if p.startswith("README") and p != "README"]
+    assert len(copies) == 1 and files[copies[0]] == b"synced folder\n"
+    # Committed: all but the editor's file (git alone, without the suite's excludes, sees it).
+    assert git("status", "--porcelain", cwd=b.path) == b"?? notes.txt~\n"
+    assert set(n.decode() for n in remote.files()) == {"README", copies[0], "docs/plan.txt"}
+    try:
+        a.start(), b.start()
+        wait_until(lambda: a.notify("pull", check=False) and
+                   a.read("docs/plan.txt") is not None, 60, 0.3, "b's files on a")
+        on_a = tree(a)
+        assert on_a["README"] == b"b's own README\n"
+        assert on_a[copies[0]] == b"synced folder\n"
+        assert on_a["docs/plan.txt"] == b"b's plan\n"
+        assert set(on_a) == set(files) - {"notes.txt~"}
+    finally:
+        a.stop(), b.stop()
+
+
+def test_no_git_identity_gets_one_for_this_repository(tmp_path):
+    remote = EmptyRemote(tmp_path / "empty.git")
+    bare_home = tmp_path / "bare-home"
+    bare_home.mkdir()
+    env = dict(os.environ, HOME=str(bare_home), GIT_CONFIG_NOSYSTEM="1")
+    a = Joined(tmp_path, "a")
+    os.mkdir(a.path)
+    write(a, "mine.txt", b"written before git knew who I am\n")
+    out = ok(a.init(remote, env=env))
+    assert "git had no identity here: set user.name" in out
+    name = git("config", "--file", os.path.join(a.path, ".git", "config"), "user.name").strip()
+    email = git("config", "--file", os.path.join(a.path, ".git", "config"), "user.email").strip()
+    assert name and re.fullmatch(rb"[^@\s]+@[^@\s]+", email)
+    assert git("--git-dir", remote.path, "log", "-1", "--format=%ae", "main").strip() == email
+    assert git("--git-dir", remote.path, "show", "main:mine.txt") == \
+        b"written before git knew who I am\n"
+
+
+def test_a_clone_of_another_remote_is_refused_with_nothing_touched(tmp_path, remote):
+    other = Remote(tmp_path / "other.git")
+    a = Joined(tmp_path, "a")
+    git("clone", "-q", other.path, a.path)
+    write(a, "work.txt", b"not committed yet\n")
+    before = listing(a.path)
+    result = a.init(remote)
+    assert result.returncode == 1
+    line = result.stderr.strip()
+    assert "\n" not in line and "is a clone of %s, not of %s" % (other.path, remote.path) in line
+    assert listing(a.path) == before
+    assert not os.path.exists(a.config)
+    assert remote.commit_count() == 1 and other.commit_count() == 1
+
+
+def test_a_clone_of_the_same_remote_is_taken_as_it_is(tmp_path, remote):
+    a = Joined(tmp_path, "a")
+    git("clone", "-q", remote.path, a.path)
+    write(a, "work.txt", b"not committed yet\n")
+    before = listing(a.path)
+    out = ok(a.init(remote))
+    assert "taken as it is" in out
+    assert listing(a.path) == before
+    assert config_lines(a)[:2] == ["[autosync]", "path = %s" % a.path]
+
+
+def test_an_existing_config_is_refused_without_force(tmp_path, remote):
+    a = Joined(tmp_path, "a")
+    with open(a.config, "w") as f:
+        f.write("[autosync]\npath = ~/elsewhere\n")
+    result = a.init(remote)
+    assert result.returncode == 1
+    assert "exists: not overwritten (--force replaces it)" in result.stderr
+    assert open(a.config).read() == "[autosync]\npath = ~/elsewhere\n"
+    assert not os.path.exists(a.path)  # refused before anything was done
+    ok(a.init(remote, "--force"))
+    assert config_lines(a)[1] == "path = %s" % a.path
+    assert stat.S_IMODE(os.stat(a.config).st_mode) == 0o600
+
+
+def test_a_file_where_the_folder_should_be_is_refused(tmp_path, remote):
+    a = Joined(tmp_path, "a")
+    with open(a.path, "w") as f:
+        f.write("a file\n")
+    result = a.init(remote)
+    assert result.returncode == 1 and "is a file, not a folder" in result.stderr
+    assert open(a.path).read() == "a file\n" and not os.path.exists(a.config)
+
+
+def test_an_unreachable_remote_is_refused_with_nothing_touched(tmp_path):
+    a = Joined(tmp_path, "a")
+    os.mkdir(a.path)
+    write(a, "mine.txt", b"mine\n")
+    result = a.init(tmp_path / "no-such.git")
+    assert result.returncode == 1 and "cannot read the remote" in result.stderr
+    assert sorted(os.listdir(a.path)) == ["mine.txt"] and not os.path.exists(a.config)
+
+
+# --- the XMPP account -------------------------------------------------------------------------
+
+def test_account_with_a_self_signed_certificate_shows_its_fingerprint(tmp_path, remote,
+                                                                      prosody_factory,
+                                                                      prosody_certs):
+    server = prosody_factory(certs=prosody_certs.untrusted)
+    account = server.register("me", "s3cret pass")
+    secret = tmp_path / "password"
+    secret.write_text("s3cret pass\n")
+    a = Joined(tmp_path, "a")
+    where = "--server", "127.0.0.1:%d" % server.port
+    common = ("--account", account, "--password-file", secret) + where
+    # No terminal to confirm on: refused, the fingerprint named, nothing touched.
+    result = a.init(remote, *common)
+    assert result.returncode == 1
+    found = re.search(r"run again with --fingerprint (sha256:[0-9A-F:]{95})", result.stderr)
+    assert found, result.stderr
+    assert not os.path.exists(a.path) and not os.path.exists(a.config)
+    fingerprint = found.group(1)
+    # It is the certificate's own.
+    der = subprocess.run(["openssl", "x509", "-in", prosody_certs.untrusted[0], "-outform",
+                          "DER"], stdout=subprocess.PIPE, check=True).stdout
+    digest = hashlib.sha256(der).hexdigest().upper()
+    assert fingerprint == "sha256:" + ":".join(digest[i:i + 2] for i in range(0, 64, 2))
+    # A wrong password: refused in one line, nothing touched.
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not it\n")
+    result = a.init(remote, "--account", account, "--password-file", wrong,
+                    "--fingerprint", fingerprint, *where)
+    assert result.returncode == 1 and "wrong user name or password" in result.stderr
+    assert not os.path.exists(a.path)
+    # Confirmed by --fingerprint: logged in once, the config holds the account.
+    out = ok(a.init(remote, *common, "--fingerprint", fingerprint))
+    assert "the account works (certificate pinned by its fingerprint)" in out
+    assert config_lines(a) == ["[autosync]", "path = %s" % a.path, "[xmpp]",
+                               "username = %s" % account, "password = s3cret pass",
+                               "host = 127.0.0.1", "port = %d" % server.port,
+                               "fingerprint = %s" % fingerprint]
+    assert "--account %s --server 127.0.0.1:%d --fingerprint %s" % (
+        account, server.port, fingerprint) in out
+    # The suite logs in with what was written.
+    try:
+        a.start()
+        wait_until(lambda: "logged in to" in a.logtext(), 30, 0.2, "the daemon's login")
+        assert "certificate matches the pinned fingerprint" in a.logtext()
+    finally:
+        a.stop()
+
+
+def test_on_a_terminal_the_password_is_asked_and_the_certificate_confirmed(tmp_path, remote,
+                                                                         prosody_factory,
+                                                                         prosody_certs):
+    """As a user runs it: the password typed (getpass), the fingerprint shown and "y"."""
+    import pty
+    server = prosody_factory(certs=prosody_certs.untrusted)
+    account = server.register("me", "typed")
+    a = Joined(tmp_path, "a")
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-m", "autosync.supervisor", "init", remote.path, a.path,
+            "--config", a.config, "--account", account, "--server", "127.0.0.1:%d" % server.port]
+    # A session of its own: no controlling terminal, so getpass asks on stdin (the pty).
+    proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    os.close(slave)
+    try:
+        said = {"stdout": b"", "stderr": b""}
+
+        def upto(stream, text):
+            while text not in said[stream]:
+                chunk = os.read(getattr(proc, stream).fileno(), 4096)
+                assert chunk, "init ended before saying %r: %r" % (text, said)
+                said[stream] += chunk
+        # Typed only once asked: getpass turns echo off with TCSAFLUSH, dropping what waits.
+        upto("stderr", b"Password of me@localhost: ")
+        os.write(master, b"typed\n")
+        upto("stdout", b"Trust exactly this certificate? [y/N] ")
+        os.write(master, b"y\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    result = subprocess.CompletedProcess(argv, proc.returncode, (said["stdout"] + out).decode(),
+                                         (said["stderr"] + err).decode())
+    out = ok(result)
+    assert "Its SHA-256 fingerprint is\n    sha256:" in out
+    assert "the account works (certificate pinned by its fingerprint)" in out
+    lines = config_lines(a)
+    assert "password = typed" in lines and any(l.startswith("fingerprint = sha256:")
+                                               for l in lines)
+
+
+# --- the service ------------------------------------------------------------------------------
+
+def test_service_writes_a_unit_with_the_installed_program(tmp_path, remote):
+    a = Joined(tmp_path, "a")
+    out = ok(a.init(remote, "--service"))
+    units = os.path.join(os.environ["HOME"], ".config", "systemd", "user")
+    (name,) = os.listdir(units)
+    assert name == "dvcs-autosync-a.autosync.service"
+    text = open(os.path.join(units, name)).read()
+    (execstart,) = [l for l in text.splitlines() if l.startswith("ExecStart=")]
+    program, config_file = [w.strip('"') for w in execstart[len("ExecStart="):].split()]
+    assert os.path.isabs(program) and os.access(program, os.X_OK)
+    assert os.path.basename(program) == "dvcs-autosync" and config_file == a.config
+    if "Enabled and started" not in out:  # no user manager here: the one command to run
+        assert "Start syncing with:\n    " in out
+    verify = subprocess.run(["systemd-analyze", "verify", "--user", "--man=no",
+                             os.path.join(units, name)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path)))
+    assert verify.returncode == 0, verify.stdout
+
+
+# --- the original beside -------------------------------------------------------------------
+
+def test_init_tells_to_set_pull_rebase_false_when_it_finds_the_originals_config(tmp_path,
+                                                                                 remote):
+    original = os.path.join(os.environ["HOME"], ".autosync")
+    with open(original, "w") as f:
+        f.write("[autosync]\npath = ~/autosync\n[dvcs]\n"
+                "statuscmd = git status | grep -iq \"nothing to commit\"\n")
+    a = Joined(tmp_path, "a")
+    out = ok(a.init(remote))
+    assert "Found the original dvcs-autosync's config %s" % original in out
+    assert "git -C %s config pull.rebase false" % os.path.expanduser("~/autosync") in out
+
+
+def test_a_clone_given_where_the_config_goes_is_told_the_init_command(tmp_path, remote):
+    """`dvcs-autosync ~/Sync` (the folder, not a config file): the message names the init
+    command with the clone's own remote, and that command works as it says."""
+    folder = str(tmp_path / "Sync")
+    git("clone", "-q", remote.path, folder)
+    result = subprocess.run([sys.executable, "-m", "autosync.supervisor", folder],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    command = result.stderr.split("or set it all up with `")[1].split("`")[0]
+    assert command == "dvcs-autosync init %s %s" % (remote.path, folder)
+    out = ok(init(*command.split()[2:]))
+    assert "taken as it is" in out and os.path.exists(os.path.expanduser("~/.autosync"))
+
+
+def test_the_originals_config_in_the_way_is_named_with_the_advice(tmp_path, remote):
+    """init refuses to write over ~/.autosync, the original's, and still says what the
+    original's clone needs while both run."""
+    original = os.path.join(os.environ["HOME"], ".autosync")
+    text = "[autosync]\npath = ~/autosync\n[dvcs]\nstatuscmd = git status | grep -iq " \
+           "\"nothing to commit\"\n"
+    with open(original, "w") as f:
+        f.write(text)
+    result = init(remote.path, tmp_path / "Sync")
+    assert result.returncode == 1 and "exists: not overwritten" in result.stderr
+    assert "config pull.rebase false" in result.stdout
+    assert open(original).read() == text and not os.path.exists(tmp_path / "Sync")
+
+
+def test_a_file_git_cannot_read_leaves_the_folder_as_it_was(tmp_path, remote, nobody):
+    """As an ordinary user (root reads everything): an unreadable file stops the join in
+    one line, and the folder is left as it was found (no .git left behind)."""
+    folder = os.path.join(nobody.base, "Sync")
+    os.mkdir(folder)
+    for name, mode in (("mine.txt", 0o644), ("secret.txt", 0o000)):
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(name)
+        os.chmod(os.path.join(folder, name), mode)
+    bare = os.path.join(nobody.base, "remote.git")
+    git("clone", "-q", "--bare", remote.path, bare)
+    nobody.chown(nobody.base)
+    before = listing(folder)
+    argv = nobody.command(["-m", "autosync.supervisor", "init", bare, folder, "--config",
+                           os.path.join(nobody.base, "a.autosync")])
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.startswith("dvcs-autosync init: git add: ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert listing(folder) == before
+    assert not os.path.exists(os.path.join(nobody.base, "a.autosync"))
+
+
+def test_a_push_refused_during_init_is_left_to_the_daemon(tmp_path):
+    """Committed, not pushed (the remote refused): the config is written all the same,
+    init says so, and the daemon pushes once the remote takes it."""
+    remote = EmptyRemote(tmp_path / "empty.git")
+    hook = os.path.join(remote.path, "hooks", "pre-receive")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho 'quota exceeded' >&2\nexit 1\n")
+    os.chmod(hook, 0o755)
+    a = Joined(tmp_path, "a")
+    os.mkdir(a.path)
+    write(a, "mine.txt", b"mine\n")
+    out = ok(a.init(remote))
+    assert "Not pushed yet: " in out and "quota exceeded" in out
+    assert "made the first commit and pushed it" not in out and not remote.head()
+    assert config_lines(a)[:2] == ["[autosync]", "path = %s" % a.path]
+    os.unlink(hook)
+    try:
+        a.start()
+        wait_until(lambda: remote.head(), 60, 0.2, "the daemon's push")
+        assert git("--git-dir", remote.path, "show", "main:mine.txt") == b"mine\n"
+    finally:
+        a.stop()
