@@ -21,6 +21,7 @@ import logging
 import os
 import pwd
 import re
+import select
 import shlex
 import shutil
 import socket
@@ -28,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 
-from autosync import config, excludes, git_environment, gitpull, gitrepo
+from autosync import config, excludes, git_environment, gitpull, gitrepo, sshlink
+from autosync.commands import environment
 from autosync.config import Config, ConfigError
 from autosync.messages import commit_message
 
@@ -37,6 +39,7 @@ log = logging.getLogger("autosync.init")
 OTHER_DVCS = {".hg": "Mercurial", ".svn": "Subversion", ".bzr": "Bazaar", "_darcs": "darcs",
               ".pijul": "Pijul", ".jj": "Jujutsu"}
 LOGIN_TIMEOUT = 20.0  # seconds the XMPP check may take
+WATCH_PROBE = 5.0  # seconds the remote's watch (syncmethod = ssh) is tried for
 # The original dvcs-autosync's example statuscmd: a config holding it is the original's.
 ORIGINAL_STATUSCMD = "nothing to commit"
 
@@ -161,6 +164,7 @@ class Init:
         self.remote = local_path(args.remote)
         self.host = socket.gethostname()
         self.xmpp = None  # config.Xmpp of a checked account
+        self.watch_why = "not tried"  # None once the remote's watch worked (syncmethod ssh)
         self.program = installed_program()
 
     # --- checks: nothing is written before all of them passed -------------------------
@@ -174,6 +178,8 @@ class Init:
         empty = self.check_remote()
         if self.args.account:
             self.check_account()
+        else:
+            self.watch_why = self.check_watch()
         unit = self.check_unit() if self.args.service else None
         # From here on things are written.
         if mode == "clone":
@@ -258,6 +264,34 @@ class Init:
             raise Refused("cannot read the remote %s: %s; nothing touched" % (self.remote, e)) \
                 from None
         return not out.strip()
+
+    def check_watch(self):
+        """Without an XMPP account: can the remote itself say when it moves (syncmethod =
+        ssh: autosync-remote on the server, or here for a local path)? Tried once: a
+        line, or the command still running after WATCH_PROBE seconds (an empty remote
+        prints nothing yet), is yes. -> None, or why not (its own words)."""
+        here = os.getcwd()
+        try:
+            argv = sshlink.default_watch(self.remote, here, sshlink.ssh_program(os.environ, here))
+        except sshlink.BadRemote as e:
+            return str(e)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=environment())
+        except OSError as e:
+            return "%s: %s" % (argv[0], e.strerror)
+        try:
+            if select.select([proc.stdout], [], [], WATCH_PROBE)[0] and \
+                    not proc.stdout.readline().strip():
+                proc.wait(WATCH_PROBE)
+                return sshlink.why_it_ended(proc.returncode, proc.stderr.read())
+            return None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
 
     def check_account(self):
         a = self.args
@@ -434,8 +468,9 @@ class Init:
         lines = ["# Written by dvcs-autosync init; every key not here has its default",
                  "# (README, Configuration).", "[autosync]", "path = %s" % tilde(self.folder)]
         if self.xmpp is None:
-            # Without an account nothing announces pushes: the timer pull (pullinterval).
-            lines.append("syncmethod = none")
+            # Without an account: the remote's own watch when it works, else nothing
+            # announces pushes and the timer pull (pullinterval) brings them.
+            lines.append("syncmethod = %s" % ("ssh" if self.watch_why is None else "none"))
         else:
             x = self.xmpp
             lines += ["[xmpp]", "username = %s" % x.username, "password = %s" % x.password]
@@ -571,10 +606,15 @@ class Init:
     def closing_words(self, started):
         if not started:
             say("Start syncing with:\n    %s" % self.start_command())
-        if self.xmpp is None:
-            say("Without --account, other machines' pushes are pulled every %g minutes "
-                "(pullinterval); with an XMPP account they arrive at once."
-                % (config.KEYS["autosync"]["pullinterval"].default / 60))
+        if self.xmpp is None and self.watch_why is None:
+            say("Other machines' pushes arrive at once: the remote is watched "
+                "(syncmethod = ssh, autosync-remote).")
+        elif self.xmpp is None:
+            say("Other machines' pushes are pulled every %g minutes (pullinterval): the "
+                "remote cannot be watched (%s). Install autosync-remote on the server "
+                "(README, Without XMPP) and set syncmethod = ssh, or give --account, for "
+                "them to arrive at once."
+                % (config.KEYS["autosync"]["pullinterval"].default / 60, self.watch_why))
         words = ["dvcs-autosync", "init", self.remote, tilde(self.folder)]
         if self.xmpp is not None:
             words += ["--account", self.xmpp.username]

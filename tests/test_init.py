@@ -74,14 +74,15 @@ def test_an_empty_remote_gets_the_first_commit_and_the_next_machine_syncs(tmp_pa
     # The next machine's command is said, and it works as said.
     assert "On the next machine run:\n    dvcs-autosync init %s" % remote.path in out
     assert stat.S_IMODE(os.stat(a.config).st_mode) == 0o600
-    assert config_lines(a) == ["[autosync]", "path = %s" % a.path, "syncmethod = none"]
+    # A remote on a local path is watched here (autosync-remote): pushes arrive at once.
+    assert config_lines(a) == ["[autosync]", "path = %s" % a.path, "syncmethod = ssh"]
+    assert "Other machines' pushes arrive at once" in out
     ok(b.init(remote))
     assert git("rev-parse", "HEAD", cwd=b.path).strip() == remote.head()
     try:
         a.start(), b.start()
         write(a, "first.txt", b"the first file\n")
-        wait_until(lambda: b.notify("pull", check=False) and b.read("first.txt"), 60, 0.3,
-                   "first.txt on b")
+        wait_until(lambda: b.read("first.txt"), 60, 0.1, "first.txt on b, unasked")
         assert b.read("first.txt") == b"the first file\n"
         assert b.status()["problems"] == []
     finally:
@@ -420,3 +421,21 @@ def test_a_push_refused_during_init_is_left_to_the_daemon(tmp_path):
         assert git("--git-dir", remote.path, "show", "main:mine.txt") == b"mine\n"
     finally:
         a.stop()
+
+
+def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch):
+    """No autosync-remote on the server (or ssh refused): the probe says why in ssh's
+    own words, the config falls back to syncmethod none, and the way to instant sync
+    is named. (A unit test: the real sshd cases are test_sshlink.py's.)"""
+    from autosync import init as init_module
+    fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
+    monkeypatch.setattr(init_module.sshlink, "default_watch", lambda *a: fails)
+    step = init_module.Init.__new__(init_module.Init)
+    step.remote, step.xmpp, step.folder = "server:sync.git", None, "/home/me/Sync"
+    step.watch_why = step.check_watch()
+    assert "exit 127" in step.watch_why and "autosync-remote: not found" in step.watch_why
+    assert "syncmethod = none" in step.config_text()
+    monkeypatch.setattr(init_module.sshlink, "default_watch",
+                        lambda *a: ["sh", "-c", "sleep 30"])  # an empty remote: no line yet
+    monkeypatch.setattr(init_module, "WATCH_PROBE", 0.5)
+    assert step.check_watch() is None
