@@ -19,6 +19,7 @@ an object with these methods (tests pass a fake one):
 """
 import logging
 import os
+import re
 import time
 
 from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
@@ -27,6 +28,9 @@ from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
 
+# git commit's words when the index holds nothing new (exit 1): not a failure.
+NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|nothing added to commit|no changes added "
+                               r"to commit)", re.M)
 log = logging.getLogger("autosync.repository")
 
 PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote has
@@ -161,6 +165,13 @@ class Repository:
             before = time.time()
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError) as e:
+            if isinstance(e, CommandFailed) and e.name == "commitcmd" and \
+                    NOTHING_TO_COMMIT.search(e.output or ""):
+                # A status check that greps `git status` (the original's) took a file
+                # made after the add for a change ("nothing added to commit but
+                # untracked files present"): that file's own batch commits it.
+                self.held_back(held)
+                return False
             # Tried again with backoff (a rescan): a lock in the way passes, and a cause
             # the user fixes (a git identity, a full disk) must clear by itself.
             self.report.failed("commit", e, retry="commit")

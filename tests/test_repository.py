@@ -222,3 +222,16 @@ def test_a_killed_pulls_markers_are_put_back_at_start_even_when_it_ended_before(
     r.recover()  # no leftover command: it had ended already
     assert (repo.path / "notes.txt").read_text() == "mine\n"
     assert (repo.path / "git-notes.md").read_text() == quoted
+
+
+def test_a_file_made_between_add_and_status_is_no_commit_failure(repo):
+    """The original's statuscmd greps `git status` for "nothing to commit"; a file made
+    just after the add turns that into "nothing added to commit but untracked files
+    present": git commit then has nothing and exits 1. Not a failure (its own batch
+    commits the file): no `failed`, no problem in the status."""
+    r, reports = repo(statuscmd='git status | grep -iq "nothing to commit"')
+    (repo.path / "late.txt").write_text("made after the add")  # in no batch yet
+    assert not r.commit([])
+    assert not reports.named("failed") and not reports.named("committed")
+    assert r.commit([{"action": "added", "path": "late.txt"}])  # its batch
+    assert reports.named("committed")
