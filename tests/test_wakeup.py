@@ -163,6 +163,8 @@ def test_the_listener_wakes_on_resume_and_not_when_going_to_sleep(listen, logind
     assert listener.wakeups.next_due() is None and not woken.more()
     logind.sleep(False)
     assert woken.next() == WOKE
+    # The line follows the wake (which the test saw first): waited for, not raced.
+    wait_until(lambda: len(said(caplog, ": syncing")) >= 2, 10, what="the second line")
     assert [r.levelno for r in said(caplog, ": syncing")] == [logging.INFO, logging.INFO]
 
 
