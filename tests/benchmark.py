@@ -3,6 +3,7 @@
 
     python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--no-peers] [--keep]
                                [--trials N] [--burst-trials N]
+                               [--onechange-files N] [--onechange-trials N] [--git-config K=V]
 
 Not a test: nothing is asserted, the script exits 0 even when an aim is
 missed. Everything runs in a temporary folder with a private HOME: real
@@ -21,6 +22,8 @@ Measurements (NAME for --only):
   machines     8 machines on one account: a change on one until all 7 others have it
   slowwriter   a file written over 15 s: was a half-written version pushed before maxwait?
   scale        start-up time and memory on a large committed tree, beside `git status`
+  onechange    one file changed in a committed tree of N files (N/100 folders) until B has it,
+               beside bare git's add/commit/push/pull on the same tree (--onechange-files N)
   idle         CPU time of the whole suite over an idle period
 """
 import argparse
@@ -51,10 +54,10 @@ from prosody import free_port  # noqa: E402
 
 FULL = dict(trials=20, burst_files=10_000, burst_trials=3, tree_files=100_000,
             tree_folders=10_000, idle_seconds=60, tree_idle_seconds=20, machines=8,
-            many_trials=20, slow_seconds=15)
+            many_trials=20, slow_seconds=15, onechange_files=100_000, onechange_trials=10)
 QUICK = dict(trials=3, burst_files=2_000, burst_trials=1, tree_files=10_000,
              tree_folders=1_000, idle_seconds=10, tree_idle_seconds=5, machines=8,
-             many_trials=3, slow_seconds=15)
+             many_trials=3, slow_seconds=15, onechange_files=10_000, onechange_trials=3)
 
 # The lowest delays the configuration allows for a fast round trip: no quiet
 # at all once every writer closed its file (no settle time), push at once.
@@ -1226,7 +1229,143 @@ def scale(run, sizes):
 
 
 # --------------------------------------------------------------------------
-# 6. idle CPU
+# 6. one change in a large tree
+
+def make_bulk_remote(path, files, per_folder=100):
+    """A bare repository whose main holds README and `files` small files, `per_folder` to
+    a folder (d0000/f0000000.txt ...), built with `git fast-import`: no work tree and no
+    index, so a million files cost a minute or two rather than an hour of writes and
+    `git add -A`. Its objects are packed, as a clone would have them."""
+    git("init", "-q", "--bare", path)
+    proc = subprocess.Popen(("git", "--git-dir", path, "-c", "gc.auto=0", "fast-import",
+                             "--quiet"), stdin=subprocess.PIPE)
+    out = io.BufferedWriter(proc.stdin, 1 << 20)
+    names = []
+    for n in range(files):
+        data = b"tree file %d\n" % n
+        out.write(b"blob\nmark :%d\ndata %d\n%s\n" % (n + 1, len(data), data))
+        names.append(b"d%04d/f%07d.txt" % (n // per_folder, n))
+    readme = b"benchmark folder\n"
+    out.write(b"blob\nmark :%d\ndata %d\n%s\n" % (files + 1, len(readme), readme))
+    message = b"first"
+    out.write(b"commit refs/heads/main\ncommitter Bench <bench@example.org> %d +0000\n"
+              b"data %d\n%s\n" % (int(time.time()), len(message), message))
+    out.write(b"M 100644 :%d README\n" % (files + 1))
+    for n, name in enumerate(names):
+        out.write(b"M 100644 :%d %s\n" % (n + 1, name))
+    out.write(b"\n")
+    out.close()
+    if proc.wait():
+        raise RuntimeError("git fast-import failed for %s" % path)
+    git("--git-dir", path, "symbolic-ref", "HEAD", "refs/heads/main")
+    return path
+
+
+def bulk_path(files, n, per_folder=100):
+    return "d%04d/f%07d.txt" % ((n % files) // per_folder, n % files)
+
+
+def onechange(run, sizes):
+    """A one-file change in a committed tree of N small files (N/100 folders) until B has
+    it, on the real suite at the shipped defaults, beside bare git doing it plainly
+    (`git add -- PATH`, `git commit`, `git push`, `git pull` in a second clone)."""
+    files, trials = sizes["onechange_files"], sizes["onechange_trials"]
+    started = time.monotonic()
+    remote = make_bulk_remote(os.path.join(run.base, "one.git"), files)
+    made = time.monotonic() - started
+    # The floor's remote: the same history, its own refs (a local clone links the objects).
+    floor_remote = os.path.join(run.base, "one-floor.git")
+    git("clone", "-q", "--bare", remote, floor_remote)
+    c, d = os.path.join(run.base, "one-floor-c"), os.path.join(run.base, "one-floor-d")
+    git("clone", "-q", floor_remote, c)
+    git("clone", "-q", floor_remote, d)
+    print("  (tree of %d files made in %.0f s; the floor's two clones ready after %.0f s)"
+          % (files, made, time.monotonic() - started), flush=True)
+    extra = sizes.get("git_config") or []
+    env_before = dict(os.environ)
+    if extra:  # candidate git settings, for the suite only (git_environment keeps them)
+        count = int(os.environ.get("GIT_CONFIG_COUNT", "0") or 0)
+        for i, (key, value) in enumerate(extra, start=count):
+            os.environ["GIT_CONFIG_KEY_%d" % i] = key
+            os.environ["GIT_CONFIG_VALUE_%d" % i] = value
+        os.environ["GIT_CONFIG_COUNT"] = str(count + len(extra))
+    try:
+        a, b = start_pair(run, "one", remote, PROFILES["defaults"])
+    finally:
+        os.environ.clear()
+        os.environ.update(env_before)
+    print("  (the suite's two machines watching and idle after %.0f s)"
+          % (time.monotonic() - started), flush=True)
+    delays = a.delays()
+    a_events, b_events = Events(a), Events(b)
+    phases = {"A: write to committed": [], "A: committed to pushed": [],
+              "B: A's push to pull started": [], "B: pull (git pull)": []}
+    floor_phases = {"git add -- PATH": [], "git commit": [], "git push": [], "git pull (B)": []}
+    suite, floor, missed = [], [], 0
+    for i in range(trials):
+        # Our suite, then bare git, alternately: both see the same machine load.
+        name = bulk_path(files, 7919 * (i + 1))  # spread over the tree
+        content = ("changed in trial %d at %.6f\n" % (i, time.time())).encode()
+        wall, t0 = time.time(), time.monotonic()
+        write_file(os.path.join(a.path, name), content)
+        if wait_for(lambda: read_file(os.path.join(b.path, name)) == content, 60, 0.003):
+            suite.append(time.monotonic() - t0)
+            wait_for(lambda: b_events.first("pull-finished", wall), 5, 0.01)
+            marks = [wall, a_events.first("committed", wall), a_events.first("pushed", wall),
+                     b_events.first("pull-started", wall), b_events.first("pull-finished", wall)]
+            if None not in marks:
+                for key, start, end in zip(phases, marks, marks[1:]):
+                    phases[key].append(end - start)
+        else:
+            missed += 1
+            print("  ! trial %d: the change did not reach B within 60 s" % i)
+        wait_for(lambda: a.settled() and b.settled(), 60, 0.05)
+
+        t0 = time.monotonic()
+        write_file(os.path.join(c, name), content)
+        steps = [("git add -- PATH", ("add", "--", name), c),
+                 ("git commit", ("commit", "-q", "-m", "change " + name), c),
+                 ("git push", ("push", "-q", "origin", "HEAD:main"), c),
+                 ("git pull (B)", ("pull", "-q", "--no-rebase", "--no-edit", "origin", "main"),
+                  d)]
+        for key, args, cwd in steps:
+            s0 = time.monotonic()
+            git(*args, cwd=cwd)
+            floor_phases[key].append(time.monotonic() - s0)
+        if read_file(os.path.join(d, name)) == content:
+            floor.append(time.monotonic() - t0)
+        time.sleep(0.2)
+    a_events.close()
+    b_events.close()
+    run.stop(a, b)
+
+    label = "onechange: one file changed in %d files, on B (%s)" % (files, describe(delays))
+    if extra:
+        label += " with " + ", ".join("%s=%s" % kv for kv in extra)
+    rows = []
+    if suite:
+        mine = median(suite)
+        rows.append(row(label + ": median", secs(mine), secs(median(floor)),
+                        "<= 0.5 s, 8x under bare git", mine <= 0.5 and bool(floor)
+                        and median(floor) >= 8 * mine, "%d trials" % len(suite)))
+        rows.append(row("  min / max", "%s / %s" % (secs(min(suite)), secs(max(suite))),
+                        "%s / %s" % (secs(min(floor, default=None)),
+                                     secs(max(floor, default=None)))))
+        for key, values in phases.items():
+            if values:
+                rows.append(row("  of which " + key, secs(median(values))))
+        for key, values in floor_phases.items():
+            if values:
+                rows.append(row("  bare git: " + key, "", secs(median(values))))
+    else:
+        rows.append(row(label, "lost", secs(median(floor)), "", False))
+    if missed:
+        rows.append(row("  trials lost", str(missed), "0", "0", False))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# 7. idle CPU
 
 def idle(run, sizes):
     """CPU time of the whole suite, over an idle period, as percent of one core."""
@@ -1305,7 +1444,8 @@ def print_table(rows, peers=True):
 
 
 MEASUREMENTS = {"propagation": propagation, "burst": burst, "machines": many_machines,
-                "slowwriter": slow_writer, "scale": scale, "idle": idle}
+                "slowwriter": slow_writer, "scale": scale, "onechange": onechange,
+                "idle": idle}
 
 
 def main():
@@ -1324,6 +1464,14 @@ def main():
                    help="propagation trials at each setting (full: 20, --quick: 3)")
     p.add_argument("--burst-trials", type=int, metavar="N",
                    help="burst runs at each setting (full: 3, --quick: 1), at the same size")
+    p.add_argument("--onechange-files", type=int, metavar="N",
+                   help="onechange's tree (full: 100,000, --quick: 10,000; the issue's aim is "
+                        "at 1,000,000)")
+    p.add_argument("--onechange-trials", type=int, metavar="N",
+                   help="onechange's trials (full: 10, --quick: 3)")
+    p.add_argument("--git-config", action="append", metavar="KEY=VALUE", default=[],
+                   help="onechange: a git setting given to the suite's machines (through "
+                        "GIT_CONFIG_COUNT), to measure a candidate; may be repeated")
     args = p.parse_args()
     sizes = dict(QUICK if args.quick else FULL)
     # Fewer runs at the same sizes, for a shared machine: the medians stay comparable.
@@ -1331,6 +1479,13 @@ def main():
         sizes["trials"] = args.trials
     if args.burst_trials:
         sizes["burst_trials"] = args.burst_trials
+    if args.onechange_files:
+        sizes["onechange_files"] = args.onechange_files
+    if args.onechange_trials:
+        sizes["onechange_trials"] = args.onechange_trials
+    sizes["git_config"] = [tuple(kv.split("=", 1)) for kv in args.git_config]
+    if any(len(kv) != 2 for kv in sizes["git_config"]):
+        p.error("--git-config takes KEY=VALUE")
     peers_missing = None if args.no_peers else syncthing_missing()
 
     base = tempfile.mkdtemp(prefix="asbench-")

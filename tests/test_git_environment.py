@@ -134,3 +134,21 @@ def test_the_readme_lists_every_setting():
     missing = [k for k, _, _ in git_environment.SETTINGS if k not in readme]
     missing += [k for k in git_environment.VARIABLES if k not in readme]
     assert missing == []
+
+
+def test_large_tree_settings_measured_and_left_out_stay_out():
+    """The large-tree settings measured and rejected (NOT_SET says why) are never forced:
+    a split index, above all, would make libgit2 tools fail on the user's repository."""
+    ours = {key for key, _, _ in git_environment.SETTINGS}
+    for key, _, why in git_environment.NOT_SET:
+        assert key not in ours and why
+    assert not any(k.startswith(("core.splitIndex", "index.", "feature."))
+                   for k, _ in pairs(git_environment.variables({})))
+
+
+def test_no_split_index_is_written_by_the_suites_commands(repo):
+    """A git add run the suite's way leaves a plain index (no sharedindex file)."""
+    with open(os.path.join(repo, "a"), "w") as f:
+        f.write("a\n")
+    subprocess.run(("git", "add", "a"), cwd=repo, env=commands.environment(), check=True)
+    assert not [n for n in os.listdir(os.path.join(repo, ".git")) if n.startswith("sharedindex.")]
