@@ -42,8 +42,9 @@ def features(*mechanisms, starttls=False):
 
 
 class Peer:
-    """A TCP listener that plays `script`: (what to wait for, what to answer) steps;
-    the answer "TLS" turns the connection into a TLS server with `cert`."""
+    """A TCP listener that plays `script` to each connection: (what to wait for, what
+    to answer) steps; the answer "TLS" turns the connection into a TLS server with
+    `cert`."""
 
     def __init__(self, script, cert=None):
         self.script = list(script)
@@ -55,23 +56,33 @@ class Peer:
         self.thread.start()
 
     def serve(self):
-        try:
-            conn, _ = self.listener.accept()
-        except OSError:
-            return
+        # Every connection plays the script: the product opens a second one of its own
+        # to read a refused certificate's fingerprint (xmpp_session.probe_fingerprint).
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.play(conn)
+
+    def play(self, conn):
+        """One connection; `received` collects what every connection sent."""
         conn.settimeout(20)
+        self.conn = conn
+        seen = b""
         try:
             for expect, answer in self.script:
-                while expect not in self.received:
+                while expect not in seen:
                     data = conn.recv(65536)
                     if not data:
                         return
+                    seen += data
                     self.received += data
                 if answer == "TLS":
                     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                     context.load_cert_chain(*self.cert)
                     conn = context.wrap_socket(conn, server_side=True)
-                    self.received = b""
+                    seen = b""
                 elif answer == "CLOSE":
                     return
                 elif answer is not None:
@@ -87,7 +98,15 @@ class Peer:
             conn.close()
 
     def close(self):
+        try:  # wakes the accept() waiting for another connection (close alone does not)
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
+        try:  # a connection the client left open (one it retried, say) ends too
+            self.conn.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
         self.thread.join(30)
 
 
