@@ -2,7 +2,7 @@
 
     AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q -rP
 
-runs a longer soak (defaults: seed 1, 30 operations, three machines, in the normal
+runs a longer soak (defaults: seed 1, 20 operations, three machines, in the normal
 suite, once with the suite's commands and once with the original's). With `-m slow`
 the same runs, at 200 operations, for each seed of AUTOSYNC_SEEDS (default 2,3,4). AUTOSYNC_MACHINES
 (default 3), AUTOSYNC_READFREQUENCY (not set: as shipped), AUTOSYNC_BURNERS (busy
@@ -36,9 +36,9 @@ pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
 SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if s.strip()]
-# The normal suite's two runs take about a minute each at 30 operations (2 cores, two
+# The normal suite's two runs take about half a minute each at 20 operations (2 cores, two
 # burners); the slow ones take 200 (about 5 minutes each). AUTOSYNC_OPS sets both.
-OPS = int(os.environ.get("AUTOSYNC_OPS", "30"))
+OPS = int(os.environ.get("AUTOSYNC_OPS", "20"))
 SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
 MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
 READFREQUENCY = os.environ.get("AUTOSYNC_READFREQUENCY", "")  # not set: as shipped
