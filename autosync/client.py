@@ -1,7 +1,8 @@
 """The committer's socket as the other programs use it, each side in a thread
 of its own: a subscription to its events that reconnects by itself, and a
 queue of requests that waits for the committer when it is away. An Inbox
-hands what the threads get to a program's select() loop.
+hands what the threads get to a program's select() loop. LinkState is what
+the link programs (XMPP, ssh) tell the committer of their link.
 
 Both retry with a retry.Backoff and say so in the log once (retry.Trouble),
 so a program can be started before the committer and outlives its restarts.
@@ -255,3 +256,28 @@ class RequestQueue:
         if self.on_reply:
             self.on_reply(message, reply)
         return True
+
+
+class LinkState:
+    """An announcement link's state (XMPP, ssh watch) as the committer last heard it,
+    through `queue` (a RequestQueue): told when it changes, with why it cannot come up
+    (a login refused) when that changes; told again by `again()` after a new
+    subscription, since a restarted committer has forgotten it."""
+
+    def __init__(self, queue):
+        self.queue = queue
+        self.up = None     # as last told; None: never told
+        self.error = None
+
+    def tell(self, up, error=None):
+        if up != self.up or error != self.error:
+            self.up, self.error = up, error
+            self.again()
+
+    def again(self):
+        if self.up is None:
+            return
+        request = {"cmd": "link", "up": self.up}
+        if self.error:
+            request["error"] = self.error
+        self.queue.put("link", request)

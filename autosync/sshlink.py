@@ -204,6 +204,7 @@ class Link:
         fixed = lambda: Backoff(t.committer_retry, t.committer_retry)  # noqa: E731
         self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
         self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link")
+        self.link = client.LinkState(self.links)  # up/down as the committer last heard
         self.events = client.Subscription(cfg.socket, lambda event: None, self._resubscribed,
                                           fixed(), log)
         self.proc = None
@@ -214,8 +215,6 @@ class Link:
         self.backoff = Backoff(t.backoff_min, t.backoff_max, jitter=0.2)
         self.next_start = 0.0
         self.trouble = Trouble(log, logging.ERROR, repeat=logging.INFO)
-        self.link_up = None       # as last told to the committer
-        self.link_error = None
         self.shown = ""           # the command, for the log
 
     # -- the loop
@@ -252,8 +251,8 @@ class Link:
         timeout = None if self.proc is not None else max(0.0, self.next_start - now)
         readable, _, _ = select.select(fds, [], [], timeout)
         for event in self.inbox.take():
-            if event.get("event") == "_subscribed" and self.link_up is not None:
-                self._send_link()  # the committer may have restarted: it forgot
+            if event.get("event") == "_subscribed":
+                self.link.again()  # the committer may have restarted: it forgot
         if self.proc is not None and self.proc.stderr in readable:
             self._read_stderr()
         if self.proc is not None and self.proc.stdout in readable:
@@ -379,15 +378,7 @@ class Link:
     # -- the committer
 
     def _tell_link(self, up, error=None):
-        if up != self.link_up or error != self.link_error:
-            self.link_up, self.link_error = up, error
-            self._send_link()
-
-    def _send_link(self):
-        request = {"cmd": "link", "up": self.link_up}
-        if self.link_error:
-            request["error"] = self.link_error
-        self.links.put("link", request)
+        self.link.tell(up, error)
 
     def _pull(self, why):
         log.info("asking the committer to pull (%s)", why)

@@ -136,6 +136,7 @@ class Listener:
         self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
         self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link",
                                          on_reply=self._linked)
+        self.link = client.LinkState(self.links)  # up/down as the committer last heard
         self.events = client.Subscription(cfg.socket, self.inbox.put, self._resubscribed, fixed(), log)
 
         self.session = None
@@ -146,8 +147,6 @@ class Listener:
         self.backoff = Backoff(t.backoff_min, t.backoff_max, jitter=0.2)
         self.next_login = 0.0
         self.login_trouble = Trouble(log, logging.ERROR, repeat=logging.INFO)
-        self.link_up = None       # as last told to the committer
-        self.link_error = None    # why the login failed, as last told
         self.strangers = {}       # bare JID -> when we last logged it
         self.announced = []       # the upstream revisions announced lately, newest last
         # With syncmethod = ssh (XMPP only for notifications) the link is autosync-sshlink's.
@@ -322,12 +321,8 @@ class Listener:
     def _tell_link(self, up, error=None):
         """The committer hears when the link comes up or goes down, and why it cannot
         come up (a login or certificate refused) when that changes."""
-        if self.speaks_for_link and (up != self.link_up or error != self.link_error):
-            self.link_up, self.link_error = up, error
-            request = {"cmd": "link", "up": up}
-            if error:
-                request["error"] = error
-            self.links.put("link", request)
+        if self.speaks_for_link:
+            self.link.tell(up, error)
 
     def _pull(self, why):
         log.info("asking the committer to pull (%s)", why)
@@ -340,11 +335,7 @@ class Listener:
         if kind == "_upstream":
             return self._upstream(event)
         if kind == "_subscribed":
-            if self.link_up is not None:  # the committer may have restarted
-                request = {"cmd": "link", "up": self.link_up}
-                if self.link_error:
-                    request["error"] = self.link_error
-                self.links.put("link", request)
+            self.link.again()  # the committer may have restarted
         elif kind == "pushed":
             self._announce(str(event.get("url") or ""), event.get("rev"))
         if self.notify_to:

@@ -193,3 +193,22 @@ def test_an_inbox_wakes_a_select_loop_and_hands_over_everything_in_order():
         assert inbox.take() == []
     finally:
         inbox.close()
+
+
+def test_link_state_is_told_when_it_changes_and_again_on_request():
+    class Queue:
+        def __init__(self):
+            self.put_ = []
+
+        def put(self, kind, message):
+            self.put_.append((kind, message))
+    q = Queue()
+    link = client.LinkState(q)
+    link.again()  # never told: nothing to tell again
+    link.tell(False, "refused")
+    link.tell(False, "refused")  # no change: not told
+    link.tell(True)
+    link.again()  # a new subscription: the committer may have forgotten
+    assert q.put_ == [("link", {"cmd": "link", "up": False, "error": "refused"}),
+                      ("link", {"cmd": "link", "up": True}),
+                      ("link", {"cmd": "link", "up": True})]

@@ -582,6 +582,6 @@ def test_with_syncmethod_ssh_the_listener_leaves_the_link_to_autosync_sshlink(tm
     listener = ax.Listener(cfg, FAST)
     listener._tell_link(False, "login refused")
     listener._tell_link(True)
-    assert listener.links.pending == {} and listener.link_up is None
+    assert listener.links.pending == {} and listener.link.up is None
     listener.on_event({"event": "_subscribed"})
     assert listener.links.pending == {}
