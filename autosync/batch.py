@@ -139,6 +139,15 @@ class Batch:
         if self.fresh:
             self.fresh = {w for w in self.fresh if os.path.lexists(os.path.join(root, w))}
 
+    def rescan_when_closed(self, now=None):
+        """Have the committer rescan when this batch closes: after the settle time, and
+        only once every file open for writing in it is closed (a rescan takes a file
+        as it is: empty, or half-written)."""
+        self.rescan = True
+        now = time.monotonic() if now is None else now
+        self.first = self.first or now
+        self.last = now
+
     def rescan_all(self, now=None):
         """Events were lost: compare the whole folder, and have the committer rescan it,
         when this batch closes."""

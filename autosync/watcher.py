@@ -316,8 +316,9 @@ class Watcher:
             backoff=Backoff(0.05, 2.0), logger=log, name="watcher-events").start()
         try:
             self.start_watching()
-            # Whatever changed while no watcher ran is found by the committer's rescan.
-            self.send([], rescan=True)
+            # Whatever changed while no watcher ran is found by the committer's rescan,
+            # sent with the first batch: a file being written as we start is waited for.
+            self.batch.rescan_when_closed()
             status = self.loop()
             if self.stop and self.away is None:
                 # Hand over what this batch holds; the committer commits it before it stops.

@@ -191,3 +191,20 @@ def test_a_file_created_and_held_open_empty_does_not_hold_the_batch(folder):
     later.touch("app.lock", now=3.0)
     later.written("app.lock")  # its first write: now its close is waited for
     assert later.fresh == set() and later.writing == {"app.lock"}
+
+
+def test_a_rescan_asked_at_start_waits_for_a_file_being_written(folder):
+    """The watcher's start-up rescan goes with the first batch: after the settle time,
+    and not while a file created meanwhile is still open (the rescan would commit it
+    empty)."""
+    root, tree, ignore = folder
+    batch = Batch()
+    batch.rescan_when_closed(now=100.0)
+    assert batch.due(100.0, None, 10.0) == pytest.approx(SETTLE)  # on its own: soon
+    batch.touch("new.txt", now=100.01)
+    batch.written("new.txt")
+    assert batch.due(100.2, None, 10.0) == pytest.approx(9.8)  # open: only at maxwait
+    batch.closed("new.txt")
+    assert batch.due(100.2, None, 10.0) == 0.0
+    make(root, {"new.txt": "whole"})
+    assert batch.rescan and [c["path"] for c in batch.close(root, tree, ignore)] == ["new.txt"]
