@@ -11,15 +11,11 @@ import logging
 import os
 
 from autosync.gitrepo import git
+from autosync.ignore import EDITOR_JUNK
 
 log = logging.getLogger("autosync.excludes")
 
 SPECIAL = "\\*?[!# "
-
-# Editors' temporary, backup, swap and lock files (vim, emacs, gedit, kate,
-# LibreOffice), as gitignore patterns. ("\\#": a leading "#" is a comment.)
-EDITOR_JUNK = ("*~", "*.swp", "*.swx", "*.swo", ".*.sw?", "4913", "\\#*#", ".#*", ".~lock.*#",
-               ".goutputstream-*", "*.kate-swp", "*.tmp.[0-9]*")
 
 
 def anchored(path, top):

@@ -1,16 +1,21 @@
 """What is never synced, as the watcher decides it for each path.
 
 The user's ignorepath, the DVCS metadata folders, editors' temporary, swap
-and lock files (the patterns git's own scans leave out, excludes.py), and
+and lock files (EDITOR_JUNK, which excludes.py gives git's own scans too), and
 every .gitignore on the way down, with git's rule that the deepest one that
-has an opinion wins. pyinotify is not needed here: history.py uses it too.
+has an opinion wins.
+The watcher, history and rewind use it; it imports nothing that runs git.
 """
 import os
 
 import pathspec
 
-from autosync.excludes import EDITOR_JUNK
 from autosync.paths import METADATA
+
+# Editors' temporary, backup, swap and lock files (vim, emacs, gedit, kate,
+# LibreOffice), as gitignore patterns. ("\\#": a leading "#" is a comment.)
+EDITOR_JUNK = ("*~", "*.swp", "*.swx", "*.swo", ".*.sw?", "4913", "\\#*#", ".#*", ".~lock.*#",
+               ".goutputstream-*", "*.kate-swp", "*.tmp.[0-9]*")
 
 EDITOR_JUNK_SPEC = pathspec.GitIgnoreSpec.from_lines(EDITOR_JUNK)
 

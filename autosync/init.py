@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from autosync import config, excludes, git_environment, gitpull, gitrepo, sshlink
+from autosync import config, excludes, git_environment, gitpull, gitrepo, sshremote
 from autosync.commands import environment
 from autosync.config import Config, ConfigError
 from autosync.messages import commit_message
@@ -272,8 +272,8 @@ class Init:
         prints nothing yet), is yes. -> None, or why not (its own words)."""
         here = os.getcwd()
         try:
-            argv = sshlink.default_watch(self.remote, here, sshlink.ssh_program(os.environ, here))
-        except sshlink.BadRemote as e:
+            argv = sshremote.default_watch(self.remote, here, sshremote.ssh_program(os.environ, here))
+        except sshremote.BadRemote as e:
             return str(e)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -284,7 +284,7 @@ class Init:
             if select.select([proc.stdout], [], [], WATCH_PROBE)[0] and \
                     not proc.stdout.readline().strip():
                 proc.wait(WATCH_PROBE)
-                return sshlink.why_it_ended(proc.returncode, proc.stderr.read())
+                return sshremote.why_it_ended(proc.returncode, proc.stderr.read())
             return None
         finally:
             if proc.poll() is None:

@@ -429,13 +429,13 @@ def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch
     is named. (A unit test: the real sshd cases are test_sshlink.py's.)"""
     from autosync import init as init_module
     fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
-    monkeypatch.setattr(init_module.sshlink, "default_watch", lambda *a: fails)
+    monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: fails)
     step = init_module.Init.__new__(init_module.Init)
     step.remote, step.xmpp, step.folder = "server:sync.git", None, "/home/me/Sync"
     step.watch_why = step.check_watch()
     assert "exit 127" in step.watch_why and "autosync-remote: not found" in step.watch_why
     assert "syncmethod = none" in step.config_text()
-    monkeypatch.setattr(init_module.sshlink, "default_watch",
+    monkeypatch.setattr(init_module.sshremote, "default_watch",
                         lambda *a: ["sh", "-c", "sleep 30"])  # an empty remote: no line yet
     monkeypatch.setattr(init_module, "WATCH_PROBE", 0.5)
     assert step.check_watch() is None

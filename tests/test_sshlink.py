@@ -15,10 +15,10 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync import problems, sshlink
+from autosync import problems, sshlink, sshremote
 
-OPTIONS = sshlink.SSH_OPTIONS
-SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshlink.REMOTE_SCRIPT)
+OPTIONS = sshremote.SSH_OPTIONS
+SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshremote.REMOTE_SCRIPT)
 FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, stable=60.0, committer_retry=0.1,
                       pull_timeout=10.0, stop_grace=2.0)
 REV_A, REV_B = "a" * 40, "b" * 40
@@ -36,7 +36,7 @@ REV_A, REV_B = "a" * 40, "b" * 40
     ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1", SCRIPT + "/r.git"]),
 ])
 def test_an_ssh_remote_is_watched_over_ssh(url, argv):
-    assert sshlink.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
+    assert sshremote.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
         ["ssh", "-F", "cfg"] + OPTIONS + argv
 
 
@@ -45,7 +45,7 @@ def test_an_ssh_remote_is_watched_over_ssh(url, argv):
     ("../r.git", "/home/me/r.git"), ("./sub:dir/r.git", "/home/me/Sync/sub:dir/r.git"),
 ])
 def test_a_local_remote_is_watched_here_without_ssh(url, path):
-    assert sshlink.default_watch(url, "/home/me/Sync") == \
+    assert sshremote.default_watch(url, "/home/me/Sync") == \
         [sys.executable, "-m", "autosync.remote", "watch", path]
 
 
@@ -59,18 +59,18 @@ def test_a_local_remote_is_watched_here_without_ssh(url, path):
     ("host:", "host:: no repository path in the address"),
 ])
 def test_a_remote_that_cannot_be_watched_is_one_line(url, error):
-    with pytest.raises(sshlink.BadRemote) as raised:
-        sshlink.default_watch(url, "/work")
+    with pytest.raises(sshremote.BadRemote) as raised:
+        sshremote.default_watch(url, "/work")
     assert str(raised.value) == error
 
 
 def test_the_ssh_git_uses_is_the_one_used(tmp_path):
     git("init", "-q", str(tmp_path))
-    assert sshlink.ssh_program({"GIT_SSH_COMMAND": "ssh -i 'my key'"}, str(tmp_path)) == \
+    assert sshremote.ssh_program({"GIT_SSH_COMMAND": "ssh -i 'my key'"}, str(tmp_path)) == \
         ["ssh", "-i", "my key"]
-    assert sshlink.ssh_program({}, str(tmp_path)) == ["ssh"]
+    assert sshremote.ssh_program({}, str(tmp_path)) == ["ssh"]
     git("config", "core.sshCommand", "ssh -F /etc/x", cwd=str(tmp_path))
-    assert sshlink.ssh_program({}, str(tmp_path)) == ["ssh", "-F", "/etc/x"]
+    assert sshremote.ssh_program({}, str(tmp_path)) == ["ssh", "-F", "/etc/x"]
 
 
 def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
@@ -79,18 +79,18 @@ def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
     git("remote", "add", "origin", "host:" + odd, cwd=str(tmp_path))
     cfg = config(str(tmp_path))
     cfg.commands = dict(cfg.commands, watchcmd="ssh -J jump host autosync-remote watch %s")
-    argv, _ = sshlink.watch_argv(cfg)
+    argv, _ = sshremote.watch_argv(cfg)
     assert argv == ["ssh", "-J", "jump", "host", "autosync-remote", "watch", odd]
     cfg.commands["watchcmd"] = "my-watch | cat"  # no %s, shell syntax: through /bin/sh
-    assert sshlink.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
+    assert sshremote.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
 
 
 def test_why_it_ended_keeps_ssh_s_words_and_not_its_notices():
     said = b"Warning: Permanently added '[h]:22' (ED25519) to the list of known hosts.\r\n" \
            b"me@h: Permission denied (publickey).\r\n"
-    assert sshlink.why_it_ended(255, said) == \
+    assert sshremote.why_it_ended(255, said) == \
         "the watch command ended (exit 255): me@h: Permission denied (publickey)."
-    assert sshlink.why_it_ended(-9, b"") == "the watch command ended (killed by signal 9)"
+    assert sshremote.why_it_ended(-9, b"") == "the watch command ended (killed by signal 9)"
 
 
 # --- the link's decisions, against a fake committer ------------------------------------
@@ -237,7 +237,7 @@ def test_stopping_ends_the_watch_command_and_says_down(scripted, tmp_path):
 
 
 def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
-    s = scripted(argv=lambda cfg: sshlink.default_watch("https://example.org/r.git", "/"))
+    s = scripted(argv=lambda cfg: sshremote.default_watch("https://example.org/r.git", "/"))
     wait_until(lambda: any("error" in m for m in s.requests("link")), what="the problem")
     error = [m for m in s.requests("link") if "error" in m][0]["error"]
     assert error.startswith("cannot make the watch command: https://example.org/r.git: a "
