@@ -25,6 +25,7 @@ import time
 from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
                       hgmerge, massdelete, recovery)
 from autosync.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.copies import copy_name, read_copy_name, told
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
 
@@ -180,7 +181,7 @@ class Repository:
         if not self.held_back(held):
             self.report.succeeded("commit")
         self.report.committed(message, listed)
-        if any(conflicts.read_copy_name(c["path"]) or conflicts.read_copy_name(c.get("src", ""))
+        if any(read_copy_name(c["path"]) or read_copy_name(c.get("src", ""))
                for c in listed):
             self.count_conflicts()  # a copy made, settled or removed
         notice = massdelete.notice(self.cfg, self.gitdir, listed, before)
@@ -272,18 +273,25 @@ class Repository:
             self.report.failed("merge", e, retry="commit")
             return False
         self.report.succeeded("merge")
-        self.report.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
         self.merged = self.head()
-        self.announce(copies)
+        self.merge_committed(copies, made=True)
         return True
 
+    def merge_committed(self, copies, beside=(), made=False):
+        """A merge that kept both versions was committed (`made`: by this daemon, even
+        without a copy): told as a commit that adds the copies; then each copy announced,
+        with `beside` (copies of files changed here while the pull ran)."""
+        if copies or made:
+            self.report.committed(merge_message(self.host, copies),
+                                  [{"action": "added", "path": c["copy"]} for c in copies])
+        self.announce(list(copies) + list(beside))
+
     def announce(self, copies):
-        """Each conflict copy told once: a `conflict` event, the log (git's
-        conflicts.resolve and gitpull say it already), and the status."""
+        """Each conflict copy told once: a `conflict` event, the log (git's merges
+        said it already, through copies.keep_both), and the status."""
         for c in copies:
             if not self.gitdir:
-                log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
-                            c["path"], c["host"], c["copy"])
+                told(c)
                 self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
             self.report.event("conflict", **c)
         self.count_conflicts()
@@ -292,7 +300,7 @@ class Repository:
         """The status lists the conflict copies the folder holds now (git: the tracked
         ones, read from the index; another DVCS: those made by this daemon)."""
         if self.gitdir:
-            found = [c.copy for c in map(conflicts.read_copy_name,
+            found = [c.copy for c in map(read_copy_name,
                                          gitrepo.tracked_files(self.folder)) if c]
             self.conflicts = found[-CONFLICTS_KEPT:]
         self.report.status(conflicts=list(self.conflicts))
@@ -388,7 +396,7 @@ class Repository:
                                                  oid.decode().strip(), check=False) is not None
 
         def copy(path):
-            return conflicts.copy_name(path, self.host, time.time(),
+            return copy_name(path, self.host, time.time(),
                                        lambda name: not os.path.lexists(name))
         # A copy is a conflict copy by name: the rescan commits it, status counts it.
         return recovery.leftover_writes(self.folder, in_history, copy)
@@ -408,11 +416,7 @@ class Repository:
         # An empty remote is where every sync begins: waited on, not a failure.
         self.report.status(waiting="the remote is empty: waiting for the first change"
                            if result.get("empty") else None)
-        if result["merged"]:
-            self.report.committed(merge_message(self.host, result["merged"]),
-                                  [{"action": "added", "path": c["copy"]}
-                                   for c in result["merged"]])
-        self.announce(result["merged"] + result["beside"])
+        self.merge_committed(result["merged"], result["beside"])
         self.report.succeeded("pull")
         return True
 
@@ -439,11 +443,7 @@ class Repository:
                 return self.finish_merge()
             if error is None:
                 # A pullcmd's helper (autosync-hgmerge) that merged and kept both versions.
-                copies = hgmerge.reported(output)
-                if copies:
-                    self.report.committed(merge_message(self.host, copies),
-                                          [{"action": "added", "path": c["copy"]} for c in copies])
-                    self.announce(copies)
+                self.merge_committed(hgmerge.reported(output))
                 self.report.succeeded("pull")
                 return True
             # Local changes the merge would overwrite: commit them and try once more.

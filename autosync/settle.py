@@ -1,9 +1,9 @@
 """dvcs-autosync conflicts: the conflict copies in the folder, and settling one.
 
 A merge that kept both versions of a file left the other one beside it as
-`name (conflict from HOST YYYY-MM-DD HHMMSS).ext` (conflicts.copy_name,
+`name (conflict from HOST YYYY-MM-DD HHMMSS).ext` (copies.copy_name,
 docs/conflicts.md): HOST made the version in the copy, at that time. This
-module lists those copies (conflicts.find_copies) and settles one: `--keep
+module lists those copies (copies.find_copies) and settles one: `--keep
 mine` keeps the version this machine made, `--keep theirs` the other one; the
 version kept ends at the path, the copy goes, and the version dropped stays
 in history. The running daemon commits first (or nothing is settled) and
@@ -16,7 +16,7 @@ import os
 import sys
 
 from autosync import cli, guarded
-from autosync.conflicts import find_copies
+from autosync.copies import find_copies
 from autosync.history import History, HistoryError, ask_daemon, commit_first
 from autosync.messages import printable
 

@@ -19,7 +19,7 @@ import sys
 import threading
 
 from autosync import cli, client, commands, protocol, traystate
-from autosync.conflicts import find_copies
+from autosync.copies import find_copies
 from autosync.history import History, HistoryError
 from autosync.retry import one_line
 from autosync.describer import Describer

@@ -9,7 +9,7 @@ import collections
 import os
 import time
 
-from autosync.conflicts import read_copy_name
+from autosync.copies import read_copy_name
 from autosync.messages import SUMMARY
 
 # state -> (icon name from the freedesktop icon theme, StatusNotifierItem Status)
