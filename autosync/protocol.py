@@ -16,9 +16,9 @@ import threading
 log = logging.getLogger("autosync.protocol")
 
 # The vocabulary, each word described in docs/protocol.md (a test keeps them equal).
-# What a client may ask the committer:
-REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe", "pause", "resume",
-            "describe")
+# What a client may ask the committer (its table of handlers is checked against this):
+REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "watch", "subscribe", "pause",
+            "resume", "describe")
 # What the committer tells its subscribers:
 EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
           "failed", "recovered", "mass-delete", "stopping", "paused", "resumed", "link",

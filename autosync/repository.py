@@ -3,24 +3,13 @@
 Runs the configured command strings (any DVCS) plus the few git-only
 safeguards (conflicts.py, recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
-an object with these methods (tests pass a fake one):
-
-    state(name)                        what the repository is doing now
-    status(**fields)                   fields of the status that changed
-    failed(op, error, retry=None, quiet=False)
-                                       op failed; retry "commit", "pull" or "push" later;
-                                       quiet: already said, only look again later
-    succeeded(op)                      op worked: its backoff starts afresh
-    look_again(seconds)                a commit may be possible later (a rebase ends)
-    committed(message, listed)         a commit was made; listed: the files it records
-    pulled(ok)                         a pull ended
-    event(name, **fields)              something subscribers should hear of
-    last_error()                       the last failure said, for a request's reply
+a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
 import logging
 import os
 import re
 import time
+import typing
 
 from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
                       hgmerge, massdelete, recovery)
@@ -38,6 +27,38 @@ PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote h
 LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
 CONFLICTS_KEPT = 100  # conflict copies listed in the status
 SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
+
+
+class Report(typing.Protocol):
+    """What the repository tells whoever decides when (the committer)."""
+
+    def state(self, name):
+        """What the repository is doing now (protocol.STATES)."""
+
+    def status(self, **fields):
+        """Fields of the status that changed."""
+
+    def failed(self, op, error, retry=None, quiet=False):
+        """op failed; retry "commit", "pull" or "push" later; quiet: already said,
+        only look again later."""
+
+    def succeeded(self, op):
+        """op worked: its backoff starts afresh."""
+
+    def look_again(self, seconds):
+        """A commit may be possible later (a rebase ends)."""
+
+    def committed(self, message, listed):
+        """A commit was made; listed: the files it records."""
+
+    def pulled(self, ok):
+        """A pull ended."""
+
+    def event(self, name, **fields):
+        """Something subscribers should hear of (protocol.EVENTS)."""
+
+    def last_error(self):
+        """The last failure said, for a request's reply."""
 
 
 class Repository:
