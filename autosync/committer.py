@@ -38,6 +38,12 @@ from autosync.stopflag import StopFlag
 log = logging.getLogger("autosync.committer")
 
 NOTE_MAX = 300  # characters of a sync request's note
+# A batch's rescan `reason` (protocol.RESCANS), as the log says it.
+RESCAN_WHY = {"start": "it has just started",
+              "committer-restarted": "the committer restarted: events may have been missed",
+              "drained": "a pull ended: what it did not write is looked for",
+              "overflow": "the kernel's event queue overflowed",
+              "folder-back": "the synced folder is back"}
 
 
 class Pending:
@@ -132,6 +138,10 @@ class Committer:
         if not isinstance(changes, list):
             return {"ok": False, "error": "changes must be a list"}
         changes = [check_change(c) for c in changes]
+        if message.get("rescan"):
+            reason = message.get("reason")
+            log.info("the watcher asks for a rescan: %s",
+                     RESCAN_WHY.get(reason, "no reason given"))
         with self.cond:
             self.pending.add(changes, bool(message.get("rescan")))
             self.cond.notify_all()

@@ -20,7 +20,7 @@ from autosync import cli, commands, gitnotes, gitrepo, guarded
 from autosync.ignore import Ignore
 from autosync.messages import describe, printable, text_of
 from autosync.rewind import MODES, Rewind
-from autosync.protocol import NoDaemon, Untrusted, connect
+from autosync.protocol import NoDaemon, Untrusted, ask
 
 # text: what the user said the change was (autosync-notify describe), or None.
 Version = collections.namedtuple("Version", "rev time author host action text",
@@ -289,17 +289,13 @@ def restore_note(rel, version):
 def ask_daemon(cfg, request, timeout=600.0):
     """Send one request to the folder's daemon -> its reply, or None when none runs."""
     try:
-        conn = connect(cfg.socket)
+        return ask(cfg.socket, dict(request, timeout=timeout), timeout=timeout + 5)
     except NoDaemon:
         return None
     except Untrusted as e:
         raise HistoryError(str(e)) from None
-    try:
-        return conn.request(dict(request, timeout=timeout), timeout=timeout + 5)
     except (OSError, ValueError) as e:
         return {"ok": False, "error": "talking to the daemon failed: %s" % e}
-    finally:
-        conn.close()
 
 
 def commit_first(cfg, done):

@@ -119,11 +119,9 @@ class Tray:
     def _fetch_status(self):
         """Right after each subscription: the committer's status, afresh."""
         try:
-            conn = protocol.connect(self.cfg.socket, timeout=client.CONNECT_TIMEOUT)
-            try:
-                reply = conn.request({"cmd": "status"}, timeout=client.CONNECT_TIMEOUT)
-            finally:
-                conn.close()
+            reply = protocol.ask(self.cfg.socket, {"cmd": "status"},
+                                 timeout=client.CONNECT_TIMEOUT,
+                                 connect_timeout=client.CONNECT_TIMEOUT)
         except client.FAILURES as e:
             log.info("no status from the committer: %s", one_line(e))
             return

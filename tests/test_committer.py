@@ -179,7 +179,7 @@ def test_only_a_push_of_something_new_is_announced(committer):
 
 def test_every_request_event_and_state_is_described_in_the_protocol_document():
     import os
-    from autosync.protocol import EVENTS, REQUESTS, STATES
+    from autosync.protocol import EVENTS, REQUESTS, RESCANS, STATES
     from conftest import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
@@ -187,6 +187,8 @@ def test_every_request_event_and_state_is_described_in_the_protocol_document():
         assert '{"cmd": "%s"' % request in doc, request
     for event in EVENTS:
         assert "| `%s` |" % event in doc, event
+    for reason in RESCANS:
+        assert "`%s`" % reason in doc.split('says why in')[1], reason
     for state in STATES:
         assert "`%s`" % state in doc.split("### Status")[1].split("##")[0], state
 
@@ -209,6 +211,18 @@ def test_the_status_has_one_schema_and_checks_the_state_s_changes(committer):
     with pytest.raises(ValueError, match="from stopped to idle"):
         committer.status.state("idle")  # nothing after the end
     assert committer.status["state"] == "stopped"
+
+
+def test_a_rescan_s_reason_is_logged(committer, caplog):
+    import logging
+    from autosync.committer import RESCAN_WHY
+    from autosync.protocol import RESCANS
+    assert set(RESCAN_WHY) == set(RESCANS)
+    with caplog.at_level(logging.INFO, logger="autosync.committer"):
+        committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "drained"},
+                         None)
+    assert "the watcher asks for a rescan: a pull ended" in caplog.text
+    assert committer.pending.rescan
 
 
 def test_the_committer_answers_every_request_it_names(committer):
