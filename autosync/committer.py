@@ -70,6 +70,35 @@ class Pending:
         return bool(self.changes) or self.rescan
 
 
+class Note:
+    """A line for the top of a commit message; `paths`: the change it belongs to (a path
+    and what is below it, "." the whole folder), or None: the next sync's commit."""
+
+    def __init__(self, text, paths):
+        self.text, self.paths = text, paths
+
+    def touched_by(self, changes):
+        if self.paths is None:
+            return False
+        if "." in self.paths:
+            return bool(changes)
+        touched = {c.get(k) for c in changes for k in ("path", "src") if c.get(k)}
+        return any(t == p or t.startswith(p + "/") or p.startswith(t + "/")
+                   for t in touched for p in self.paths)
+
+
+def joined(notes):
+    return "; ".join(n.text for n in notes) or None
+
+
+def check_note(note):
+    """A request's note: None, or one printable line of at most NOTE_MAX characters."""
+    if note is not None and not (isinstance(note, str) and note.isprintable()
+                                 and 0 < len(note) <= NOTE_MAX):
+        raise ValueError("note must be one printable line of at most %d characters" % NOTE_MAX)
+    return note
+
+
 def check_change(change):
     """Refuse a batch entry that is not what the protocol allows."""
     if not isinstance(change, dict) or change.get("action") not in ACTIONS:
@@ -92,7 +121,10 @@ class Committer:
         self.wanted = {"pull": 0, "sync": 0, "describe": 0}  # requests made, by kind
         self.done = {"pull": 0, "sync": 0, "describe": 0}  # requests served
         self.results = {}
-        self.notes = []  # what the next sync's commit message says first (e.g. a restore)
+        # What a commit message says first (a restore's, a settle's): Note()s, placed on
+        # the next commit touching their paths, else on the next sync's commit.
+        self.notes = []
+        self.noted = []  # notes placed since the last sync answered (its reply says so)
         self.told_still_unpushed = False  # said once that a push left commits unpushed
         self.url = ""  # the remote's address, for announcements (remoteurlcmd)
         self.status = Status(self.cond, lambda fields: self.server.publish(fields),
@@ -112,6 +144,7 @@ class Committer:
             "pushed": self.pushed_request, "link": self.link_request,
             "watch": self.watch_reported, "pause": self.pausing.pause_request,
             "resume": self.pausing.resume_request, "describe": self.describe_request,
+            "note": self.note_request,
         }
 
     # --- requests, on socket threads -------------------------------------------------
@@ -154,15 +187,25 @@ class Committer:
                 return self.pausing.refused()
             self.pausing.owe_pull()
             return {"ok": True, "pulled": False, "deferred": "paused: pulled on resume"}
-        note = message.get("note")
-        if note is not None and not (isinstance(note, str) and note.isprintable()
-                                     and 0 < len(note) <= NOTE_MAX):
-            return {"ok": False, "error": "note must be one printable line of at most %d "
-                                          "characters" % NOTE_MAX}
+        note = check_note(message.get("note"))
         if note:
             with self.cond:
-                self.notes.append(note)
+                self.notes.append(Note(note, None))
         return self.wait_for(message["cmd"], message.get("timeout", 600))
+
+    def note_request(self, message):
+        """A note for the commit of a change about to be written (a restore, a settle):
+        it goes on the next commit touching `paths`, whether the watcher's batch of the
+        written files or the sync asked for after them comes first."""
+        note = check_note(message.get("note"))
+        paths = message.get("paths")
+        if not note or not isinstance(paths, list) or not paths:
+            raise ValueError("note needs a note and paths (a list)")
+        paths = [p if p == "." else check_change({"action": "added", "path": p})["path"]
+                 for p in paths]
+        with self.cond:
+            self.notes.append(Note(note, paths))
+        return {"ok": True}
 
     def pushed_request(self, message):
         """Someone pushed: pass the word on (XMPP), and fetch it ourselves (while paused:
@@ -334,24 +377,37 @@ class Committer:
             pulls, syncs = self.wanted["pull"], self.wanted["sync"]
             notes, self.notes = self.notes, []
             push_due, timer_pull, retry, woken = self.schedule.take(time.monotonic())
-        note = "; ".join(notes) or None
+        sync = syncs > self.done["sync"]
+        # A note goes on the commit that holds its paths' changes (the batch of a
+        # restore's writes); a sync's own note on the batch's commit too, if it syncs.
+        here = [n for n in notes if (n.paths is None and sync) or n.touched_by(changes)]
+        notes = [n for n in notes if n not in here]
         made = False
         if changes or rescan or "commit" in retry:
             # A retry rescans: the changes of the failed attempt are still in the folder.
-            # A sync's note (a restore's) goes on the commit that holds the batch, which
-            # is often the restore's own writes.
-            made = self.commit(changes, rescan or "commit" in retry,
-                               note if syncs > self.done["sync"] else None)
+            made = self.commit(changes, rescan or "commit" in retry, joined(here))
+        if made:
+            self.noted += here
+        else:
+            notes = here + notes
         if pulls > self.done["pull"] or timer_pull or "pull" in retry or woken:
             self.finish("pull", pulls, self.repo.pull())
-        if syncs > self.done["sync"]:
-            committed = self.commit([], True, note=None if made else note) or made
+        if not sync:
+            with self.cond:
+                self.notes[:0] = notes  # kept for the commit of their change
+        if sync:
+            # The rest goes on the sync's commit (a rescan): a note whose change it does
+            # not hold either was committed already or was never written; dropped.
+            committed = self.commit([], True, note=joined(notes))
+            noted, self.noted = self.noted + (notes if committed else []), []
+            committed = committed or made
             error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:
                 error = self.reports.last_error()
             self.finish("sync", syncs, {"ok": error is None, "committed": committed,
                                         "pushed": bool(pushed),
+                                        **({"noted": True} if noted else {}),
                                         **({"error": error} if error else {})})
         elif push_due or woken:
             self.push()  # woken: now, not after a backoff that grew while offline

@@ -157,10 +157,11 @@ class History:
                 return version
         raise HistoryError("%s has no version as early as %s" % (rel, at))
 
-    def restore(self, rel, at=None, dry_run=False):
+    def restore(self, rel, at=None, dry_run=False, before_write=None):
         """Make `rel` (a file, a folder, or "." for everything) what it was at `at`.
 
-        -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run."""
+        -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run;
+        before_write(version), if given, is called before the first write, if any."""
         version = self.pick(self.versions(rel), rel, at)
         wanted = self.listing(version.rev, rel)
         if not wanted:
@@ -172,6 +173,8 @@ class History:
             raise HistoryError("%s is not synced (DVCS metadata, editor junk, ignorepath or "
                                ".gitignore): restore leaves it alone" % printable(rel))
         rewind = Rewind(self, version.rev, rel, wanted, ignore)
+        if before_write is not None:
+            rewind.before_write = lambda: before_write(version)
         try:
             changes = rewind.run(dry_run)
         except guarded.Refused as e:  # before anything was written
@@ -298,6 +301,15 @@ def ask_daemon(cfg, request, timeout=600.0):
         return {"ok": False, "error": "talking to the daemon failed: %s" % e}
 
 
+def note_first(cfg, note, paths):
+    """Hand the daemon the note of a change about to be written: it goes on the commit
+    of that change, whichever comes first, the watcher's batch or the sync after.
+    -> the note still to send with that sync (no daemon, or one that does not know
+    the note request), else None."""
+    reply = ask_daemon(cfg, {"cmd": "note", "note": note, "paths": paths}, timeout=10.0)
+    return None if reply is not None and reply.get("ok") else note
+
+
 def commit_first(cfg, done):
     """Have the daemon commit the folder as it is now, before anything in it is
     written -> its reply, or None when no daemon runs. HistoryError, saying why in
@@ -322,7 +334,11 @@ def rewind(cfg, history, rel, at, dry_run):
         # the last one made, even one the daemon had not committed yet. With no
         # daemon, only what is exactly in the newest commit is written over.
         commit_first(cfg, "restored")
-    version, changes, failed = history.restore(rel, at, dry_run)
+    owed = []  # the note, if the daemon could not take it before the writes
+
+    def hand_note(version):
+        owed.append(note_first(cfg, restore_note(rel, version), [rel]))
+    version, changes, failed = history.restore(rel, at, dry_run, before_write=hand_note)
     kept = [c for c in changes if c.action in KEPT]
     changes = [c for c in changes if c.action not in KEPT]
     held = sum(c.action == "changed" for c in kept)
@@ -350,11 +366,12 @@ def rewind(cfg, history, rel, at, dry_run):
               % (name, when, but, summary(changes)))
         return code
     print("%s is as it was at %s%s: %s" % (name, when, but, summary(changes)))
-    reply = ask_daemon(cfg, {"cmd": "sync", "note": restore_note(rel, version)})
+    owed = [n for n in owed if n]
+    reply = ask_daemon(cfg, dict({"cmd": "sync"}, **({"note": owed[0]} if owed else {})))
     if reply is None:
         print("no dvcs-autosync runs for %s: the restore is committed and synced when it "
               "starts" % cfg.path)
-    elif reply.get("committed"):
+    elif reply.get("committed") or reply.get("noted"):
         print("committed%s" % (" and pushed" if reply.get("pushed") else
                                ", not pushed yet: %s" % reply.get("error")))
     elif reply.get("ok"):

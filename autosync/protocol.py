@@ -17,8 +17,8 @@ log = logging.getLogger("autosync.protocol")
 
 # The vocabulary, each word described in docs/protocol.md (a test keeps them equal).
 # What a client may ask the committer (its table of handlers is checked against this):
-REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "watch", "subscribe", "pause",
-            "resume", "describe")
+REQUESTS = ("status", "batch", "sync", "note", "pull", "pushed", "link", "watch", "subscribe",
+            "pause", "resume", "describe")
 # Why the watcher asks for a rescan (a batch's `reason`):
 RESCANS = ("start", "committer-restarted", "drained", "overflow", "folder-back")
 # What the committer tells its subscribers:

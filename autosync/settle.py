@@ -17,7 +17,7 @@ import sys
 
 from autosync import cli, guarded
 from autosync.copies import find_copies
-from autosync.history import History, HistoryError, ask_daemon, commit_first
+from autosync.history import History, HistoryError, ask_daemon, commit_first, note_first
 from autosync.messages import printable
 
 NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
@@ -132,8 +132,9 @@ def keep_one(cfg, rel, keep):
     if commit_first(cfg, "settled") is None:
         raise HistoryError("no dvcs-autosync runs for %s: start it first, so that both "
                            "versions are in history before one goes" % cfg.path)
+    owed = note_first(cfg, note(copy, keep), [copy.path, copy.copy])
     print(settle(cfg, history, copy, keep))
-    reply = ask_daemon(cfg, {"cmd": "sync", "note": note(copy, keep)})
+    reply = ask_daemon(cfg, dict({"cmd": "sync"}, **({"note": owed} if owed else {})))
     if reply is None or not reply.get("ok"):
         print("the daemon did not commit it yet: %s" % (
             "it is not running" if reply is None else reply.get("error")), file=sys.stderr)

@@ -68,20 +68,28 @@ def test_a_failed_push_waits_a_backoff_then_tries_again(committer):
     assert committer.server.events("failed")[0]["op"] == "push"
 
 
-def test_sync_waits_for_its_own_ticket_and_says_a_commit_left_something_out(committer):
-    committer.repo.commit_error = "commit: left out of the commit, the rest is committed: x"
+def asked(committer, message, kind):
+    """handle(message) in a thread while the worker takes one step; -> its reply."""
     replies = []
-    asker = threading.Thread(target=lambda: replies.append(
-        committer.handle({"cmd": "sync", "timeout": 10}, None)))
+    asker = threading.Thread(target=lambda: replies.append(committer.handle(message, None)))
     asker.start()
-    for _ in range(100):  # until the request is queued
-        if committer.wanted["sync"]:
+    for _ in range(500):
+        if committer.wanted[kind] > committer.done[kind]:
             break
         time.sleep(0.01)
     committer.step()
     asker.join(5)
-    assert replies == [{"ok": False, "committed": False, "pushed": True,
-                        "error": "commit: left out of the commit, the rest is committed: x"}]
+    return replies[0]
+
+
+SYNC = {"cmd": "sync", "timeout": 10}
+
+
+def test_sync_waits_for_its_own_ticket_and_says_a_commit_left_something_out(committer):
+    committer.repo.commit_error = "commit: left out of the commit, the rest is committed: x"
+    assert asked(committer, SYNC, "sync") == {
+        "ok": False, "committed": False, "pushed": True,
+        "error": "commit: left out of the commit, the rest is committed: x"}
 
 
 def test_timer_pulls_only_while_no_xmpp_link_says_when(tmp_path):
@@ -137,23 +145,9 @@ def test_a_failure_said_once_is_retried_quietly(committer):
         committer.status.state("confused")  # only the states the status documents
 
 
-def sync_in_one_step(committer, note):
-    """A sync with a note asked from a socket thread, served by one worker step -> the reply."""
-    replies = []
-    asker = threading.Thread(target=lambda: replies.append(committer.handle(
-        {"cmd": "sync", "note": note, "timeout": 10}, None)))
-    asker.start()
-    for _ in range(100):
-        if committer.wanted["sync"]:
-            break
-        time.sleep(0.01)
-    committer.step()
-    asker.join(5)
-    return replies[0]
-
-
 def test_a_sync_note_reaches_the_commit_and_bad_notes_are_refused(committer):
-    reply = sync_in_one_step(committer, "restored photos as it was at 2026-12-01 10:00")
+    reply = asked(committer, dict(SYNC, note="restored photos as it was at 2026-12-01 10:00"),
+                  "sync")
     assert reply["ok"]
     assert committer.repo.notes == ["restored photos as it was at 2026-12-01 10:00"]
     for bad in ("two\nlines", "", 7, "x" * 301):
@@ -164,7 +158,7 @@ def test_a_sync_note_goes_on_the_batch_committed_in_the_same_step(committer):
     """A restore's writes (the watcher's batch) and its sync with the note arrive
     together: the one commit that holds them carries the note, and the sync says so."""
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a.txt"}]}, None)
-    reply = sync_in_one_step(committer, "restore of a.txt as it was")
+    reply = asked(committer, dict(SYNC, note="restore of a.txt as it was"), "sync")
     assert committer.repo.notes == ["restore of a.txt as it was"]
     assert [c for c in committer.repo.calls if c[0] == "commit"][0] == ("commit", ["a.txt"], False)
     assert reply["ok"] and reply["committed"] is True
@@ -346,3 +340,36 @@ def test_a_wake_while_paused_is_a_pull_owed_on_resume(committer):
     committer.handle({"cmd": "resume"}, None)
     committer.step()
     assert committer.repo.calls[0] == "pull"
+
+
+def test_a_restore_s_note_goes_on_the_watcher_s_batch_when_it_comes_first(committer):
+    """The note is handed over before the files are written; the watcher's batch of
+    them is committed before the sync arrives (the order made here, not hoped for):
+    the note is on that commit, and the sync says so."""
+    note = "restore of a.txt as it was at 10:00 (abc)"
+    assert committer.handle({"cmd": "note", "note": note, "paths": ["a.txt"]}, None)["ok"]
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "b.txt"}]}, None)
+    committer.step()  # an unrelated change: not its commit
+    assert committer.repo.notes == []
+    committer.handle({"cmd": "batch", "changes": [{"action": "modified", "path": "a.txt"}]},
+                     None)
+    committer.step()  # the restore's writes, batched by the watcher, first
+    assert committer.repo.notes == [note]
+    reply = asked(committer, SYNC, "sync")
+    assert reply["ok"] and reply["noted"] and committer.repo.notes == [note]
+
+
+def test_a_restore_s_note_goes_on_the_sync_s_commit_when_it_comes_first(committer):
+    note = "restore of the whole folder as it was at 10:00 (abc)"
+    committer.handle({"cmd": "note", "note": note, "paths": ["."]}, None)
+    reply = asked(committer, SYNC, "sync")  # before the watcher's batch: the sync's rescan takes all
+    assert committer.repo.notes == [note] and reply["ok"]
+    committer.handle({"cmd": "batch", "changes": [{"action": "modified", "path": "a"}]}, None)
+    committer.step()  # the watcher's batch, late: the note is not said twice
+    assert committer.repo.notes == [note]
+
+
+def test_a_note_needs_paths_inside_the_folder(committer):
+    for bad in ({"note": "x"}, {"note": "x", "paths": []}, {"note": "x", "paths": ["/etc"]},
+                {"note": "two\nlines", "paths": ["a"]}):
+        assert not committer.handle(dict(bad, cmd="note"), None)["ok"]

@@ -6,21 +6,7 @@ import pytest
 
 from autosync.committer import Committer
 from fakes import FakeRepository, FakeServer, config
-from test_committer import committer  # noqa: F401 (a fixture)
-
-
-def asked(committer, message, kind):
-    """handle(message) in a thread while the worker takes one step; -> its reply."""
-    replies = []
-    asker = threading.Thread(target=lambda: replies.append(committer.handle(message, None)))
-    asker.start()
-    for _ in range(500):
-        if committer.wanted[kind] > committer.done[kind]:
-            break
-        time.sleep(0.01)
-    committer.step()
-    asker.join(5)
-    return replies[0]
+from test_committer import asked, committer  # noqa: F401 (a fixture)
 
 
 def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_up(committer):
