@@ -30,14 +30,13 @@ import time
 from autosync import cli, problems, wakeup
 from autosync.everyday import Descriptions, Pausing
 from autosync.reports import LINKED, Reports, Schedule, Status
-from autosync.messages import ACTIONS
+from autosync.messages import ACTIONS, TEXT_MAX
 from autosync.protocol import Server
 from autosync.repository import Repository
 from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.committer")
 
-NOTE_MAX = 300  # characters of a sync request's note
 # A batch's rescan `reason` (protocol.RESCANS), as the log says it.
 RESCAN_WHY = {"start": "it has just started",
               "committer-restarted": "the committer restarted: events may have been missed",
@@ -92,10 +91,10 @@ def joined(notes):
 
 
 def check_note(note):
-    """A request's note: None, or one printable line of at most NOTE_MAX characters."""
+    """A request's note: None, or one printable line of at most TEXT_MAX characters."""
     if note is not None and not (isinstance(note, str) and note.isprintable()
-                                 and 0 < len(note) <= NOTE_MAX):
-        raise ValueError("note must be one printable line of at most %d characters" % NOTE_MAX)
+                                 and 0 < len(note) <= TEXT_MAX):
+        raise ValueError("note must be one printable line of at most %d characters" % TEXT_MAX)
     return note
 
 

@@ -18,7 +18,7 @@ import time
 
 from autosync import cli, commands, gitnotes, gitrepo, guarded
 from autosync.ignore import Ignore
-from autosync.messages import describe, printable, text_of
+from autosync.messages import TEXT_MAX, describe, printable, text_of
 from autosync.rewind import MODES, Rewind
 from autosync.protocol import NoDaemon, Untrusted, ask
 
@@ -30,7 +30,6 @@ AGO = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>second|minute|hour|day|week)s
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 # What logcmd, listcmd and restorecmd must hold: the path; the revision, then the path.
 PLACEHOLDERS = {"logcmd": 1, "listcmd": 2, "restorecmd": 2}
-NOTE_MAX = 300  # characters of the note a sync request may carry (committer.NOTE_MAX)
 
 
 class HistoryError(Exception):
@@ -280,10 +279,10 @@ def summary(changes):
 
 
 def restore_note(rel, version):
-    """The line the restore's commit message carries (one printable line, NOTE_MAX at most)."""
+    """The line the restore's commit message carries (one printable line, TEXT_MAX at most)."""
     tail = " as it was at %s (%s)" % (cli.show_time(version.time), version.rev[:12])
     name = "the whole folder" if rel == "." else printable(rel)
-    room = NOTE_MAX - len("restore of ") - len(tail)
+    room = TEXT_MAX - len("restore of ") - len(tail)
     if len(name) > room:
         name = name[:room - 3] + "..."
     return "restore of %s%s" % (name, tail)

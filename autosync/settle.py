@@ -18,9 +18,7 @@ import sys
 from autosync import cli, guarded
 from autosync.copies import find_copies
 from autosync.history import History, HistoryError, ask_daemon, commit_first, note_first
-from autosync.messages import printable
-
-NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
+from autosync.messages import TEXT_MAX, printable
 
 
 def mine_is_copy(copy, host):
@@ -45,11 +43,11 @@ def pick(copies, rel):
 
 
 def note(copy, keep):
-    """The line the settling commit's message carries (one printable line, NOTE_MAX at most)."""
+    """The line the settling commit's message carries (one printable line, TEXT_MAX at most)."""
     head = "conflict settled: kept %s version of " % ("my" if keep == "mine" else "their")
     name = printable(copy.path)
-    if len(head) + len(name) > NOTE_MAX:
-        name = name[:NOTE_MAX - len(head) - 3] + "..."
+    if len(head) + len(name) > TEXT_MAX:
+        name = name[:TEXT_MAX - len(head) - 3] + "..."
     return head + name
 
 

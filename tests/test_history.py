@@ -190,7 +190,7 @@ def test_restore_note_is_one_short_printable_line():
     note = history.restore_note("photos", version)
     assert note.startswith("restore of photos as it was at ") and note.endswith("(abababababab)")
     long = history.restore_note("x/" * 400 + "new\nline", version)
-    assert long.isprintable() and len(long) <= history.NOTE_MAX
+    assert long.isprintable() and len(long) <= history.TEXT_MAX
     assert history.restore_note(".", version).startswith("restore of the whole folder as it")
 
 

@@ -32,7 +32,7 @@ def test_note_is_one_bounded_line():
     copy = copies.Copy("c", "x" * 400 + "\n", "h", STAMP)
     text = settle.note(copy, "theirs")
     assert text.startswith("conflict settled: kept their version of ")
-    assert len(text) <= settle.NOTE_MAX and text.isprintable()
+    assert len(text) <= settle.TEXT_MAX and text.isprintable()
 
 
 def conflicts_cmd(machine, *args):
