@@ -301,7 +301,8 @@ class Committer:
     # --- the worker: decides what the repository does next ---------------------------
 
     def run(self):
-        self.reports.recount(upstream=True)  # before anyone can ask: the status never says 0 wrongly
+        # Before anyone can ask: the status never says 0 wrongly.
+        self.reports.recount(upstream=True)
         self.server.start()
         self.startup()
         while True:

@@ -1,7 +1,8 @@
 """autosync-hgmerge: merge a Mercurial working copy's two heads, keeping every version.
 
-Mercurial's counterpart of conflicts.py (the policy is copies.keep_both), run by the Mercurial example's
-`pullcmd` after `hg pull` (docs/examples/mercurial.autosync):
+Mercurial's counterpart of conflicts.py (the policy is copies.keep_both), run
+by the Mercurial example's `pullcmd` after `hg pull`
+(docs/examples/mercurial.autosync):
 
 * a merge left half-done (a crash) is finished first;
 * two heads on the working copy's branch (both machines committed while

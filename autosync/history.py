@@ -96,26 +96,6 @@ class History:
             self.cmd[name] = template
         self.gitdir = False  # the repository's git folder, None if it is no git; read once
 
-    def relative(self, path):
-        """PATH as given on the command line -> the path relative to the folder ("." for it).
-
-        A relative PATH is taken from the current folder inside the synced folder, and
-        from the synced folder elsewhere (as the mass-delete warning's command names it)."""
-        if not os.path.isabs(path) and self._outside(os.getcwd()):
-            rel = os.path.normpath(path)
-            if rel != ".." and not rel.startswith("../"):
-                return rel
-        for norm in (os.path.abspath, os.path.realpath):
-            rel = os.path.relpath(norm(path), norm(self.cfg.path))
-            if rel != ".." and not rel.startswith("../"):
-                return rel
-        raise HistoryError("%s is not inside the synced folder %s" % (path, self.cfg.path))
-
-    def _outside(self, folder):
-        rels = [os.path.relpath(norm(folder), norm(self.cfg.path))
-                for norm in (os.path.abspath, os.path.realpath)]
-        return all(rel == ".." or rel.startswith("../") for rel in rels)
-
     def versions(self, rel):
         full = os.path.join(self.cfg.path, rel)
         folder_like = rel == "." or os.path.isdir(full)
@@ -407,12 +387,35 @@ def parse(argv):
     return p.parse_args(argv)
 
 
+def relative(folder, path):
+    """PATH as given on the command line -> the path relative to `folder` ("." for it),
+    for `log`, `restore` and `conflicts --keep`; HistoryError if it is not inside.
+
+    A relative PATH is taken from the current folder inside the synced folder, and
+    from the synced folder elsewhere (as the mass-delete warning's command names it)."""
+    if not os.path.isabs(path) and _outside(folder, os.getcwd()):
+        rel = os.path.normpath(path)
+        if rel != ".." and not rel.startswith("../"):
+            return rel
+    for norm in (os.path.abspath, os.path.realpath):
+        rel = os.path.relpath(norm(path), norm(folder))
+        if rel != ".." and not rel.startswith("../"):
+            return rel
+    raise HistoryError("%s is not inside the synced folder %s" % (path, folder))
+
+
+def _outside(folder, here):
+    rels = [os.path.relpath(norm(here), norm(folder))
+            for norm in (os.path.abspath, os.path.realpath)]
+    return all(rel == ".." or rel.startswith("../") for rel in rels)
+
+
 def main(argv):
     args = parse(argv)
     cfg = cli.load(args.config)
     try:
         history = History(cfg)
-        rel = history.relative(args.path) if args.path else "."
+        rel = relative(cfg.path, args.path) if args.path else "."
         if args.command == "log":
             versions = history.versions(rel)
             if not versions:

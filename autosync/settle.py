@@ -17,7 +17,8 @@ import sys
 
 from autosync import cli, guarded
 from autosync.copies import find_copies
-from autosync.history import History, HistoryError, ask_daemon, commit_first, note_first
+from autosync.history import (History, HistoryError, ask_daemon, commit_first, note_first,
+                              relative)
 from autosync.messages import TEXT_MAX, printable
 
 
@@ -178,7 +179,7 @@ def main(argv):
         if not args.keep:
             listing(cfg)
             return 0
-        return keep_one(cfg, History(cfg).relative(args.path), args.keep)
+        return keep_one(cfg, relative(cfg.path, args.path), args.keep)
     except (HistoryError, guarded.Refused) as e:
         print("dvcs-autosync conflicts: %s" % e, file=sys.stderr)
         return 1

@@ -172,3 +172,18 @@ def test_a_write_while_settling_is_kept(machines, remote, monkeypatch, capsys):
     monkeypatch.setattr(guarded.Writer, "checked", None)
     assert settle.main(["conflicts", "--keep", "theirs", "a.txt", "--config", a.config]) == 0
     assert a.read("a.txt") == b"theirs\n" and a.read(copy) is None
+
+
+def test_a_path_is_resolved_without_the_history_commands(tmp_path, monkeypatch):
+    """history.relative needs only the folder (conflicts --keep and restore name a path
+    the same way), not a History with logcmd and listcmd."""
+    from autosync.history import relative
+    folder = str(tmp_path / "sync")
+    os.makedirs(os.path.join(folder, "sub"))
+    monkeypatch.chdir(os.path.join(folder, "sub"))
+    assert relative(folder, "a.txt") == "sub/a.txt"
+    assert relative(folder, folder) == "."
+    monkeypatch.chdir(str(tmp_path))
+    assert relative(folder, "photos/a.jpg") == "photos/a.jpg"  # from the folder, elsewhere
+    with pytest.raises(HistoryError, match="not inside the synced folder"):
+        relative(folder, "../x")
