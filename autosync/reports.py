@@ -34,6 +34,8 @@ def backoffs():
 
 # --- the status -----------------------------------------------------------------------
 
+ABSENT = object()  # a field left out of the status until it is first set
+
 # Every field of the status (docs/protocol.md, "Status") and its value at start.
 FIELDS = {
     "state": "starting", "path": None, "host": None,
@@ -48,6 +50,7 @@ FIELDS = {
     "upstream": None,  # git: the upstream branch's revision
     "syncmethod": None,  # which link (problems.py)
     "link": None,
+    "mass_delete": ABSENT,  # the last commit that removed many files (massdelete.py)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".
 TRANSITIONS = {state: frozenset(STATES) - {"starting"} for state in STATES}
@@ -85,12 +88,14 @@ class Status:
 
     def __getitem__(self, key):
         with self.cond:
-            return self.fields[key]
+            value = self.fields[key]
+        return None if value is ABSENT else value
 
     def snapshot(self):
-        """A copy of every field (the nested `failing` too)."""
+        """A copy of every field set (the nested `failing` too)."""
         with self.cond:
-            return dict(self.fields, failing=dict(self.fields["failing"]))
+            return {k: dict(v) if k == "failing" else v for k, v in self.fields.items()
+                    if v is not ABSENT}
 
     def event(self, name, **fields):
         if name not in EVENTS:
