@@ -100,7 +100,7 @@ class Batch:
         # the batch back (a lock file may stay open, empty, for hours).
         self.fresh = set()
         self.created = None  # when the last file was created (its first write may follow)
-        self.rescan = False
+        self.rescan = False  # or why the committer should rescan: a REASONS word
         self.first = self.last = None
 
     def touch(self, rel, isdir=False, now=None):
@@ -139,11 +139,11 @@ class Batch:
         if self.fresh:
             self.fresh = {w for w in self.fresh if os.path.lexists(os.path.join(root, w))}
 
-    def rescan_when_closed(self, now=None):
+    def rescan_when_closed(self, now=None, reason="start"):
         """Have the committer rescan when this batch closes: after the settle time, and
         only once every file open for writing in it is closed (a rescan takes a file
         as it is: empty, or half-written)."""
-        self.rescan = True
+        self.rescan = reason
         now = time.monotonic() if now is None else now
         self.first = self.first or now
         self.last = now
@@ -151,7 +151,7 @@ class Batch:
     def rescan_all(self, now=None):
         """Events were lost: compare the whole folder, and have the committer rescan it,
         when this batch closes."""
-        self.rescan = True
+        self.rescan = "overflow"
         self.writing.clear()  # what was open is found by the rescan
         self.fresh.clear()
         self.touch("", True, now)

@@ -83,8 +83,6 @@ def trust(prog, path):
     try:
         protocol.check_folder(path)
         if os.path.exists(path):
-            protocol.connect(path, timeout=2.0).close()
+            protocol.answers(path, timeout=2.0)  # nobody yet: checked again before a send
     except protocol.Untrusted as e:
         die("%s: %s" % (prog, e))
-    except protocol.NoDaemon:
-        pass  # not up yet: connect() checks again before anything is sent

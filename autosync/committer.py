@@ -14,7 +14,12 @@ suspend or the network coming back (wakeup.py, a thread of this process)
 asks for a pull and a push at once.
 
 While paused the worker only waits; on resume it catches up as at start-up
-(pull, one commit of everything, push). Pause, resume, describe: everyday.py.
+(pull, one commit of everything, push).
+
+The committer owns its parts: its Status and Schedule (reports.py, with
+Reports, what the repository reports to), its Pausing and Descriptions
+(everyday.py). Requests are answered from one table, `requests`, whose names
+are protocol.REQUESTS (a test keeps them equal).
 """
 import logging
 import os
@@ -23,25 +28,21 @@ import threading
 import time
 
 from autosync import cli, problems, wakeup
-from autosync.everyday import Everyday
-from autosync.reports import BACKOFF_MAX, Reports
-from autosync.messages import ACTIONS
+from autosync.everyday import Descriptions, Pausing
+from autosync.reports import LINKED, Reports, Schedule, Status
+from autosync.messages import ACTIONS, TEXT_MAX
 from autosync.protocol import Server
 from autosync.repository import Repository
-from autosync.retry import Backoff
 from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.committer")
 
-NOTE_MAX = 300  # characters of a sync request's note
-LINKED = ("xmpp", "ssh")  # syncmethods whose link tells when to pull (autosync-xmpp, -sshlink)
-
-
-def backoffs():
-    """One backoff per operation: 2 s doubling up to a minute; the remote's with jitter,
-    so that machines that lost it together do not come back together."""
-    return {"commit": Backoff(2.0, BACKOFF_MAX), "pull": Backoff(2.0, BACKOFF_MAX, jitter=0.2),
-            "push": Backoff(2.0, BACKOFF_MAX, jitter=0.2)}
+# A batch's rescan `reason` (protocol.RESCANS), as the log says it.
+RESCAN_WHY = {"start": "it has just started",
+              "committer-restarted": "the committer restarted: events may have been missed",
+              "drained": "a pull ended: what it did not write is looked for",
+              "overflow": "the kernel's event queue overflowed",
+              "folder-back": "the synced folder is back"}
 
 
 class Pending:
@@ -68,6 +69,35 @@ class Pending:
         return bool(self.changes) or self.rescan
 
 
+class Note:
+    """A line for the top of a commit message; `paths`: the change it belongs to (a path
+    and what is below it, "." the whole folder), or None: the next sync's commit."""
+
+    def __init__(self, text, paths):
+        self.text, self.paths = text, paths
+
+    def touched_by(self, changes):
+        if self.paths is None:
+            return False
+        if "." in self.paths:
+            return bool(changes)
+        touched = {c.get(k) for c in changes for k in ("path", "src") if c.get(k)}
+        return any(t == p or t.startswith(p + "/") or p.startswith(t + "/")
+                   for t in touched for p in self.paths)
+
+
+def joined(notes):
+    return "; ".join(n.text for n in notes) or None
+
+
+def check_note(note):
+    """A request's note: None, or one printable line of at most TEXT_MAX characters."""
+    if note is not None and not (isinstance(note, str) and note.isprintable()
+                                 and 0 < len(note) <= TEXT_MAX):
+        raise ValueError("note must be one printable line of at most %d characters" % TEXT_MAX)
+    return note
+
+
 def check_change(change):
     """Refuse a batch entry that is not what the protocol allows."""
     if not isinstance(change, dict) or change.get("action") not in ACTIONS:
@@ -80,7 +110,7 @@ def check_change(change):
     return {k: change[k] for k in ("action", "path", "src") if k in change}
 
 
-class Committer(Reports, Everyday):
+class Committer:
     def __init__(self, cfg, server=Server, repository=Repository):
         self.cfg = cfg
         # Re-entrant: the signal handler may call stop() while this thread holds it.
@@ -90,102 +120,128 @@ class Committer(Reports, Everyday):
         self.wanted = {"pull": 0, "sync": 0, "describe": 0}  # requests made, by kind
         self.done = {"pull": 0, "sync": 0, "describe": 0}  # requests served
         self.results = {}
-        self.notes = []  # what the next sync's commit message says first (e.g. a restore)
-        self.init_everyday(cfg)
-        self.push_at = None  # when the next push is due
-        self.push_owed = False  # the last push failed: the retry pushes, whatever the count
+        # What a commit message says first (a restore's, a settle's): Note()s, placed on
+        # the next commit touching their paths, else on the next sync's commit.
+        self.notes = []
+        self.noted = []  # notes placed since the last sync answered (its reply says so)
         self.told_still_unpushed = False  # said once that a push left commits unpushed
         self.url = ""  # the remote's address, for announcements (remoteurlcmd)
-        self.retry_at = {"commit": None, "pull": None}  # when a failed one is tried again
-        self.backoff = backoffs()
-        self.link_up = False  # the XMPP listener tells us when it is up
-        self.woken = False  # resumed, or the network is back: pull, then push what waits
-        self.next_timer_pull = time.monotonic() + cfg.pullinterval if cfg.pullinterval else None
-        self.next_safety_pull = time.monotonic() + cfg.safetypull if cfg.safetypull else None
-        self.status_fields = {"state": "starting", "path": cfg.path, "host": cfg.hostname,
-                              "last_commit": None, "last_push": None, "last_pull": None,
-                              "unpushed": 0, "last_error": None, "conflicts": [],
-                              "failing": {},  # op -> its error, while it fails (problems.py)
-                              "waiting": None,  # why there is nothing to pull yet
-                              "held_back": [], "nested_repositories": [],
-                              "watch": None,  # the watcher's report while folders have no watch
-                              "folder": None,  # the watcher's report while the folder is away
-                              "paused": self.paused.fields(),
-                              "upstream": None,  # git: the upstream branch's revision
-                              "syncmethod": cfg.syncmethod,  # which link (problems.py)
-                              "link": "down" if cfg.syncmethod in LINKED else None}
+        self.status = Status(self.cond, lambda fields: self.server.publish(fields),
+                             path=cfg.path, host=cfg.hostname, syncmethod=cfg.syncmethod,
+                             link="down" if cfg.syncmethod in LINKED else None)
+        self.schedule = Schedule(cfg, self.cond)
+        self.pausing = Pausing(cfg, self.cond, self.status)
+        self.descriptions = Descriptions(self.cond, self.status)
+        self.reports = Reports(cfg, self.cond, self.status, self.schedule, self.descriptions)
         self.server = server(cfg.socket, self.handle)
-        self.repo = repository(cfg, self)
+        self.repo = repository(cfg, self.reports)
+        self.reports.repo = self.descriptions.repo = self.repo
+        # Every request the committer answers (subscribe: the server's own).
+        self.requests = {
+            "status": self.status_request, "batch": self.batch_request,
+            "sync": self.sync_request, "pull": self.sync_request,
+            "pushed": self.pushed_request, "link": self.link_request,
+            "watch": self.watch_reported, "pause": self.pausing.pause_request,
+            "resume": self.pausing.resume_request, "describe": self.describe_request,
+            "note": self.note_request,
+        }
 
     # --- requests, on socket threads -------------------------------------------------
 
     def handle(self, message, client):
         cmd = message.get("cmd")
-        if cmd == "status":
+        handler = self.requests.get(cmd) if isinstance(cmd, str) else None
+        if handler is None:
+            return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
+        try:
+            return handler(message)
+        except ValueError as e:
+            return {"ok": False, "error": str(e)}
+
+    def status_request(self, message):
+        with self.cond:
+            status = dict(self.status.snapshot(), pending=sorted(self.pending.changes))
+        status["problems"] = problems.problems(status)
+        status["headline"] = problems.headline(status, when=cli.show_time)
+        return {"ok": True, "status": status}
+
+    def batch_request(self, message):
+        changes = message.get("changes", [])
+        if not isinstance(changes, list):
+            return {"ok": False, "error": "changes must be a list"}
+        changes = [check_change(c) for c in changes]
+        if message.get("rescan"):
+            reason = message.get("reason")
+            log.info("the watcher asks for a rescan: %s",
+                     RESCAN_WHY.get(reason, "no reason given"))
+        with self.cond:
+            self.pending.add(changes, bool(message.get("rescan")))
+            self.cond.notify_all()
+        return {"ok": True, "queued": len(changes)}
+
+    def sync_request(self, message):
+        """sync and pull: wait for the worker (a sync's note first on its commit)."""
+        if self.pausing.active():
+            if message["cmd"] == "sync":
+                return self.pausing.refused()
+            self.pausing.owe_pull()
+            return {"ok": True, "pulled": False, "deferred": "paused: pulled on resume"}
+        note = check_note(message.get("note"))
+        if note:
             with self.cond:
-                status = dict(self.status_fields, pending=sorted(self.pending.changes),
-                              failing=dict(self.status_fields["failing"]))
-            status["problems"] = problems.problems(status)
-            status["headline"] = problems.headline(status, when=cli.show_time)
-            return {"ok": True, "status": status}
-        if cmd == "batch":
-            changes = message.get("changes", [])
-            if not isinstance(changes, list):
-                return {"ok": False, "error": "changes must be a list"}
-            try:
-                changes = [check_change(c) for c in changes]
-            except ValueError as e:
-                return {"ok": False, "error": str(e)}
-            with self.cond:
-                self.pending.add(changes, bool(message.get("rescan")))
-                self.cond.notify_all()
-            return {"ok": True, "queued": len(changes)}
-        if cmd in ("pause", "resume", "describe"):
-            try:
-                return getattr(self, cmd + "_request")(message)
-            except ValueError as e:
-                return {"ok": False, "error": str(e)}
-        if cmd in ("sync", "pull", "pushed") and self.paused.active():
-            return self.while_paused(message)
-        if cmd in ("sync", "pull"):
-            note = message.get("note")
-            if note is not None and not (isinstance(note, str) and note.isprintable()
-                                         and 0 < len(note) <= NOTE_MAX):
-                return {"ok": False, "error": "note must be one printable line of at most %d "
-                                              "characters" % NOTE_MAX}
-            if note:
-                with self.cond:
-                    self.notes.append(note)
-            return self.wait_for(cmd, message.get("timeout", 600))
-        if cmd == "pushed":
-            # Someone pushed: pass the word on (XMPP), and fetch it ourselves.
-            self.event("pushed", url=str(message.get("url") or ""), source="notify")
-            with self.cond:
-                self.wanted["pull"] += 1
-                self.cond.notify_all()
+                self.notes.append(Note(note, None))
+        return self.wait_for(message["cmd"], message.get("timeout", 600))
+
+    def note_request(self, message):
+        """A note for the commit of a change about to be written (a restore, a settle):
+        it goes on the next commit touching `paths`, whether the watcher's batch of the
+        written files or the sync asked for after them comes first."""
+        note = check_note(message.get("note"))
+        paths = message.get("paths")
+        if not note or not isinstance(paths, list) or not paths:
+            raise ValueError("note needs a note and paths (a list)")
+        paths = [p if p == "." else check_change({"action": "added", "path": p})["path"]
+                 for p in paths]
+        with self.cond:
+            self.notes.append(Note(note, paths))
+        return {"ok": True}
+
+    def pushed_request(self, message):
+        """Someone pushed: pass the word on (XMPP), and fetch it ourselves (while paused:
+        on resume)."""
+        self.status.event("pushed", url=str(message.get("url") or ""), source="notify")
+        if self.pausing.active():
+            self.pausing.owe_pull()
             return {"ok": True}
-        if cmd == "watch":
-            return self.watch_reported(message)
-        if cmd == "link":
-            up = bool(message.get("up"))
-            error = message.get("error")
-            with self.cond:
-                changed, self.link_up = up != self.link_up, up
-                self.status_fields["link"] = "up" if up else "down"
-                # The listener announces this revision unless it already has: a push
-                # made before it logged in or subscribed is not missed.
-                upstream, url = self.status_fields["upstream"], self.url
-                self.cond.notify_all()
-            if changed:  # the tray shows a machine without announcements as offline
-                self.event("link", up=up)
-            # A login or certificate refused is a problem by name; a link that is merely
-            # not up yet (connecting) is not.
-            if up:
-                self.succeeded("link")
-            elif isinstance(error, str) and error:
-                self.failed("link", error[:300])
-            return {"ok": True, "upstream": upstream, "url": url}
-        return {"ok": False, "error": "unknown cmd %.50r" % (cmd,)}
+        with self.cond:
+            self.wanted["pull"] += 1
+            self.cond.notify_all()
+        return {"ok": True}
+
+    def link_request(self, message):
+        up = bool(message.get("up"))
+        error = message.get("error")
+        with self.cond:
+            changed, self.schedule.link_up = up != self.schedule.link_up, up
+            self.status.update(link="up" if up else "down")
+            # The listener announces this revision unless it already has: a push
+            # made before it logged in or subscribed is not missed.
+            upstream, url = self.status["upstream"], self.url
+            self.cond.notify_all()
+        if changed:  # the tray shows a machine without announcements as offline
+            self.status.event("link", up=up)
+        # A login or certificate refused is a problem by name; a link that is merely
+        # not up yet (connecting) is not.
+        if up:
+            self.reports.succeeded("link")
+        elif isinstance(error, str) and error:
+            self.reports.failed("link", error[:300])
+        return {"ok": True, "upstream": upstream, "url": url}
+
+    def describe_request(self, message):
+        if not self.descriptions.ask(message, self.pausing.active()):
+            return {"ok": True, "to": "next"}
+        return self.wait_for("describe", message.get("timeout", 600))
 
     def watch_reported(self, message):
         """The watcher says how many folders have no inotify watch, and what to do about it."""
@@ -197,11 +253,11 @@ class Committer(Reports, Everyday):
             return {"ok": False, "error": "watch needs unwatched (a count) and, unless it is 0, "
                                           "problem (text)"}
         with self.cond:
-            told = self.status_fields["watch"]
-            self.status_fields["watch"] = {"unwatched": unwatched, "problem": problem} \
-                if unwatched else None
+            told = self.status["watch"]
+            self.status.update(watch={"unwatched": unwatched, "problem": problem}
+                               if unwatched else None)
         if unwatched and not told:  # a notification, once (the watcher has logged it)
-            self.event("failed", op="watch", error=problem)
+            self.status.event("failed", op="watch", error=problem)
         return {"ok": True}
 
     def folder_reported(self, problem):
@@ -210,12 +266,12 @@ class Committer(Reports, Everyday):
             return {"ok": False, "error": "folder must be a text or null"}
         self.repo.where.set_away(problem)  # nothing is committed while it is away
         with self.cond:
-            self.status_fields["folder"] = problem
+            self.status.update(folder=problem)
             self.cond.notify_all()
         if problem:  # the problem "folder": said once (log, event), in the headline
-            self.failed("folder", problem)
+            self.reports.failed("folder", problem)
         else:
-            self.succeeded("folder")
+            self.reports.succeeded("folder")
         return {"ok": True}
 
     def wake(self, reason):
@@ -223,10 +279,10 @@ class Committer(Reports, Everyday):
         what waits, at once. Several before the worker gets to it are one.
         -> False while paused: the pull waits for the resume."""
         with self.cond:
-            if self.paused.active():
-                self.paused.owe_pull()  # as another machine's push: pulled on resume
+            if self.pausing.active():
+                self.pausing.owe_pull()  # as another machine's push: pulled on resume
                 return False
-            self.woken = True
+            self.schedule.woken = True
             self.cond.notify_all()
             return True
 
@@ -245,26 +301,27 @@ class Committer(Reports, Everyday):
     # --- the worker: decides what the repository does next ---------------------------
 
     def run(self):
-        self.recount(upstream=True)  # before anyone can ask: the status never says 0 wrongly
+        # Before anyone can ask: the status never says 0 wrongly.
+        self.reports.recount(upstream=True)
         self.server.start()
         self.startup()
         while True:
             with self.cond:
-                self.cond.wait_for(self._has_work, timeout=self._sleep_time())
-                if self.stopping and (not self.pending or self.paused.active()):
+                self.cond.wait_for(self.has_work, timeout=self.sleep_time())
+                if self.stopping and (not self.pending or self.pausing.active()):
                     break  # pending changes while paused: the rescan on resume finds them
             self.step()
-        self.state("stopped")
+        self.status.state("stopped")
 
     def startup(self):
         self.repo.recover()
         url = self.repo.remote_url()
         with self.cond:
             self.url = url
-        self.recount(upstream=True)  # what an earlier run left unpushed
-        if self.paused.active():
+        self.reports.recount(upstream=True)  # what an earlier run left unpushed
+        if self.pausing.active():
             log.info("paused since %s: nothing is synced until autosync-notify resume",
-                     cli.show_time(self.paused.since))
+                     cli.show_time(self.pausing.paused.since))
         else:
             self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
         self.idle()
@@ -279,86 +336,78 @@ class Committer(Reports, Everyday):
         self.push(force=True)
 
     def idle(self):
-        self.state("paused" if self.paused.active() else "idle")
+        self.status.state("paused" if self.pausing.active() else "idle")
 
-    def _has_work(self):
-        now = time.monotonic()
-        if self.paused.active():
-            return self.stopping or self.replan or self.paused.expired()
-        return (bool(self.pending) or self.stopping or bool(self.resuming) or self.woken
+    def has_work(self):
+        paused = self.pausing.paused
+        if paused.active():
+            return self.stopping or self.pausing.replan or paused.expired()
+        return (bool(self.pending) or self.stopping or bool(self.pausing.resuming)
                 or self.wanted["describe"] > self.done["describe"]
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
-                or (self.push_at is not None and now >= self.push_at)
-                or any(t is not None and now >= t for t in self.retry_at.values())
-                or self._timer_pull_due(now))
+                or self.schedule.due(time.monotonic()))
 
-    def _sleep_time(self):
-        if self.paused.active():
-            return None if self.paused.until is None else \
-                max(0.0, self.paused.until - time.time())
-        deadlines = [t for t in (self.push_at, self._timer_pull_at(), *self.retry_at.values())
-                     if t is not None]
-        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-
-    def _timer_pull_at(self):
-        """When the next timer pull is due: every pullinterval while no link (XMPP, ssh)
-        says when to pull; while one does, every safetypull, in case a message was lost."""
-        if self.cfg.syncmethod in LINKED and self.link_up:
-            return self.next_safety_pull
-        return self.next_timer_pull
-
-    def _timer_pull_due(self, now):
-        due = self._timer_pull_at()
-        return due is not None and now >= due
+    def sleep_time(self):
+        paused = self.pausing.paused
+        if paused.active():
+            return None if paused.until is None else max(0.0, paused.until - time.time())
+        return self.schedule.sleep_time()
 
     def step(self):
         with self.cond:
-            self.replan = False
-            expired = self.paused.expired()
+            self.pausing.replan = False
+            expired = self.pausing.paused.expired()
         if expired:
-            self.lift()
+            self.pausing.lift()
         with self.cond:
-            if self.paused.active():
+            if self.pausing.active():
                 return
-            resuming, self.resuming = self.resuming, False
+            resuming, self.pausing.resuming = self.pausing.resuming, False
         if resuming:
             self.catch_up("changes made while paused",
                           resuming == "pull" or self.cfg.syncmethod != "none"
                           or bool(self.cfg.pullinterval))
         if self.wanted["describe"] > self.done["describe"]:
-            self.place_texts()
+            with self.cond:
+                ticket = self.wanted["describe"]
+            self.finish("describe", ticket, self.descriptions.place(self.pausing.active))
         with self.cond:
             changes, rescan = self.pending.take()
             pulls, syncs = self.wanted["pull"], self.wanted["sync"]
             notes, self.notes = self.notes, []
-            now = time.monotonic()
-            push_due = self.push_at is not None and now >= self.push_at
-            timer_pull = self._timer_pull_due(now)
-            retry = {op for op, t in self.retry_at.items() if t is not None and now >= t}
-            for op in retry:
-                self.retry_at[op] = None
-            woken, self.woken = self.woken, False
-            if woken:
-                self.retry_at["pull"] = None  # this pull is the retry
-        note = "; ".join(notes) or None
+            push_due, timer_pull, retry, woken = self.schedule.take(time.monotonic())
+        sync = syncs > self.done["sync"]
+        # A note goes on the commit that holds its paths' changes (the batch of a
+        # restore's writes); a sync's own note on the batch's commit too, if it syncs.
+        here = [n for n in notes if (n.paths is None and sync) or n.touched_by(changes)]
+        notes = [n for n in notes if n not in here]
         made = False
         if changes or rescan or "commit" in retry:
             # A retry rescans: the changes of the failed attempt are still in the folder.
-            # A sync's note (a restore's) goes on the commit that holds the batch, which
-            # is often the restore's own writes.
-            made = self.commit(changes, rescan or "commit" in retry,
-                               note if syncs > self.done["sync"] else None)
+            made = self.commit(changes, rescan or "commit" in retry, joined(here))
+        if made:
+            self.noted += here
+        else:
+            notes = here + notes
         if pulls > self.done["pull"] or timer_pull or "pull" in retry or woken:
             self.finish("pull", pulls, self.repo.pull())
-        if syncs > self.done["sync"]:
-            committed = self.commit([], True, note=None if made else note) or made
+        if not sync:
+            with self.cond:
+                self.notes[:0] = notes  # kept for the commit of their change
+        if sync:
+            # The rest goes on the sync's commit (a rescan): a note whose change it does
+            # not hold either was committed already or was never written; dropped.
+            committed = self.commit([], True, note=joined(notes))
+            noted, self.noted = self.noted + (notes if committed else []), []
+            committed = committed or made
             error = self.repo.commit_error or self.repo.blocked
             pushed = self.push(force=True)
             if pushed is False:
-                error = self.last_error()
+                error = self.reports.last_error()
             self.finish("sync", syncs, {"ok": error is None, "committed": committed,
                                         "pushed": bool(pushed),
+                                        **({"noted": True} if noted else {}),
                                         **({"error": error} if error else {})})
         elif push_due or woken:
             self.push()  # woken: now, not after a backoff that grew while offline
@@ -370,29 +419,27 @@ class Committer(Reports, Everyday):
         Only a push that took a new revision to the remote is announced: the other
         machines (the original among them) would pull for nothing."""
         with self.cond:
-            self.push_at = None
-            unpushed, owed = self.status_fields["unpushed"], self.push_owed
+            self.schedule.pushing()
+            unpushed, owed = self.status["unpushed"], self.schedule.push_owed
             if not unpushed and not force and not owed:
                 return None
         if not self.repo.push(expect_new=unpushed > 0 or owed):
-            with self.cond:
-                self.push_owed = True  # another DVCS cannot count: retry all the same
+            self.schedule.pushed(False)
             return False
         url, upstream = self.repo.remote_url(), self.repo.pushed_rev
         with self.cond:
-            self.push_at = None
-            self.push_owed = False
+            self.schedule.pushed(True)
             self.url = url
-            self.own_last = None  # pushed: never reworded
+            self.descriptions.own_last = None  # pushed: never reworded
             # The upstream is in the status before the event goes out: a listener that
             # missed the event reads it in its next answer to link-up.
-            self.status_fields.update(unpushed=0,  # another DVCS; git's count follows
-                                      upstream=upstream,
-                                      last_push={"time": time.time(), "url": url},
-                                      last_error=self.repo.commit_error)  # still said if so
+            self.status.update(unpushed=0,  # another DVCS; git's count follows
+                               upstream=upstream,
+                               last_push={"time": time.time(), "url": url},
+                               last_error=self.repo.commit_error)  # still said if so
         if self.repo.pushed_new:
-            self.event("pushed", url=url, source="committer", rev=upstream or "")
-        left = self.recount()
+            self.status.event("pushed", url=url, source="committer", rev=upstream or "")
+        left = self.reports.recount()
         if left and not self.told_still_unpushed:
             self.told_still_unpushed = True  # pushcmd pushes elsewhere than the upstream branch?
             log.warning("the push worked, yet %d commit(s) are still not on the upstream branch "
@@ -410,7 +457,13 @@ class Committer(Reports, Everyday):
             self.stopping = True
             self.cond.notify_all()
 
-    # --- the repository's reports (repository.py lists them) -------------------------
+    def commit(self, changes, rescan, note=None):
+        """A commit with the descriptions waiting for it; True if one was made."""
+        texts = self.descriptions.take_texts()
+        made = self.repo.commit(changes, rescan, note=note, text="; ".join(texts) or None)
+        if not made and texts:
+            self.descriptions.give_back(texts)
+        return made
 
 
 def main(argv=None):
@@ -427,7 +480,7 @@ def main(argv=None):
     wakeups = wakeup.Listener(committer.wake).start()
     worker.join()
     wakeups.stop(wait=False)  # a daemon thread: it never holds the exit up
-    committer.event("stopping")
+    committer.status.event("stopping")
     committer.server.close()
     committer.repo.close()
     return 0

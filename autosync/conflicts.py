@@ -1,29 +1,21 @@
-"""Finish a merge that stopped on conflicts, keeping every version.
+"""Finish a git merge that stopped on conflicts, keeping every version.
 
 Git only: it reads the index's conflict stages (`git ls-files -u`), which
-no configured command can describe. For each conflicted path:
-
-* both sides have a version (edited on both, added on both): the newer one
-  stays at the path, the other is written beside it as a conflict copy,
-  `name (conflict from HOST YYYY-MM-DD HHMMSS).ext`;
-* one side deleted it, the other changed it: the changed version stays;
-* both sides deleted it: it goes.
-
-"Newer" is the side whose last commit touching the path has the later commit
-time, ties broken by the larger commit id: both machines compute the same
-winner, so they converge instead of trading copies. Files are written from
-the committed blobs, so conflict markers never reach the tree or a commit.
-The caller commits the result (docs/conflicts.md).
+no configured command can describe. Each conflicted path is settled by
+copies.keep_both (the newer version at the path, the other beside it as a
+conflict copy; a change kept over a delete); a path deleted on both sides
+goes. This module supplies only what git knows: the two committed versions
+and their last change (WorkingTree), and writing a blob. Files are written
+from the committed blobs, so conflict markers never reach the tree or a
+commit. The caller commits the result (docs/conflicts.md).
 """
-import collections
 import logging
 import os
 import re
-import time
 
+from autosync.copies import keep_both
 from autosync.gitrepo import git
 from autosync.messages import host_of
-from autosync.paths import METADATA
 
 log = logging.getLogger("autosync.conflicts")
 
@@ -118,67 +110,6 @@ def last_change(folder, rev, path):
     return int(stamp), commit, host_of(subject) or author
 
 
-def copy_name(path, host, stamp, free):
-    """`dir/name (conflict from HOST 2026-12-03 101502).ext`, the first one free(name) accepts."""
-    folder, base = os.path.split(path)
-    stem, ext = os.path.splitext(base)
-    if stem.startswith(".") and not ext:  # .bashrc: the whole name is the stem
-        stem, ext = base, ""
-    when = time.strftime("%Y-%m-%d %H%M%S", time.localtime(stamp))
-    host = host.replace("/", "_")
-    for n in range(1, 1000):
-        extra = "" if n == 1 else " %d" % n
-        tail = " (conflict from %s %s%s)%s" % (host, when, extra, ext)
-        name = os.path.join(folder, _fit(stem, NAME_MAX - len(os.fsencode(tail))) + tail)
-        if free(name):
-            return name
-    raise RuntimeError("no free conflict name for %s" % path)
-
-
-NAME_MAX = 255  # bytes of one file name on Linux file systems
-
-
-def _fit(stem, room):
-    """The stem cut to at most `room` bytes, whole characters (a copy of a copy of a
-    long name would pass the file system's limit and stall the merge)."""
-    while len(os.fsencode(stem)) > room and len(stem) > 1:
-        stem = stem[:-max(1, (len(os.fsencode(stem)) - room) // 4)]
-    return stem
-
-
-Copy = collections.namedtuple("Copy", "copy path host time")
-# copy_name's pattern; the greedy stem takes a copy of a copy as a copy of a copy.
-COPY_NAME = re.compile(r"(?P<stem>.+) \(conflict from (?P<host>.+) "
-                       r"(?P<when>\d{4}-\d\d-\d\d \d{6})(?: \d+)?\)(?P<ext>[^/]*)", re.S)
-
-
-def read_copy_name(rel):
-    """copy_name read back: a conflict copy's path -> Copy (its original's path, the host
-    and unix time of the version it holds), or None for any other name."""
-    folder, base = os.path.split(rel)
-    found = COPY_NAME.fullmatch(base)
-    if not found:
-        return None
-    try:
-        stamp = time.mktime(time.strptime(found.group("when"), "%Y-%m-%d %H%M%S"))
-    except (ValueError, OverflowError):
-        return None
-    return Copy(rel, os.path.join(folder, found.group("stem") + found.group("ext")),
-                found.group("host"), stamp)
-
-
-def find_copies(folder):
-    """Every conflict copy below `folder` (DVCS metadata skipped), sorted by path."""
-    found = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in METADATA)
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            copy = read_copy_name(os.path.relpath(os.path.join(root, name), folder))
-            if copy:
-                found.append(copy)
-    return sorted(found)
-
-
 def write_blob(folder, rel, mode, blob):
     """Put a committed version at rel: a file with its mode, or a symlink."""
     data = git(folder, "cat-file", "blob", blob)
@@ -206,36 +137,42 @@ def same_blob(folder, rel, blob):
                check=False) == blob.encode() + b"\n"
 
 
+class WorkingTree:
+    """copies.Place for a merge stopped in git's working tree: a version is a
+    committed blob, (mode, blob id); "ours" is HEAD, "theirs" MERGE_HEAD."""
+
+    def __init__(self, folder, path):
+        self.folder, self.path = folder, path
+
+    def last_change(self, side, version):
+        return last_change(self.folder, "HEAD" if side == "ours" else "MERGE_HEAD", self.path)
+
+    def taken(self, rel):
+        return os.path.lexists(os.path.join(self.folder, rel))
+
+    def is_folder(self, rel):
+        return os.path.isdir(os.path.join(self.folder, rel))
+
+    def holds(self, rel, version):
+        return same_blob(self.folder, rel, version[1])
+
+    def write(self, rel, version):
+        write_blob(self.folder, rel, *version)
+
+
 def resolve(folder):
-    """Resolve every conflicted path and stage the result.
+    """Resolve every conflicted path by copies.keep_both and stage the result.
 
     -> list of {"path", "copy", "host"}: one per conflict copy made."""
-    copies, staged = [], []
+    made, staged = [], []
     for path, stages in sorted(unmerged(folder).items()):
         ours, theirs = stages.get(2), stages.get(3)
-        if ours and theirs:
-            mine, other = last_change(folder, "HEAD", path), last_change(folder, "MERGE_HEAD", path)
-            ours_wins = mine[:2] > other[:2]
-            win, lose = (ours, theirs) if ours_wins else (theirs, ours)
-            stamp, _, host = other if ours_wins else mine
-            target = path
-            if os.path.isdir(os.path.join(folder, path)):  # a folder took the name meanwhile
-                target = copy_name(path, "both sides", stamp, lambda n: not os.path.lexists(
-                    os.path.join(folder, n)))
-            copy = copy_name(path, host, stamp, lambda n: n != target and (
-                not os.path.lexists(os.path.join(folder, n)) or same_blob(folder, n, lose[1])))
-            write_blob(folder, copy, *lose)
-            write_blob(folder, target, *win)
-            copies.append({"path": path, "copy": copy, "host": host})
-            staged += [path, copy, target]
-            log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
-                        path, host, copy)
-        elif ours or theirs:  # changed on one side, deleted on the other: keep the change
-            write_blob(folder, path, *(ours or theirs))
-            staged.append(path)
-            log.warning("%s was changed on one side and deleted on the other: kept", path)
-        else:  # deleted on both sides (e.g. renamed apart): nothing to keep here
+        if ours is None and theirs is None:  # deleted on both sides (e.g. renamed apart)
             git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path])
+            continue
+        copy, written = keep_both(path, ours, theirs, WorkingTree(folder, path))
+        made += [copy] if copy else []
+        staged += [path] + written
     if staged:
         git(folder, "add", "-A", "--", paths=staged)
-    return copies
+    return made

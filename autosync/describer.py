@@ -57,11 +57,7 @@ class Describer:
         if rev:
             request["rev"] = rev
         try:
-            conn = protocol.connect(self.socket_path)
-            try:
-                reply = conn.request(request, timeout=60.0)
-            finally:
-                conn.close()
+            reply = protocol.ask(self.socket_path, request, timeout=60.0)
         except (protocol.NoDaemon, protocol.Untrusted, protocol.ProtocolError, OSError) as e:
             log.warning("the description %r was not sent: %s", text, e)
             return

@@ -8,7 +8,7 @@ committer pulls this way instead:
 1. `git fetch` with pullcmd's remote and branch, if any (FETCH_HEAD names
    what a pull would merge);
 2. the merge is made in objects only (`git merge-tree --write-tree`); a
-   conflict keeps both versions by conflicts.py's rules (the newer one at
+   conflict keeps both versions by copies.keep_both's rules (the newer one at
    the path, the other as a conflict copy), written into the merged tree;
 3. the working tree is brought to the result path by path through
    guarded.Writer: a file is replaced only if it still holds exactly what
@@ -26,6 +26,7 @@ import shlex
 import subprocess
 
 from autosync import conflicts
+from autosync.copies import copy_name, keep_both
 from autosync.commands import SHELL_CHARS, Template, environment
 from autosync.gitrepo import git, hash_file
 from autosync.guarded import Expect, Refused, Writer
@@ -84,6 +85,31 @@ def for_merge(gitdir):
         if len(fields) >= 2 and fields[1] == "":
             return fields[0]
     return None if any(line.strip() for line in lines) else EMPTY
+
+
+class InObjects:
+    """copies.Place for the merge in objects: a version is (mode, blob id), written
+    as an index line of the merged tree; a name is taken in that tree or on disk."""
+
+    def __init__(self, pull, path, head, theirs, taken, lines):
+        self.pull, self.path, self.revs = pull, path, {"ours": head, "theirs": theirs}
+        self.taken_names, self.lines = taken, lines
+
+    def last_change(self, side, version):
+        return conflicts.last_change(self.pull.folder, self.revs[side], self.path)
+
+    def taken(self, rel):
+        return rel in self.taken_names or os.path.lexists(os.path.join(self.pull.folder, rel))
+
+    def is_folder(self, rel):
+        return False  # merge-tree moves a file out of a folder's way itself
+
+    def holds(self, rel, version):
+        return False
+
+    def write(self, rel, version):
+        self.taken_names.add(rel)
+        self.lines.append("%s %s\t%s" % (version[0], version[1], rel))
 
 
 class GitPull:
@@ -183,8 +209,8 @@ class GitPull:
         return self.resolve(tree, stages, head, theirs)
 
     def resolve(self, tree, stages, head, theirs):
-        """Keep both versions of each conflicted path, as conflicts.resolve does in a
-        working tree: the newer at the path, the other as a conflict copy."""
+        """Keep both versions of each conflicted path by copies.keep_both, as
+        conflicts.resolve does in a working tree, written into the merged tree."""
         index = os.path.join(self.gitdir, "autosync-merge-index")
         env = {"GIT_INDEX_FILE": index}
         try:
@@ -194,24 +220,12 @@ class GitPull:
             lines, copies = [], []
             for path, sides in sorted(stages.items()):
                 ours, other = sides.get(2), sides.get(3)
-                if ours and other:
-                    mine = conflicts.last_change(self.folder, head, path)
-                    yours = conflicts.last_change(self.folder, theirs, path)
-                    win, lose = (ours, other) if mine[:2] > yours[:2] else (other, ours)
-                    stamp, _, host = yours if mine[:2] > yours[:2] else mine
-                    copy = conflicts.copy_name(path, host, stamp, lambda n: n not in taken and
-                                               not os.path.lexists(os.path.join(self.folder, n)))
-                    taken.add(copy)
-                    lines += ["%s %s\t%s" % (win[0], win[1], path),
-                              "%s %s\t%s" % (lose[0], lose[1], copy)]
-                    copies.append({"path": path, "copy": copy, "host": host})
-                    log.warning("conflict in %s: kept the newer version, the other (from %s) "
-                                "as %s", path, host, copy)
-                elif ours or other:  # changed on one side, deleted on the other: keep it
-                    lines.append("%s %s\t%s" % ((ours or other) + (path,)))
-                    log.warning("%s was changed on one side and deleted on the other: kept", path)
-                else:
+                if ours is None and other is None:
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
+                    continue
+                copy, _ = keep_both(path, ours, other, InObjects(self, path, head, theirs,
+                                                                    taken, lines))
+                copies += [copy] if copy else []
             self.git("update-index", "--index-info", env=env,
                      data=os.fsencode("\n".join(lines) + "\n"))
             return self.git("write-tree", env=env).stdout.decode().strip(), copies
@@ -308,7 +322,7 @@ class GitPull:
         """A file changed here while the pull ran keeps its bytes; the pulled version
         goes beside it as a conflict copy (the local change is the newer one)."""
         stamp, _, host = conflicts.last_change(self.folder, theirs, e.path)
-        copy = conflicts.copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
+        copy = copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
             os.path.join(self.folder, n)))
         self.writer.put(copy, e.new_mode, data, None)
         log.warning("conflict in %s: changed here while the pull ran; kept, the pulled version "

@@ -1,7 +1,8 @@
 """autosync-hgmerge: merge a Mercurial working copy's two heads, keeping every version.
 
-Mercurial's counterpart of conflicts.py, run by the Mercurial example's
-`pullcmd` after `hg pull` (docs/examples/mercurial.autosync):
+Mercurial's counterpart of conflicts.py (the policy is copies.keep_both), run
+by the Mercurial example's `pullcmd` after `hg pull`
+(docs/examples/mercurial.autosync):
 
 * a merge left half-done (a crash) is finished first;
 * two heads on the working copy's branch (both machines committed while
@@ -9,7 +10,7 @@ Mercurial's counterpart of conflicts.py, run by the Mercurial example's
   usual. For each file hg cannot merge, the same as with git:
   - both sides have a version (edited on both, added on both): the newer one
     stays at the path, the other beside it as a conflict copy named by
-    conflicts.copy_name, `name (conflict from HOST YYYY-MM-DD HHMMSS).ext`;
+    copies.copy_name, `name (conflict from HOST YYYY-MM-DD HHMMSS).ext`;
     "newer" is the side whose last commit touching the path has the later
     date, ties broken by the larger changeset id, so every machine picks
     the same winner;
@@ -36,7 +37,7 @@ import subprocess
 import sys
 
 from autosync.commands import HG_LIST, why
-from autosync.conflicts import copy_name
+from autosync.copies import keep_both
 from autosync.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.messages import host_of, merge_message
 
@@ -170,32 +171,36 @@ def unresolved(hg):
     return sorted(path for status, path in zip(fields[::2], fields[1::2]) if status == "U")
 
 
+class WorkingCopy:
+    """copies.Place for a merge in progress in a Mercurial working copy: a version
+    is side()'s (path on that side, flags, content); "ours" is p1, "theirs" p2."""
+
+    def __init__(self, hg, p1, p2):
+        self.hg, self.revs = hg, {"ours": p1, "theirs": p2}
+
+    def last_change(self, side, version):
+        return last_change(self.hg, self.revs[side], version[0])
+
+    def taken(self, rel):
+        return os.path.lexists(os.path.join(self.hg.root, rel))
+
+    def is_folder(self, rel):
+        return os.path.isdir(os.path.join(self.hg.root, rel))
+
+    def holds(self, rel, version):
+        return holds(self.hg.root, rel, version[2])
+
+    def write(self, rel, version):
+        put(self.hg.root, rel, *version[1:])
+
+
 def resolve_one(hg, path, p1, p2):
-    """Settle one file hg could not merge -> {"path", "copy", "host"} or None."""
-    root = hg.root
-    ours, theirs = side(hg, p1, path, p2), side(hg, p2, path, p1)
-    copy = None
-    if ours and theirs:
-        mine, other = last_change(hg, p1, ours[0]), last_change(hg, p2, theirs[0])
-        ours_wins = mine[:2] > other[:2]
-        win, lose = (ours, theirs) if ours_wins else (theirs, ours)
-        stamp, _, host = other if ours_wins else mine
-        target = path
-        if os.path.isdir(os.path.join(root, path)):  # a folder took the name meanwhile
-            target = copy_name(path, "both sides", stamp,
-                               lambda n: not os.path.lexists(os.path.join(root, n)))
-        name = copy_name(path, host, stamp, lambda n: n != target and (
-            not os.path.lexists(os.path.join(root, n)) or holds(root, n, lose[2])))
-        put(root, name, *lose[1:])
-        put(root, target, *win[1:])
-        hg.run("add", "-q", paths=sorted({pattern(name), pattern(target)}))
-        copy = {"path": path, "copy": name, "host": host}
-        log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
-                    path, host, name)
-    elif ours or theirs:  # changed on one side, deleted on the other: keep the change
-        put(root, path, *(ours or theirs)[1:])
-        hg.run("add", "-q", paths=[pattern(path)])
-        log.warning("%s was changed on one side and deleted on the other: kept", path)
+    """Settle one file hg could not merge by copies.keep_both -> {"path", "copy",
+    "host"} or None."""
+    copy, written = keep_both(path, side(hg, p1, path, p2), side(hg, p2, path, p1),
+                              WorkingCopy(hg, p1, p2))
+    if written:
+        hg.run("add", "-q", paths=sorted({pattern(p) for p in written}))
     hg.run("resolve", "-m", paths=[pattern(path)])
     return copy
 

@@ -18,9 +18,9 @@ import time
 
 from autosync import cli, commands, gitnotes, gitrepo, guarded
 from autosync.ignore import Ignore
-from autosync.messages import describe, printable, text_of
+from autosync.messages import TEXT_MAX, describe, printable, text_of
 from autosync.rewind import MODES, Rewind
-from autosync.protocol import NoDaemon, Untrusted, connect
+from autosync.protocol import NoDaemon, Untrusted, ask
 
 # text: what the user said the change was (autosync-notify describe), or None.
 Version = collections.namedtuple("Version", "rev time author host action text",
@@ -30,7 +30,6 @@ AGO = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>second|minute|hour|day|week)s
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
 # What logcmd, listcmd and restorecmd must hold: the path; the revision, then the path.
 PLACEHOLDERS = {"logcmd": 1, "listcmd": 2, "restorecmd": 2}
-NOTE_MAX = 300  # characters of the note a sync request may carry (committer.NOTE_MAX)
 
 
 class HistoryError(Exception):
@@ -97,26 +96,6 @@ class History:
             self.cmd[name] = template
         self.gitdir = False  # the repository's git folder, None if it is no git; read once
 
-    def relative(self, path):
-        """PATH as given on the command line -> the path relative to the folder ("." for it).
-
-        A relative PATH is taken from the current folder inside the synced folder, and
-        from the synced folder elsewhere (as the mass-delete warning's command names it)."""
-        if not os.path.isabs(path) and self._outside(os.getcwd()):
-            rel = os.path.normpath(path)
-            if rel != ".." and not rel.startswith("../"):
-                return rel
-        for norm in (os.path.abspath, os.path.realpath):
-            rel = os.path.relpath(norm(path), norm(self.cfg.path))
-            if rel != ".." and not rel.startswith("../"):
-                return rel
-        raise HistoryError("%s is not inside the synced folder %s" % (path, self.cfg.path))
-
-    def _outside(self, folder):
-        rels = [os.path.relpath(norm(folder), norm(self.cfg.path))
-                for norm in (os.path.abspath, os.path.realpath)]
-        return all(rel == ".." or rel.startswith("../") for rel in rels)
-
     def versions(self, rel):
         full = os.path.join(self.cfg.path, rel)
         folder_like = rel == "." or os.path.isdir(full)
@@ -157,10 +136,11 @@ class History:
                 return version
         raise HistoryError("%s has no version as early as %s" % (rel, at))
 
-    def restore(self, rel, at=None, dry_run=False):
+    def restore(self, rel, at=None, dry_run=False, before_write=None):
         """Make `rel` (a file, a folder, or "." for everything) what it was at `at`.
 
-        -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run."""
+        -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run;
+        before_write(version), if given, is called before the first write, if any."""
         version = self.pick(self.versions(rel), rel, at)
         wanted = self.listing(version.rev, rel)
         if not wanted:
@@ -172,6 +152,8 @@ class History:
             raise HistoryError("%s is not synced (DVCS metadata, editor junk, ignorepath or "
                                ".gitignore): restore leaves it alone" % printable(rel))
         rewind = Rewind(self, version.rev, rel, wanted, ignore)
+        if before_write is not None:
+            rewind.before_write = lambda: before_write(version)
         try:
             changes = rewind.run(dry_run)
         except guarded.Refused as e:  # before anything was written
@@ -277,10 +259,10 @@ def summary(changes):
 
 
 def restore_note(rel, version):
-    """The line the restore's commit message carries (one printable line, NOTE_MAX at most)."""
+    """The line the restore's commit message carries (one printable line, TEXT_MAX at most)."""
     tail = " as it was at %s (%s)" % (cli.show_time(version.time), version.rev[:12])
     name = "the whole folder" if rel == "." else printable(rel)
-    room = NOTE_MAX - len("restore of ") - len(tail)
+    room = TEXT_MAX - len("restore of ") - len(tail)
     if len(name) > room:
         name = name[:room - 3] + "..."
     return "restore of %s%s" % (name, tail)
@@ -289,17 +271,22 @@ def restore_note(rel, version):
 def ask_daemon(cfg, request, timeout=600.0):
     """Send one request to the folder's daemon -> its reply, or None when none runs."""
     try:
-        conn = connect(cfg.socket)
+        return ask(cfg.socket, dict(request, timeout=timeout), timeout=timeout + 5)
     except NoDaemon:
         return None
     except Untrusted as e:
         raise HistoryError(str(e)) from None
-    try:
-        return conn.request(dict(request, timeout=timeout), timeout=timeout + 5)
     except (OSError, ValueError) as e:
         return {"ok": False, "error": "talking to the daemon failed: %s" % e}
-    finally:
-        conn.close()
+
+
+def note_first(cfg, note, paths):
+    """Hand the daemon the note of a change about to be written: it goes on the commit
+    of that change, whichever comes first, the watcher's batch or the sync after.
+    -> the note still to send with that sync (no daemon, or one that does not know
+    the note request), else None."""
+    reply = ask_daemon(cfg, {"cmd": "note", "note": note, "paths": paths}, timeout=10.0)
+    return None if reply is not None and reply.get("ok") else note
 
 
 def commit_first(cfg, done):
@@ -326,7 +313,11 @@ def rewind(cfg, history, rel, at, dry_run):
         # the last one made, even one the daemon had not committed yet. With no
         # daemon, only what is exactly in the newest commit is written over.
         commit_first(cfg, "restored")
-    version, changes, failed = history.restore(rel, at, dry_run)
+    owed = []  # the note, if the daemon could not take it before the writes
+
+    def hand_note(version):
+        owed.append(note_first(cfg, restore_note(rel, version), [rel]))
+    version, changes, failed = history.restore(rel, at, dry_run, before_write=hand_note)
     kept = [c for c in changes if c.action in KEPT]
     changes = [c for c in changes if c.action not in KEPT]
     held = sum(c.action == "changed" for c in kept)
@@ -354,11 +345,12 @@ def rewind(cfg, history, rel, at, dry_run):
               % (name, when, but, summary(changes)))
         return code
     print("%s is as it was at %s%s: %s" % (name, when, but, summary(changes)))
-    reply = ask_daemon(cfg, {"cmd": "sync", "note": restore_note(rel, version)})
+    owed = [n for n in owed if n]
+    reply = ask_daemon(cfg, dict({"cmd": "sync"}, **({"note": owed[0]} if owed else {})))
     if reply is None:
         print("no dvcs-autosync runs for %s: the restore is committed and synced when it "
               "starts" % cfg.path)
-    elif reply.get("committed"):
+    elif reply.get("committed") or reply.get("noted"):
         print("committed%s" % (" and pushed" if reply.get("pushed") else
                                ", not pushed yet: %s" % reply.get("error")))
     elif reply.get("ok"):
@@ -395,12 +387,35 @@ def parse(argv):
     return p.parse_args(argv)
 
 
+def relative(folder, path):
+    """PATH as given on the command line -> the path relative to `folder` ("." for it),
+    for `log`, `restore` and `conflicts --keep`; HistoryError if it is not inside.
+
+    A relative PATH is taken from the current folder inside the synced folder, and
+    from the synced folder elsewhere (as the mass-delete warning's command names it)."""
+    if not os.path.isabs(path) and _outside(folder, os.getcwd()):
+        rel = os.path.normpath(path)
+        if rel != ".." and not rel.startswith("../"):
+            return rel
+    for norm in (os.path.abspath, os.path.realpath):
+        rel = os.path.relpath(norm(path), norm(folder))
+        if rel != ".." and not rel.startswith("../"):
+            return rel
+    raise HistoryError("%s is not inside the synced folder %s" % (path, folder))
+
+
+def _outside(folder, here):
+    rels = [os.path.relpath(norm(here), norm(folder))
+            for norm in (os.path.abspath, os.path.realpath)]
+    return all(rel == ".." or rel.startswith("../") for rel in rels)
+
+
 def main(argv):
     args = parse(argv)
     cfg = cli.load(args.config)
     try:
         history = History(cfg)
-        rel = history.relative(args.path) if args.path else "."
+        rel = relative(cfg.path, args.path) if args.path else "."
         if args.command == "log":
             versions = history.versions(rel)
             if not versions:

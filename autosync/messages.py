@@ -29,7 +29,9 @@ MESSAGE_LINES = 200  # files named in one commit message; the rest are counted
 SUMMARY = re.compile(r"autosync on (?P<host>[^\s:]+): (?P<summary>.*)")
 # The last " (autosync on ...)" of a line: the user's text may hold brackets too.
 DESCRIBED = re.compile(r"(?P<text>.*) \((?P<head>autosync on [^\s:]+: .*)\)")
-TEXT_MAX = 300  # characters of one description
+# Characters of one line that a user or a tool puts in a commit message: a description,
+# a sync's or a restore's note (committer, history, settle all use this one).
+TEXT_MAX = 300
 
 
 def printable(path):

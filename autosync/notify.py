@@ -13,7 +13,7 @@ from autosync import __version__, cli, config, problems
 from autosync.messages import check_text
 from autosync.pause import parse_duration
 from autosync.paths import find_socket, runtime_dir
-from autosync.protocol import NoDaemon, ProtocolError, Untrusted, connect
+from autosync.protocol import NoDaemon, ProtocolError, Untrusted, ask
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
 
@@ -91,11 +91,7 @@ def all_status(as_json):
     replies = []
     for path in every_socket():
         try:
-            conn = connect(path)
-            try:
-                reply = conn.request({"cmd": "status"}, timeout=10)
-            finally:
-                conn.close()
+            reply = ask(path, {"cmd": "status"}, timeout=10)
         except (NoDaemon, Untrusted, OSError, ValueError, ProtocolError):
             continue  # a socket left by a daemon that is gone, or not ours
         if reply.get("ok"):
@@ -191,8 +187,7 @@ def main(argv=None):
         print("autosync-notify %s: %s" % (args.message, e), file=sys.stderr)
         return EXIT_USAGE
     try:
-        conn = connect(path)
-        reply = conn.request(request, timeout=args.timeout + 5)
+        reply = ask(path, request, timeout=args.timeout + 5)
     except NoDaemon as e:
         print("autosync-notify: %s" % e, file=sys.stderr)
         return EXIT_NO_DAEMON

@@ -16,9 +16,11 @@ import threading
 log = logging.getLogger("autosync.protocol")
 
 # The vocabulary, each word described in docs/protocol.md (a test keeps them equal).
-# What a client may ask the committer:
-REQUESTS = ("status", "batch", "sync", "pull", "pushed", "link", "subscribe", "pause", "resume",
-            "describe")
+# What a client may ask the committer (its table of handlers is checked against this):
+REQUESTS = ("status", "batch", "sync", "note", "pull", "pushed", "link", "watch", "subscribe",
+            "pause", "resume", "describe")
+# Why the watcher asks for a rescan (a batch's `reason`):
+RESCANS = ("start", "committer-restarted", "drained", "overflow", "folder-back")
 # What the committer tells its subscribers:
 EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
           "failed", "recovered", "mass-delete", "stopping", "paused", "resumed", "link",
@@ -160,6 +162,27 @@ def connect(path, timeout=5.0):
     return Connection(sock)
 
 
+def ask(path, request, timeout=10.0, connect_timeout=5.0):
+    """One request to this user's daemon at `path` on a connection of its own, closed
+    after -> its reply. NoDaemon or Untrusted as connect() raises them; ProtocolError,
+    OSError or ValueError when the talk fails."""
+    conn = connect(path, timeout=connect_timeout)
+    try:
+        return conn.request(request, timeout=timeout)
+    finally:
+        conn.close()
+
+
+def answers(path, timeout=1.0):
+    """Does this user's daemon answer at `path`? False when nobody listens; Untrusted
+    when what listens (or the folder) is not this user's."""
+    try:
+        connect(path, timeout=timeout).close()
+        return True
+    except NoDaemon:
+        return False
+
+
 def _private_dir(path):
     """Create the socket's directory 0700, and refuse one that others could enter."""
     os.makedirs(path, mode=0o700, exist_ok=True)
@@ -192,12 +215,12 @@ class Server:
         if not os.path.exists(self.path):
             return
         try:
-            connect(self.path, timeout=1.0).close()
-        except NoDaemon:
-            os.unlink(self.path)  # left behind by a daemon that died
-            return
+            taken = answers(self.path)
         except Untrusted as e:
             raise OSError(errno.EPERM, str(e)) from None
+        if not taken:
+            os.unlink(self.path)  # left behind by a daemon that died
+            return
         raise OSError(errno.EADDRINUSE, "another daemon is already listening on %s" % self.path)
 
     def serve_forever(self):

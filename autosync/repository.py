@@ -3,28 +3,18 @@
 Runs the configured command strings (any DVCS) plus the few git-only
 safeguards (conflicts.py, recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
-an object with these methods (tests pass a fake one):
-
-    state(name)                        what the repository is doing now
-    status(**fields)                   fields of the status that changed
-    failed(op, error, retry=None, quiet=False)
-                                       op failed; retry "commit", "pull" or "push" later;
-                                       quiet: already said, only look again later
-    succeeded(op)                      op worked: its backoff starts afresh
-    look_again(seconds)                a commit may be possible later (a rebase ends)
-    committed(message, listed)         a commit was made; listed: the files it records
-    pulled(ok)                         a pull ended
-    event(name, **fields)              something subscribers should hear of
-    last_error()                       the last failure said, for a request's reply
+a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
 import logging
 import os
 import re
 import time
+import typing
 
 from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
                       hgmerge, massdelete, recovery)
 from autosync.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.copies import copy_name, read_copy_name, told
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.staging import Staging, expand_moves
 
@@ -37,6 +27,38 @@ PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote h
 LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
 CONFLICTS_KEPT = 100  # conflict copies listed in the status
 SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
+
+
+class Report(typing.Protocol):
+    """What the repository tells whoever decides when (the committer)."""
+
+    def state(self, name):
+        """What the repository is doing now (protocol.STATES)."""
+
+    def status(self, **fields):
+        """Fields of the status that changed."""
+
+    def failed(self, op, error, retry=None, quiet=False):
+        """op failed; retry "commit", "pull" or "push" later; quiet: already said,
+        only look again later."""
+
+    def succeeded(self, op):
+        """op worked: its backoff starts afresh."""
+
+    def look_again(self, seconds):
+        """A commit may be possible later (a rebase ends)."""
+
+    def committed(self, message, listed):
+        """A commit was made; listed: the files it records."""
+
+    def pulled(self, ok):
+        """A pull ended."""
+
+    def event(self, name, **fields):
+        """Something subscribers should hear of (protocol.EVENTS)."""
+
+    def last_error(self):
+        """The last failure said, for a request's reply."""
 
 
 class Repository:
@@ -180,7 +202,7 @@ class Repository:
         if not self.held_back(held):
             self.report.succeeded("commit")
         self.report.committed(message, listed)
-        if any(conflicts.read_copy_name(c["path"]) or conflicts.read_copy_name(c.get("src", ""))
+        if any(read_copy_name(c["path"]) or read_copy_name(c.get("src", ""))
                for c in listed):
             self.count_conflicts()  # a copy made, settled or removed
         notice = massdelete.notice(self.cfg, self.gitdir, listed, before)
@@ -272,18 +294,25 @@ class Repository:
             self.report.failed("merge", e, retry="commit")
             return False
         self.report.succeeded("merge")
-        self.report.committed(message, [{"action": "added", "path": c["copy"]} for c in copies])
         self.merged = self.head()
-        self.announce(copies)
+        self.merge_committed(copies, made=True)
         return True
 
+    def merge_committed(self, copies, beside=(), made=False):
+        """A merge that kept both versions was committed (`made`: by this daemon, even
+        without a copy): told as a commit that adds the copies; then each copy announced,
+        with `beside` (copies of files changed here while the pull ran)."""
+        if copies or made:
+            self.report.committed(merge_message(self.host, copies),
+                                  [{"action": "added", "path": c["copy"]} for c in copies])
+        self.announce(list(copies) + list(beside))
+
     def announce(self, copies):
-        """Each conflict copy told once: a `conflict` event, the log (git's
-        conflicts.resolve and gitpull say it already), and the status."""
+        """Each conflict copy told once: a `conflict` event, the log (git's merges
+        said it already, through copies.keep_both), and the status."""
         for c in copies:
             if not self.gitdir:
-                log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
-                            c["path"], c["host"], c["copy"])
+                told(c)
                 self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
             self.report.event("conflict", **c)
         self.count_conflicts()
@@ -292,7 +321,7 @@ class Repository:
         """The status lists the conflict copies the folder holds now (git: the tracked
         ones, read from the index; another DVCS: those made by this daemon)."""
         if self.gitdir:
-            found = [c.copy for c in map(conflicts.read_copy_name,
+            found = [c.copy for c in map(read_copy_name,
                                          gitrepo.tracked_files(self.folder)) if c]
             self.conflicts = found[-CONFLICTS_KEPT:]
         self.report.status(conflicts=list(self.conflicts))
@@ -388,7 +417,7 @@ class Repository:
                                                  oid.decode().strip(), check=False) is not None
 
         def copy(path):
-            return conflicts.copy_name(path, self.host, time.time(),
+            return copy_name(path, self.host, time.time(),
                                        lambda name: not os.path.lexists(name))
         # A copy is a conflict copy by name: the rescan commits it, status counts it.
         return recovery.leftover_writes(self.folder, in_history, copy)
@@ -408,11 +437,7 @@ class Repository:
         # An empty remote is where every sync begins: waited on, not a failure.
         self.report.status(waiting="the remote is empty: waiting for the first change"
                            if result.get("empty") else None)
-        if result["merged"]:
-            self.report.committed(merge_message(self.host, result["merged"]),
-                                  [{"action": "added", "path": c["copy"]}
-                                   for c in result["merged"]])
-        self.announce(result["merged"] + result["beside"])
+        self.merge_committed(result["merged"], result["beside"])
         self.report.succeeded("pull")
         return True
 
@@ -439,11 +464,7 @@ class Repository:
                 return self.finish_merge()
             if error is None:
                 # A pullcmd's helper (autosync-hgmerge) that merged and kept both versions.
-                copies = hgmerge.reported(output)
-                if copies:
-                    self.report.committed(merge_message(self.host, copies),
-                                          [{"action": "added", "path": c["copy"]} for c in copies])
-                    self.announce(copies)
+                self.merge_committed(hgmerge.reported(output))
                 self.report.succeeded("pull")
                 return True
             # Local changes the merge would overwrite: commit them and try once more.

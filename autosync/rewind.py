@@ -111,6 +111,8 @@ class Rewind:
         expect = self.history.expect(rev, path, listed[path])
         return expect if self.writer.holds(path, expect) else None
 
+    before_write = None  # called once the plan writes anything, before the first write
+
     def run(self, dry_run):
         self.check_way()
         now = self.present()
@@ -139,6 +141,8 @@ class Rewind:
                 changes.append(Change("removed", path))
                 removals.append((path, expect))
             if not dry_run:
+                if (writes or removals) and self.before_write is not None:
+                    self.before_write()  # planned: something is written within milliseconds
                 kept = self.apply(removals, writes)
                 changes = [Change("changed", c.path) if c.path in kept else c for c in changes]
         finally:

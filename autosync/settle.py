@@ -1,9 +1,9 @@
 """dvcs-autosync conflicts: the conflict copies in the folder, and settling one.
 
 A merge that kept both versions of a file left the other one beside it as
-`name (conflict from HOST YYYY-MM-DD HHMMSS).ext` (conflicts.copy_name,
+`name (conflict from HOST YYYY-MM-DD HHMMSS).ext` (copies.copy_name,
 docs/conflicts.md): HOST made the version in the copy, at that time. This
-module lists those copies (conflicts.find_copies) and settles one: `--keep
+module lists those copies (copies.find_copies) and settles one: `--keep
 mine` keeps the version this machine made, `--keep theirs` the other one; the
 version kept ends at the path, the copy goes, and the version dropped stays
 in history. The running daemon commits first (or nothing is settled) and
@@ -16,11 +16,10 @@ import os
 import sys
 
 from autosync import cli, guarded
-from autosync.conflicts import find_copies
-from autosync.history import History, HistoryError, ask_daemon, commit_first
-from autosync.messages import printable
-
-NOTE_MAX = 300  # characters of a sync request's note (committer.NOTE_MAX)
+from autosync.copies import find_copies
+from autosync.history import (History, HistoryError, ask_daemon, commit_first, note_first,
+                              relative)
+from autosync.messages import TEXT_MAX, printable
 
 
 def mine_is_copy(copy, host):
@@ -45,11 +44,11 @@ def pick(copies, rel):
 
 
 def note(copy, keep):
-    """The line the settling commit's message carries (one printable line, NOTE_MAX at most)."""
+    """The line the settling commit's message carries (one printable line, TEXT_MAX at most)."""
     head = "conflict settled: kept %s version of " % ("my" if keep == "mine" else "their")
     name = printable(copy.path)
-    if len(head) + len(name) > NOTE_MAX:
-        name = name[:NOTE_MAX - len(head) - 3] + "..."
+    if len(head) + len(name) > TEXT_MAX:
+        name = name[:TEXT_MAX - len(head) - 3] + "..."
     return head + name
 
 
@@ -132,8 +131,9 @@ def keep_one(cfg, rel, keep):
     if commit_first(cfg, "settled") is None:
         raise HistoryError("no dvcs-autosync runs for %s: start it first, so that both "
                            "versions are in history before one goes" % cfg.path)
+    owed = note_first(cfg, note(copy, keep), [copy.path, copy.copy])
     print(settle(cfg, history, copy, keep))
-    reply = ask_daemon(cfg, {"cmd": "sync", "note": note(copy, keep)})
+    reply = ask_daemon(cfg, dict({"cmd": "sync"}, **({"note": owed} if owed else {})))
     if reply is None or not reply.get("ok"):
         print("the daemon did not commit it yet: %s" % (
             "it is not running" if reply is None else reply.get("error")), file=sys.stderr)
@@ -179,7 +179,7 @@ def main(argv):
         if not args.keep:
             listing(cfg)
             return 0
-        return keep_one(cfg, History(cfg).relative(args.path), args.keep)
+        return keep_one(cfg, relative(cfg.path, args.path), args.keep)
     except (HistoryError, guarded.Refused) as e:
         print("dvcs-autosync conflicts: %s" % e, file=sys.stderr)
         return 1

@@ -16,7 +16,8 @@ import sys
 import time
 
 from autosync import cli, config, ini
-from autosync.protocol import NoDaemon, Untrusted, connect
+from autosync import protocol
+from autosync.protocol import Untrusted
 from autosync.retry import Backoff
 
 log = logging.getLogger("autosync")
@@ -208,21 +209,19 @@ def wait_for_socket(path, committer, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and committer.proc.poll() is None:
         try:
-            connect(path, timeout=1.0).close()
-            return True
-        except NoDaemon:
-            time.sleep(0.05)
+            if protocol.answers(path):
+                return True
         except Untrusted as e:
             log.error("%s", e)
             return False
+        time.sleep(0.05)
     return False
 
 
 def answers(path):
     try:
-        connect(path, timeout=1.0).close()
-        return True
-    except (NoDaemon, Untrusted):
+        return protocol.answers(path)
+    except Untrusted:
         return False
 
 

@@ -19,7 +19,7 @@ import sys
 import threading
 
 from autosync import cli, client, commands, protocol, traystate
-from autosync.conflicts import find_copies
+from autosync.copies import find_copies
 from autosync.history import History, HistoryError
 from autosync.retry import one_line
 from autosync.describer import Describer
@@ -119,11 +119,9 @@ class Tray:
     def _fetch_status(self):
         """Right after each subscription: the committer's status, afresh."""
         try:
-            conn = protocol.connect(self.cfg.socket, timeout=client.CONNECT_TIMEOUT)
-            try:
-                reply = conn.request({"cmd": "status"}, timeout=client.CONNECT_TIMEOUT)
-            finally:
-                conn.close()
+            reply = protocol.ask(self.cfg.socket, {"cmd": "status"},
+                                 timeout=client.CONNECT_TIMEOUT,
+                                 connect_timeout=client.CONNECT_TIMEOUT)
         except client.FAILURES as e:
             log.info("no status from the committer: %s", one_line(e))
             return

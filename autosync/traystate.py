@@ -9,8 +9,8 @@ import collections
 import os
 import time
 
-from autosync.conflicts import read_copy_name
-from autosync.messages import SUMMARY
+from autosync.copies import read_copy_name
+from autosync.messages import SUMMARY, split_subject
 
 # state -> (icon name from the freedesktop icon theme, StatusNotifierItem Status)
 LOOKS = {
@@ -32,9 +32,11 @@ def clock(stamp):
 
 
 def summary(message):
-    """`autosync on HOST: 2 added` (or a hand-made subject) -> `HOST: 2 added`."""
-    first = message.strip().split("\n")[0]
-    found = SUMMARY.fullmatch(first.strip())
+    """`autosync on HOST: 2 added` (or a hand-made subject) -> `HOST: 2 added`; a
+    described commit's subject, `TEXT (autosync on HOST: 2 added)`, read by
+    messages.split_subject, the same."""
+    first = split_subject(message.strip().split("\n")[0])[1]
+    found = SUMMARY.fullmatch(first)
     return "%s: %s" % (found.group("host"), found.group("summary")) if found else first
 
 

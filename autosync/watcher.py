@@ -156,9 +156,13 @@ class Watcher:
                 batch.opened_new(rel)
 
     def send(self, changes, rescan=False):
+        """rescan: False, or why the committer should rescan (a protocol.RESCANS word)."""
         if not changes and not rescan:
             return
-        reply = self.request({"cmd": "batch", "changes": changes, "rescan": rescan})
+        message = {"cmd": "batch", "changes": changes, "rescan": bool(rescan)}
+        if rescan:
+            message["reason"] = rescan
+        reply = self.request(message)
         if not reply.get("ok"):
             log.error("the committer refused a batch: %s", reply.get("error"))
 
@@ -178,7 +182,7 @@ class Watcher:
                 log.warning("the committer went away (%s): reconnecting to send again", e)
                 # What happened while nobody listened is found by a rescan.
                 if message.get("cmd") == "batch":
-                    message = dict(message, rescan=True)
+                    message = dict(message, rescan=True, reason="committer-restarted")
 
     def connect(self):
         """A connection for requests, waiting for a committer that is (re)starting."""
@@ -220,7 +224,7 @@ class Watcher:
                 # A restarted committer: a pull that began may never say it
                 # finished, and what happened meanwhile is found by a rescan.
                 self.pull_batch = None
-                self.send([], rescan=True)
+                self.send([], rescan="committer-restarted")
             self.subscribed_before = True
             return
         name = event.get("event")
@@ -245,12 +249,12 @@ class Watcher:
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send([c for c in changes if c["path"] not in batch.writing])
             elif self.batch.writing:
-                self.batch.rescan = True  # below: once the writers closed their files
+                self.batch.rescan = "drained"  # below: once the writers closed their files
             else:
                 # conservative: what we threw away may hold a local edit made the
                 # instant a pulled file appeared. A rescan asked for now runs after
                 # every event thrown away, so it finds that edit.
-                self.send([], rescan=True)
+                self.send([], rescan="drained")
 
     def drain(self):
         self.inotify.drain()
@@ -443,7 +447,7 @@ class Watcher:
         log.warning("the synced folder %s is back: watching it again, and rescanning",
                     self.root)
         self.request({"cmd": "watch", "folder": None})
-        self.send([], rescan=True)
+        self.send([], rescan="folder-back")
 
 
 def _identity(path):

@@ -281,7 +281,7 @@ class FakeRepository:
             self.count = 0  # as git counts: the upstream has it all now
         return self.push_ok
 
-    def pull(self, commit_after=True):
+    def pull(self):
         self.calls.append("pull")
         self.report.pulled(self.pull_ok)
         return {"ok": self.pull_ok, "pulled": self.pull_ok}
@@ -300,19 +300,47 @@ class FakeRepository:
         return self.rev
 
 
+NOT_GIVEN = object()
+
+
 class Reports:
-    """The committer's side of repository.py's `report`: records every report."""
+    """repository.Report, recorded: every report as (name, args, kwargs). Only the
+    Report's methods exist (a misspelt report fails); test_repository checks that
+    they are the Protocol's, with its signatures."""
 
     def __init__(self):
         self.calls = []
         self.fields = {}
 
-    def __getattr__(self, name):
-        def record(*args, **kwargs):
-            self.calls.append((name, args, kwargs))
-            if name == "status":
-                self.fields.update(kwargs)
-        return record
+    def record(self, name, *args, **kwargs):
+        self.calls.append((name, args, kwargs))
+
+    def state(self, name):
+        self.record("state", name)
+
+    def status(self, **fields):
+        self.record("status", **fields)
+        self.fields.update(fields)
+
+    def failed(self, op, error, retry=NOT_GIVEN, quiet=NOT_GIVEN):  # recorded as called
+        options = {"retry": retry, "quiet": quiet}
+        self.record("failed", op, error,
+                    **{k: v for k, v in options.items() if v is not NOT_GIVEN})
+
+    def succeeded(self, op):
+        self.record("succeeded", op)
+
+    def look_again(self, seconds):
+        self.record("look_again", seconds)
+
+    def committed(self, message, listed):
+        self.record("committed", message, listed)
+
+    def pulled(self, ok):
+        self.record("pulled", ok)
+
+    def event(self, name, **fields):
+        self.record("event", name, **fields)
 
     def named(self, name):
         return [(args, kwargs) for n, args, kwargs in self.calls if n == name]

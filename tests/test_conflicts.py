@@ -159,38 +159,6 @@ def test_both_sides_pick_the_same_winner(tmp_path, remote):
     assert results[0] == results[1]  # same content at the path, same host in the copy name
 
 
-# --- conflict copies' names read back (dvcs-autosync conflicts, the tray) ---------------
-
-WHEN = time.mktime((2026, 12, 3, 10, 15, 2, 0, 0, -1))
-
-
-@pytest.mark.parametrize("path, host", [
-    ("notes.txt", "laptop"), ("doc/plan.md", "desk"), (".bashrc", "a"), ("Makefile", "b"),
-    ("a (conflict from x 2026-01-01 000000).txt", "y"), ("pics/my photo.jpeg", "both sides")])
-def test_copy_names_are_read_back(path, host):
-    name = conflicts.copy_name(path, host, WHEN, lambda n: True)
-    assert conflicts.read_copy_name(name) == conflicts.Copy(name, path, host, WHEN)
-    taken = {name}
-    second = conflicts.copy_name(path, host, WHEN, lambda n: n not in taken)
-    assert second != name
-    assert conflicts.read_copy_name(second) == conflicts.Copy(second, path, host, WHEN)
-
-
-@pytest.mark.parametrize("name", ["notes.txt", "a (conflict from x).txt",
-                                  "a (conflict from x 2026-13-01 000000).txt",
-                                  "a (conflicts from x 2026-01-01 000000).txt"])
-def test_other_names_are_not_copies(name):
-    assert conflicts.read_copy_name(name) is None
-
-
-def test_find_copies_skips_metadata(tmp_path):
-    copies = [conflicts.copy_name("f.txt", "x", WHEN + i, lambda n: True) for i in (0, 1)]
-    for rel in copies + [".git/" + copies[0], "g.txt"]:
-        os.makedirs(os.path.dirname(str(tmp_path / rel)), exist_ok=True)
-        (tmp_path / rel).write_text("x")
-    assert [c.copy for c in conflicts.find_copies(str(tmp_path))] == sorted(copies)
-
-
 def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
     """Before the first commit there is no HEAD to compare with: nothing to put back, and
     no `git diff HEAD` error at every start."""
@@ -199,13 +167,3 @@ def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
     with open(os.path.join(folder, "f.txt"), "w") as f:
         f.write(">>>>>>> " + "a" * 40 + "\n")
     assert conflicts.undo_killed_pull(folder) == []
-
-
-def test_a_copy_of_a_copy_of_a_long_name_fits_the_file_system(tmp_path):
-    long = "é" * 100 + ".txt"  # 204 bytes
-    first = conflicts.copy_name(long, "laptop", 1700000000, lambda n: True)
-    second = conflicts.copy_name(first, "desktop", 1700000100, lambda n: True)
-    for name in (first, second):
-        assert len(os.fsencode(name)) <= 255
-        (tmp_path / name).write_bytes(b"x")  # the file system takes it
-    assert second.endswith(").txt") and "conflict from desktop" in second

@@ -6,28 +6,14 @@ import pytest
 
 from autosync.committer import Committer
 from fakes import FakeRepository, FakeServer, config
-from test_committer import committer  # noqa: F401 (a fixture)
-
-
-def asked(committer, message, kind):
-    """handle(message) in a thread while the worker takes one step; -> its reply."""
-    replies = []
-    asker = threading.Thread(target=lambda: replies.append(committer.handle(message, None)))
-    asker.start()
-    for _ in range(500):
-        if committer.wanted[kind] > committer.done[kind]:
-            break
-        time.sleep(0.01)
-    committer.step()
-    asker.join(5)
-    return replies[0]
+from test_committer import asked, committer  # noqa: F401 (a fixture)
 
 
 def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_up(committer):
-    committer.state("idle")  # started
+    committer.status.state("idle")  # started
     reply = committer.handle({"cmd": "pause"}, None)
     assert reply["ok"] and reply["paused"]["until"] is None
-    assert committer.status_fields["state"] == "paused"
+    assert committer.status["state"] == "paused"
     assert committer.handle({"cmd": "status"}, None)["status"]["paused"] == reply["paused"]
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     assert committer.handle({"cmd": "pull"}, None) == {
@@ -35,20 +21,20 @@ def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_u
     assert committer.handle({"cmd": "pushed", "url": "x"}, None)["ok"]
     refused = committer.handle({"cmd": "sync"}, None)
     assert not refused["ok"] and "autosync-notify resume" in refused["error"]
-    committer.push_at = 0.0  # even a push that is due waits
+    committer.schedule.push_at = 0.0  # even a push that is due waits
     committer.step()  # the worker only learns when to wake next: never
-    assert not committer._has_work() and committer._sleep_time() is None
+    assert not committer.has_work() and committer.sleep_time() is None
     committer.step()
     assert committer.repo.calls == []
     assert committer.handle({"cmd": "resume"}, None) == {"ok": True, "resumed": True}
-    assert committer._has_work()
+    assert committer.has_work()
     committer.step()
     # The pull owed first, then one commit of everything (a rescan), then the push.
     assert committer.repo.calls[:3] == ["pull", ("commit", ["a"], True), "push"]
     assert committer.repo.notes == ["changes made while paused"]
     assert [e["event"] for e in committer.server.published if e["event"] in
             ("paused", "resumed")] == ["paused", "resumed"]
-    assert committer.status_fields["state"] == "idle" and committer.status_fields["paused"] is None
+    assert committer.status["state"] == "idle" and committer.status["paused"] is None
     assert committer.handle({"cmd": "resume"}, None) == {"ok": True, "resumed": False}
 
 
@@ -56,12 +42,12 @@ def test_a_pause_runs_out_by_itself(committer):
     committer.handle({"cmd": "pause", "seconds": 0.2}, None)
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     committer.step()
-    assert 0 < committer._sleep_time() <= 0.2 and not committer._has_work()
+    assert 0 < committer.sleep_time() <= 0.2 and not committer.has_work()
     time.sleep(0.25)
-    assert committer._has_work()
+    assert committer.has_work()
     committer.step()
     assert ("commit", ["a"], True) in committer.repo.calls
-    assert committer.server.events("resumed") and committer.status_fields["paused"] is None
+    assert committer.server.events("resumed") and committer.status["paused"] is None
     # No news owed and syncmethod none without a timer: no pull on resume.
     assert "pull" not in committer.repo.calls
 
@@ -71,15 +57,15 @@ def test_a_pause_outlives_the_committer_and_so_does_a_pull_owed(tmp_path):
     first = Committer(cfg, server=FakeServer, repository=FakeRepository)
     first.handle({"cmd": "pause", "seconds": 3600}, None)
     first.handle({"cmd": "pushed"}, None)
-    since = first.status_fields["paused"]["since"]
+    since = first.status["paused"]["since"]
     again = Committer(cfg, server=FakeServer, repository=FakeRepository)
-    assert again.status_fields["paused"]["since"] == since
+    assert again.status["paused"]["since"] == since
     again.startup()  # repairs, and nothing else
-    assert again.repo.calls == ["recover"] and again.status_fields["state"] == "paused"
+    assert again.repo.calls == ["recover"] and again.status["state"] == "paused"
     again.handle({"cmd": "resume"}, None)
     again.step()
     assert again.repo.calls[1:] == ["pull", ("commit", [], True), "push"]
-    assert Committer(cfg, server=FakeServer, repository=FakeRepository).status_fields[
+    assert Committer(cfg, server=FakeServer, repository=FakeRepository).status[
         "paused"] is None
 
 
@@ -87,7 +73,7 @@ def test_a_pause_outlives_the_committer_and_so_does_a_pull_owed(tmp_path):
 def test_a_bad_pause_is_refused(committer, seconds):
     reply = committer.handle({"cmd": "pause", "seconds": seconds}, None)
     assert not reply["ok"] and "seconds" in reply["error"]
-    assert committer.status_fields["paused"] is None
+    assert committer.status["paused"] is None
 
 
 def test_a_description_goes_to_the_next_commit_when_the_last_is_pushed(committer):
@@ -98,7 +84,7 @@ def test_a_description_goes_to_the_next_commit_when_the_last_is_pushed(committer
         == {"ok": True, "to": "next"}
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "b"}]}, None)
     committer.step()
-    assert committer.status_fields["last_commit"]["message"] == \
+    assert committer.status["last_commit"]["message"] == \
         "Holiday photos (autosync on testhost: 1 added)"
     assert not any(call[0] == "amend" for call in committer.repo.calls if type(call) is tuple)
 
@@ -108,11 +94,11 @@ def test_a_description_rewords_the_last_commit_while_it_is_not_pushed(tmp_path):
                   server=FakeServer, repository=FakeRepository)
     c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     c.step()
-    rev = c.own_last["rev"]
+    rev = c.descriptions.own_last["rev"]
     assert asked(c, {"cmd": "describe", "text": "Tax forms"}, "describe") == {
         "ok": True, "to": "last", "rev": "amended"}
     assert c.repo.calls[-1] == ("amend", "Tax forms (autosync on testhost: 1 added)", rev)
-    assert c.status_fields["last_commit"]["message"].startswith("Tax forms (")
+    assert c.status["last_commit"]["message"].startswith("Tax forms (")
     c.handle({"cmd": "pause"}, None)  # rewording is committing: paused, it waits
     assert c.handle({"cmd": "describe", "text": "later"}, None) == {"ok": True, "to": "next"}
     for bad in ("", "   ", "bell\x07", "x" * 301, 5):
@@ -123,7 +109,7 @@ def test_the_running_worker_wakes_when_a_pause_runs_out(committer):
     worker = threading.Thread(target=committer.run, daemon=True)
     worker.start()
     for _ in range(500):
-        if committer.status_fields["state"] == "idle":
+        if committer.status["state"] == "idle":
             break
         time.sleep(0.01)
     committer.handle({"cmd": "pause", "seconds": 0.3}, None)  # while it waits for ever
@@ -131,7 +117,7 @@ def test_the_running_worker_wakes_when_a_pause_runs_out(committer):
     time.sleep(0.1)
     assert ("commit", ["a"], False) not in committer.repo.calls
     for _ in range(300):
-        if committer.server.events("resumed") and committer.status_fields["unpushed"] == 0 \
+        if committer.server.events("resumed") and committer.status["unpushed"] == 0 \
                 and len(committer.repo.calls) > 3:
             break
         time.sleep(0.01)

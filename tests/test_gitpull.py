@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from autosync import gitpull, gitrepo
-from autosync.conflicts import read_copy_name
+from autosync.copies import read_copy_name
 from autosync.guarded import Writer
 from conftest import Remote, git, wait_until
 

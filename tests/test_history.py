@@ -190,7 +190,7 @@ def test_restore_note_is_one_short_printable_line():
     note = history.restore_note("photos", version)
     assert note.startswith("restore of photos as it was at ") and note.endswith("(abababababab)")
     long = history.restore_note("x/" * 400 + "new\nline", version)
-    assert long.isprintable() and len(long) <= history.NOTE_MAX
+    assert long.isprintable() and len(long) <= history.TEXT_MAX
     assert history.restore_note(".", version).startswith("restore of the whole folder as it")
 
 
@@ -286,7 +286,9 @@ def restore(machine, *args):
 
 def one_restore_commit(a, remote, before, what):
     """The restore arrived as exactly one commit, pushed, saying what and from when."""
-    time.sleep(1)  # the watcher's own batch of the restored files, if it made one
+    # A batch of the restored files made by the watcher, first or late, carries the note
+    # too (the note request, before the writes); waited for so that an extra commit shows.
+    time.sleep(1)
     settle(a, remote)
     assert remote.commit_count() == before + 1, remote.log("-3", "--format=%B")
     message = remote.log("-1", "--format=%B")

@@ -201,3 +201,16 @@ def test_a_client_quiet_between_requests_is_kept_a_half_sent_line_is_not(server,
     time.sleep(1.0)
     assert quiet.request({"cmd": "after a quiet while"}, timeout=5)["ok"]
     quiet.close()
+
+
+def test_ask_and_answers_are_the_one_shot_request_and_the_probe(server, tmp_path):
+    """Every program that asks the committer once (history, settle, describer, tray,
+    notify) or probes it (cli.trust, the supervisor, Server's stale check) uses these."""
+    from autosync import protocol
+    assert protocol.answers(server.path)
+    reply = protocol.ask(server.path, {"cmd": "status"})
+    assert reply["ok"]
+    missing = str(tmp_path / "run" / "nobody.sock")
+    assert not protocol.answers(missing)
+    with pytest.raises(protocol.NoDaemon):
+        protocol.ask(missing, {"cmd": "status"})

@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from autosync import client, conflicts, protocol
+from autosync import client, protocol
+from autosync.copies import COPY_NAME
 from autosync.config import load
 from autosync.retry import Backoff
 from conftest import git, wait_until
@@ -332,7 +333,7 @@ def conflict_copies(remote):
     added = git("--git-dir", remote.path, "log", "-m", "--diff-filter=A", "--name-only", "-z",
                 "--format=", "main")
     return sorted({n for n in os.fsdecode(added).split("\0")
-                   if n and conflicts.COPY_NAME.match(os.path.basename(n.strip()))})
+                   if n and COPY_NAME.match(os.path.basename(n.strip()))})
 
 
 def same_and_unmarked(ms):

@@ -5,72 +5,95 @@ import time
 
 import pytest
 
-from autosync.committer import backoffs
-from autosync.reports import BACKOFF_MAX, Reports
+from autosync.everyday import Descriptions
+from autosync.reports import BACKOFF_MAX, Reports, Schedule, Status
 from fakes import FakeServer, config
 
 
-class Host(Reports):
-    """The attributes Reports uses from committer.Committer, nothing else."""
+class Host:
+    """The committer's parts that reports.Reports speaks to, and nothing else."""
 
     def __init__(self, tmp_path, **settings):
-        self.cfg = config(tmp_path, **settings)
-        self.cond = threading.Condition()
-        self.status_fields = {"state": "idle", "last_error": None, "last_commit": None,
-                              "failing": {},
-                              "last_pull": None, "unpushed": 0}
-        self.backoff = backoffs()
-        self.retry_at = {"commit": None, "pull": None}
-        self.push_at = self.next_timer_pull = self.next_safety_pull = self.own_last = None
+        cfg = config(tmp_path, **settings)
+        cond = threading.Condition(threading.RLock())
         self.server = FakeServer(str(tmp_path / "s"), None)
-        self.repo = type("Repo", (), {"head": lambda self: "abc123", "unpushed": lambda self: None,
-                                      "upstream": lambda self: None})()
+        self.status = Status(cond, self.server.publish, state="idle")
+        self.schedule = Schedule(cfg, cond)
+        self.descriptions = Descriptions(cond, self.status)
+        self.reports = Reports(cfg, cond, self.status, self.schedule, self.descriptions)
+        self.reports.repo = type("Repo", (), {"head": lambda self: "abc123",
+                                              "unpushed": lambda self: None,
+                                              "upstream": lambda self: None})()
 
 
 def test_a_commit_is_counted_timed_for_its_push_and_published(tmp_path):
     h = Host(tmp_path, pushdelay=0.0)
     before = time.monotonic()
-    h.committed("autosync on testhost: 1 added\n\nadded: a", [{"action": "added", "path": "a"}])
-    assert h.status_fields["unpushed"] == 1 and before <= h.push_at <= time.monotonic()
-    assert h.status_fields["last_commit"]["message"] == "autosync on testhost: 1 added"
-    assert h.own_last["rev"] == "abc123"
+    h.reports.committed("autosync on testhost: 1 added\n\nadded: a", [{"action": "added", "path": "a"}])
+    assert h.status["unpushed"] == 1 and before <= h.schedule.push_at <= time.monotonic()
+    assert h.status["last_commit"]["message"] == "autosync on testhost: 1 added"
+    assert h.descriptions.own_last["rev"] == "abc123"
     (event,) = h.server.events("committed")
     assert event["count"] == 1 and event["host"] == "testhost"
 
 
 def test_failures_set_the_next_try_with_growing_waits_and_success_resets_them(tmp_path):
     h = Host(tmp_path, pushdelay=0.0)
-    h.failed("pull", "remote away", retry="pull")
-    first = h.retry_at["pull"] - time.monotonic()
-    h.failed("pull", "remote away", retry="pull")
-    second = h.retry_at["pull"] - time.monotonic()
+    h.reports.failed("pull", "remote away", retry="pull")
+    first = h.schedule.retry_at["pull"] - time.monotonic()
+    h.reports.failed("pull", "remote away", retry="pull")
+    second = h.schedule.retry_at["pull"] - time.monotonic()
     assert 0 < first < second <= BACKOFF_MAX
-    assert h.status_fields["last_error"] == "pull: remote away"
+    assert h.status["last_error"] == "pull: remote away"
     # Said once while it fails in the same words; kept in `failing` until it works.
     assert [e["op"] for e in h.server.events("failed")] == ["pull"]
-    assert h.status_fields["failing"] == {"pull": "pull: remote away"}
-    h.failed("pull", "refused", retry="pull")  # other words: said
+    assert h.status["failing"] == {"pull": "pull: remote away"}
+    h.reports.failed("pull", "refused", retry="pull")  # other words: said
     assert len(h.server.events("failed")) == 2
-    h.succeeded("pull")
-    assert h.status_fields["failing"] == {}
+    h.reports.succeeded("pull")
+    assert h.status["failing"] == {}
     assert [e["op"] for e in h.server.events("recovered")] == ["pull"]
-    h.succeeded("pull")  # working on: no second word
+    h.reports.succeeded("pull")  # working on: no second word
     assert len(h.server.events("recovered")) == 1
-    h.failed("pull", "again", retry="pull", quiet=True)  # said once already: no event
-    assert h.retry_at["pull"] - time.monotonic() <= 2.0  # the first wait again (2 s, jittered)
+    h.reports.failed("pull", "again", retry="pull", quiet=True)  # said once already: no event
+    assert h.schedule.retry_at["pull"] - time.monotonic() <= 2.0  # the first wait again (2 s, jittered)
     assert len(h.server.events("failed")) == 2
-    h.failed("push", "remote away", retry="push")
-    assert h.push_at > time.monotonic()
+    h.reports.failed("push", "remote away", retry="push")
+    assert h.schedule.push_at > time.monotonic()
 
 
 def test_a_pull_sets_the_timer_and_sends_what_waits(tmp_path):
     h = Host(tmp_path, pullinterval=300.0)
-    h.status_fields["unpushed"] = 1
-    h.pulled(True)
-    assert h.status_fields["last_pull"]["ok"] is True
-    assert h.next_timer_pull - time.monotonic() == pytest.approx(300, abs=1)
-    assert h.push_at <= time.monotonic()  # a merge waits to go out too
-    with pytest.raises(AssertionError):
-        h.state("dreaming")  # only protocol.STATES
-    with pytest.raises(AssertionError):
-        h.event("gossip")  # only protocol.EVENTS
+    h.status.update(unpushed=1)
+    h.reports.pulled(True)
+    assert h.status["last_pull"]["ok"] is True
+    assert h.schedule.next_timer_pull - time.monotonic() == pytest.approx(300, abs=1)
+    assert h.schedule.push_at <= time.monotonic()  # a merge waits to go out too
+    with pytest.raises(ValueError):
+        h.reports.state("dreaming")  # only protocol.STATES
+    with pytest.raises(ValueError):
+        h.reports.event("gossip")  # only protocol.EVENTS
+
+
+def test_every_status_field_the_code_sets_is_in_the_schema():
+    """The status' schema (reports.FIELDS) holds every field that the repository and
+    the committer's parts set, read from their source; a field set nowhere else is
+    refused at once (Status.update)."""
+    import os
+    import re
+    from autosync.reports import ABSENT, FIELDS
+    from conftest import ROOT
+    set_here = set()
+    for name in os.listdir(os.path.join(ROOT, "autosync")):
+        if name.endswith(".py"):
+            with open(os.path.join(ROOT, "autosync", name)) as f:
+                text = f.read()
+            for call in re.findall(r"(?:report|status|reports)\.(?:status|update)\(([^()]*)\)",
+                                   text):
+                set_here.update(re.findall(r"(?:^|[\s,(])([a-z_]+)=", call))
+    assert set_here and set_here <= set(FIELDS), set_here - set(FIELDS)
+    assert "mass_delete" in set_here and FIELDS["mass_delete"] is ABSENT
+    status = Status(threading.RLock(), lambda fields: None)
+    assert "mass_delete" not in status.snapshot()  # absent until one happens
+    status.update(mass_delete={"count": 30})
+    assert status.snapshot()["mass_delete"] == {"count": 30}

@@ -235,3 +235,36 @@ def test_a_file_made_between_add_and_status_is_no_commit_failure(repo):
     assert not reports.named("failed") and not reports.named("committed")
     assert r.commit([{"action": "added", "path": "late.txt"}])  # its batch
     assert reports.named("committed")
+
+
+def report_methods(cls):
+    import inspect
+    return {name: [(p.name, p.kind) for p in inspect.signature(f).parameters.values()]
+            for name, f in inspect.getmembers(cls, inspect.isfunction)
+            if not name.startswith("_")}
+
+
+def test_the_committer_and_the_fake_answer_exactly_the_report_interface():
+    """repository.Report is written once; reports.Reports (the committer's) has each of
+    its methods with its parameters, and fakes.Reports has those and no others (a
+    misspelt report call fails in every unit test)."""
+    from autosync.reports import Reports as CommitterReports
+    from autosync.repository import Report
+    interface = report_methods(Report)
+    assert set(interface) == {"state", "status", "failed", "succeeded", "look_again",
+                              "committed", "pulled", "event", "last_error"}
+    committer = report_methods(CommitterReports)
+    fake = report_methods(Reports)
+    for name, parameters in interface.items():
+        assert committer[name] == parameters, name
+        assert fake[name] == parameters, name
+    assert set(fake) - set(interface) <= {"record", "named"}
+    with pytest.raises(AttributeError):
+        Reports().faild("push", "x")
+
+
+def test_the_fake_repository_has_the_repository_s_signatures():
+    from fakes import FakeRepository
+    real, fake = report_methods(Repository), report_methods(FakeRepository)
+    for name in set(real) & set(fake):
+        assert fake[name] == real[name], name

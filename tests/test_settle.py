@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from autosync import conflicts, guarded, settle
+from autosync import copies, guarded, settle
 from autosync.history import HistoryError
 from conftest import git, tree
 from test_conflicts import committed, cut_off, reconnect, share, sync_both
@@ -18,21 +18,21 @@ STAMP = time.mktime((2026, 12, 3, 10, 15, 2, 0, 0, -1))
 
 
 def test_pick_wants_one_copy(tmp_path):
-    copies = [conflicts.read_copy_name(conflicts.copy_name("f.txt", "x", STAMP + i,
-                                                           lambda n: True)) for i in (0, 1)]
-    assert settle.pick(copies, copies[1].copy) == copies[1]
+    found = [copies.read_copy_name(copies.copy_name("f.txt", "x", STAMP + i, lambda n: True))
+             for i in (0, 1)]
+    assert settle.pick(found, found[1].copy) == found[1]
     with pytest.raises(HistoryError, match="has 2 conflict copies: name the copy"):
-        settle.pick(copies, "f.txt")
+        settle.pick(found, "f.txt")
     with pytest.raises(HistoryError, match="g.txt has no conflict copy"):
-        settle.pick(copies, "g.txt")
-    assert settle.pick(copies[:1], "f.txt") == copies[0]
+        settle.pick(found, "g.txt")
+    assert settle.pick(found[:1], "f.txt") == found[0]
 
 
 def test_note_is_one_bounded_line():
-    copy = conflicts.Copy("c", "x" * 400 + "\n", "h", STAMP)
+    copy = copies.Copy("c", "x" * 400 + "\n", "h", STAMP)
     text = settle.note(copy, "theirs")
     assert text.startswith("conflict settled: kept their version of ")
-    assert len(text) <= settle.NOTE_MAX and text.isprintable()
+    assert len(text) <= settle.TEXT_MAX and text.isprintable()
 
 
 def conflicts_cmd(machine, *args):
@@ -44,7 +44,7 @@ def conflicts_cmd(machine, *args):
 def test_without_a_daemon_nothing_is_settled(tmp_path):
     folder = tmp_path / "f"
     git("init", "-q", str(folder))
-    copy = conflicts.copy_name("a.txt", "x", STAMP, lambda n: True)
+    copy = copies.copy_name("a.txt", "x", STAMP, lambda n: True)
     (folder / "a.txt").write_text("mine\n")
     (folder / copy).write_text("theirs\n")
     cfgfile = tmp_path / "c.autosync"
@@ -118,7 +118,7 @@ def test_list_and_settle_both_ways_after_a_real_conflict(machines, remote):
 
 def conflicted(a, remote):
     """a.txt (this machine's version) and a copy of it from hostb (the other's), committed."""
-    copy = conflicts.copy_name("a.txt", "hostb", STAMP, lambda n: True)
+    copy = copies.copy_name("a.txt", "hostb", STAMP, lambda n: True)
     write(a, "a.txt", b"mine\n")
     write(a, copy, b"theirs\n")
     settled(a, remote)
@@ -172,3 +172,18 @@ def test_a_write_while_settling_is_kept(machines, remote, monkeypatch, capsys):
     monkeypatch.setattr(guarded.Writer, "checked", None)
     assert settle.main(["conflicts", "--keep", "theirs", "a.txt", "--config", a.config]) == 0
     assert a.read("a.txt") == b"theirs\n" and a.read(copy) is None
+
+
+def test_a_path_is_resolved_without_the_history_commands(tmp_path, monkeypatch):
+    """history.relative needs only the folder (conflicts --keep and restore name a path
+    the same way), not a History with logcmd and listcmd."""
+    from autosync.history import relative
+    folder = str(tmp_path / "sync")
+    os.makedirs(os.path.join(folder, "sub"))
+    monkeypatch.chdir(os.path.join(folder, "sub"))
+    assert relative(folder, "a.txt") == "sub/a.txt"
+    assert relative(folder, folder) == "."
+    monkeypatch.chdir(str(tmp_path))
+    assert relative(folder, "photos/a.jpg") == "photos/a.jpg"  # from the folder, elsewhere
+    with pytest.raises(HistoryError, match="not inside the synced folder"):
+        relative(folder, "../x")

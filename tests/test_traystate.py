@@ -25,6 +25,9 @@ def test_every_state_has_an_icon_and_a_status():
 def test_summary_reads_the_daemons_subject_and_keeps_others():
     assert summary("autosync on laptop: 2 added, 1 moved\n\nadded: a") == "laptop: 2 added, 1 moved"
     assert summary("fixed the index by hand") == "fixed the index by hand"
+    # A described commit (messages.split_subject): its summary, not the raw subject.
+    assert summary("Holiday photos (autosync on laptop: 1 added)\n\nadded: a") == \
+        "laptop: 1 added"
 
 
 @pytest.mark.parametrize("status, state, words", [

@@ -200,6 +200,18 @@ def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
         assert sent == [] and watcher.batch.rescan
 
 
+def test_the_rescan_after_a_pull_says_why(watcher):
+    """The empty batch after a pull is told apart from a start or a restarted committer:
+    its reason is "drained" (protocol.RESCANS)."""
+    from autosync.batch import Batch
+    watcher.cfg.pulllock = "conservative"
+    sent = []
+    watcher.request = lambda message: sent.append(message) or {"ok": True}
+    watcher.pull_batch = Batch()
+    watcher.on_committer_event({"event": "pull-finished"})
+    assert sent == [{"cmd": "batch", "changes": [], "rescan": True, "reason": "drained"}]
+
+
 # --- the synced folder itself moved, replaced, taken away (issue 18, item 2) -------------
 
 RAW = ("-unknown-path", "<Watch wd=", "pyinotify")
