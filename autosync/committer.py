@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, problems, wakeup
+from autosync import cli, maintenance, problems, wakeup
 from autosync.everyday import Everyday
 from autosync.reports import BACKOFF_MAX, Reports
 from autosync.messages import ACTIONS
@@ -116,6 +116,7 @@ class Committer(Reports, Everyday):
                               "link": "down" if cfg.syncmethod in LINKED else None}
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
+        self.upkeep = maintenance.Upkeep(self)  # maintenancecmd, between the worker's steps
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -250,10 +251,13 @@ class Committer(Reports, Everyday):
         self.startup()
         while True:
             with self.cond:
-                self.cond.wait_for(self._has_work, timeout=self._sleep_time())
+                self.cond.wait_for(self._has_work,
+                                   timeout=self.upkeep.timeout(self._sleep_time()))
                 if self.stopping and (not self.pending or self.paused.active()):
                     break  # pending changes while paused: the rescan on resume finds them
+                worked = self._has_work()
             self.step()
+            self.upkeep.tick(worked)  # in this thread: never beside a commit, push or pull
         self.state("stopped")
 
     def startup(self):

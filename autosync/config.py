@@ -77,6 +77,8 @@ KEYS = {
         "describecmd": Key("string", "", "a command, or off",
                            "`%s` when zenity is installed, else off" % ZENITY),
         "tray": Key("boolean", False, "yes or no"),
+        # The repository's upkeep (maintenancecmd), at most this often (maintenance.py).
+        "maintenanceinterval": Key("seconds", 3600.0, SECONDS + " (0: never)"),
     },
     # The git defaults; none reads git's (translatable) output. "" means "do not run".
     "dvcs": {
@@ -105,6 +107,9 @@ KEYS = {
         # remote moves; at most one %s, the remote's path. "": made from the remote's URL.
         "watchcmd": Key("string", "", "a command of one line with at most one %s (the "
                         "remote's path)", WATCHCMD_DERIVED),
+        # The repository's upkeep, run by the committer between its commands, at most
+        # every maintenanceinterval ("": never; maintenance.py).
+        "maintenancecmd": _command("git maintenance run --auto --quiet", 0),
     },
     "xmpp": {
         "username": Key("string", "", ADDRESS, "(required for XMPP)"),
@@ -171,6 +176,7 @@ class Config:
     socket: str = _A["socket"]
     notifylevel: str = _A["notifylevel"]
     tray: bool = _A["tray"]
+    maintenanceinterval: float = _A["maintenanceinterval"]
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     describecmd: str = _A["describecmd"]
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
@@ -376,6 +382,7 @@ def _build(file, values, known, warnings):
                                                                         a["readfrequency"] or 0),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"], safetypull=a["safetypull"],
         notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
+        maintenanceinterval=a["maintenanceinterval"],
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"
         else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),

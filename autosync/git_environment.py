@@ -28,6 +28,10 @@ SETTINGS = (
     ("commit.verbose", "false", "commits are made with -m and no editor"),
     ("log.showSignature", "false", "history (logcmd) is parsed; signature checks would "
                                    "interleave their text"),
+    ("maintenance.auto", "false", "git's own upkeep after a commit or fetch would run "
+                                  "beside the daemon's next command; the daemon runs "
+                                  "maintenancecmd itself, between its commands"),
+    ("gc.autoDetach", "false", "that upkeep ends before the daemon's next command starts"),
     ("color.ui", "never", "output is parsed, never shown on a terminal"),
 ) + tuple(("color.%s" % what, "never", "the same, where a command has its own colour key")
           for what in ("diff", "status", "branch", "grep", "decorate", "showBranch",
