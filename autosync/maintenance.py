@@ -18,12 +18,13 @@ runs `maintenancecmd` itself:
 `maintenancecmd` is a command string like the others: a Mercurial user or anyone
 with their own upkeep sets theirs; empty (or maintenanceinterval = 0) turns it off.
 A failure is logged once until it works again, and said in `status`; it stops
-nothing. After each run the history's size is measured again (sizes.py).
+nothing. The history's size shown in `status` (sizes.py) is measured here too:
+in idle time, at most once a minute after work, and after each maintenance.
 """
 import logging
 import time
 
-from autosync import commands
+from autosync import commands, sizes
 
 log = logging.getLogger("autosync.maintenance")
 
@@ -49,6 +50,11 @@ class Upkeep:
         self.next_at = clock() + self.interval if self.on else None
         self.failing = False
         self.runs = 0
+        # The history's size (sizes.py): measured at the first idle moment, then after
+        # work at most every MEASURE_EVERY seconds, and after each maintenance.
+        self.measure_sizes = bool(getattr(cfg, "path", None))
+        self.stale = True
+        self.measured_at = None
 
     def due_at(self):
         """When the next run may start (monotonic), None when never."""
@@ -56,13 +62,31 @@ class Upkeep:
             return None
         return max(self.next_at, self.last_work + self.quiet)
 
+    def measure_at(self):
+        """When the history's size is to be measured again (monotonic), None if not."""
+        if not self.measure_sizes or not self.stale:
+            return None
+        return self.clock() if self.measured_at is None else \
+            self.measured_at + sizes.MEASURE_EVERY
+
     def timeout(self, sleep):
         """The worker's wait: `sleep` (its own, None for ever), shortened to the upkeep's."""
-        due = self.due_at()
-        if due is None:
+        dues = [d for d in (self.due_at(), self.measure_at()) if d is not None]
+        if not dues:
             return sleep
-        left = max(0.0, due - self.clock())
+        left = max(0.0, min(dues) - self.clock())
         return left if sleep is None else min(sleep, left)
+
+    def measure(self):
+        """The history's size into the committer's status (field `history`)."""
+        c = self.committer
+        self.measured_at, self.stale = self.clock(), False
+        found = sizes.measure(c.cfg.path)
+        if found is None:
+            self.measure_sizes = False  # no git: nothing to show, never again
+            return
+        with c.cond:
+            c.status_fields["history"] = found
 
     def tick(self, worked):
         """After a step of the worker: `worked` whether it had anything to do. Runs the
@@ -70,7 +94,11 @@ class Upkeep:
         now = self.clock()
         if worked:
             self.last_work = now
+            self.stale = True
             return False
+        measure = self.measure_at()
+        if measure is not None and now >= measure:
+            self.measure()
         due = self.due_at()
         c = self.committer
         if due is None or now < due:
@@ -111,6 +139,5 @@ class Upkeep:
         with c.cond:
             c.status_fields["maintenance"] = {"last": ended, "took": round(ended - started, 3),
                                               "error": error}
-        refresh = getattr(c, "measure_sizes", None)
-        if refresh:
-            refresh()
+        if self.measure_sizes:
+            self.measure()  # what the upkeep freed

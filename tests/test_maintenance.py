@@ -44,6 +44,8 @@ class Worker:
 def test_the_upkeep_waits_for_its_interval_and_for_quiet():
     clock, worker = Clock(), Worker(600)
     upkeep = maintenance.Upkeep(worker, clock)
+    assert upkeep.timeout(None) == 0  # the history's size, at the first idle moment
+    assert not upkeep.tick(False)  # (/ is no git repository: never measured again)
     assert upkeep.timeout(None) == 600 and upkeep.timeout(5.0) == 5.0
     clock.now += 599
     assert not upkeep.tick(False)
@@ -74,6 +76,7 @@ def test_the_upkeep_does_not_run_while_paused_or_with_work_waiting():
 def test_no_command_or_no_interval_is_off():
     for worker in (Worker(600, ""), Worker(0)):
         upkeep = maintenance.Upkeep(worker, Clock())
+        upkeep.tick(False)  # the size: / is no git repository
         assert upkeep.timeout(None) is None and upkeep.timeout(3.0) == 3.0
         assert not upkeep.tick(False)
 
