@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, maintenance, problems, wakeup
+from autosync import cli, largefiles, maintenance, problems, wakeup
 from autosync.everyday import Everyday
 from autosync.reports import BACKOFF_MAX, Reports
 from autosync.messages import ACTIONS
@@ -117,6 +117,7 @@ class Committer(Reports, Everyday):
         self.server = server(cfg.socket, self.handle)
         self.repo = repository(cfg, self)
         self.upkeep = maintenance.Upkeep(self)  # maintenancecmd, between the worker's steps
+        largefiles.apply(cfg, log)  # the largefiles key: git-annex takes files above it
 
     # --- requests, on socket threads -------------------------------------------------
 

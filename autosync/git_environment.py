@@ -71,6 +71,17 @@ VARIABLES = {
 _excludes = None
 
 
+# annex.largefiles for the daemon's commands (the `largefiles` key); None when not set.
+_largefiles = None
+
+
+def use_largefiles(rule):
+    """From now on git-annex, under every git command this process runs, takes files
+    matching `rule` (annex.largefiles; None: the repository's own setting)."""
+    global _largefiles
+    _largefiles = rule
+
+
 def use_excludes(path):
     """From now on every git command this process runs reads `path` as core.excludesFile."""
     global _excludes
@@ -83,6 +94,8 @@ def variables(env):
     settings = [(key, value) for key, value, _ in SETTINGS]
     if _excludes:
         settings.append(("core.excludesFile", _excludes))
+    if _largefiles:
+        settings.append(("annex.largefiles", _largefiles))
     try:
         count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
     except ValueError:
