@@ -49,13 +49,13 @@ def promisor(folder):
     """The remote a thin machine fetches missing contents from; None for a full clone."""
     # `clone --filter` marks the remote (remote.NAME.promisor); an older git, or a
     # `fetch --filter` in a full clone, names it in extensions.partialClone.
-    proc = _git(folder, "config", "--bool", "--get-regexp",
+    proc = _git(folder, "config", "--get-regexp",
                 r"^(extensions\.partialclone|remote\..*\.promisor)$")
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         key, _, value = line.partition(" ")
         if key == "extensions.partialclone":
             return value.strip() or None
-        if value.strip() == "true":
+        if value.strip().lower() in ("true", "yes", "on", "1", ""):  # "": `promisor` alone
             return key[len("remote."):-len(".promisor")]
     return None
 

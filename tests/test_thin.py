@@ -214,3 +214,13 @@ def test_missing_finds_what_a_thin_machine_lacks_without_fetching(tmp_path, thin
     assert thin.bring(m.path, []) == 0
     with pytest.raises(thin.Unreachable):
         thin.bring(m.path, [old])
+
+
+def test_the_promisor_remote_is_found_however_git_named_it(tmp_path, thin_remote):
+    m = thin_machine(tmp_path, thin_remote)
+    git("config", "remote.origin.promisor", "yes", cwd=m.path)
+    assert thin.promisor(m.path) == "origin"
+    git("config", "--unset", "remote.origin.promisor", cwd=m.path)
+    assert thin.promisor(m.path) is None
+    git("config", "extensions.partialClone", "origin", cwd=m.path)  # an older git's way
+    assert thin.promisor(m.path) == "origin"
