@@ -66,7 +66,8 @@ class Upkeep:
         """When the history's size is to be measured again (monotonic), None if not."""
         if not self.measure_sizes or not self.stale:
             return None
-        return self.clock() if self.measured_at is None else \
+        # (never measured: due since always; not clock(), which the next call passes)
+        return float("-inf") if self.measured_at is None else \
             self.measured_at + sizes.MEASURE_EVERY
 
     def timeout(self, sleep):

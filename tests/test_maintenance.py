@@ -58,6 +58,25 @@ def test_the_upkeep_waits_for_its_interval_and_for_quiet():
     assert upkeep.timeout(None) == 600  # the next one an interval later
 
 
+class Ticking(Clock):
+    """A clock that moves on at every reading, as time.monotonic does."""
+
+    def __call__(self):
+        self.now += 0.001
+        return self.now
+
+
+def test_what_is_due_is_done_at_once_with_a_moving_clock():
+    """A deadline read as "now" is passed by the next reading: the worker must not
+    wait 0 s for ever (it did: 100 % CPU while idle)."""
+    clock, worker = Ticking(), Worker(600)
+    worker.cfg.path = os.getcwd()
+    upkeep = maintenance.Upkeep(worker, clock)
+    assert upkeep.timeout(None) == 0
+    upkeep.tick(False)
+    assert upkeep.timeout(None) > 500
+
+
 def test_the_upkeep_does_not_run_while_paused_or_with_work_waiting():
     clock, worker = Clock(), Worker(10)
     upkeep = maintenance.Upkeep(worker, clock)

@@ -1,12 +1,19 @@
 """The history's size in `status` (issue 21, item 3): measured with git count-objects,
 here and on a remote that is a path on this machine, in the committer's idle time."""
 import os
+import time
 
 import pytest
 
 from autosync import sizes
 from conftest import Machine, git, wait_until
 from test_thin import ThinRemote, thin_machine
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_human_sizes():
@@ -63,6 +70,11 @@ def test_status_shows_the_history_size_and_it_follows_commits(tmp_path, remote):
     try:
         a.start()
         first = wait_until(lambda: a.status().get("history"), 30, 0.2, "a first measurement")
+        # Idle is idle: the committer's worker does not spin on a deadline it passed.
+        committer = a.children()["committer"]
+        before = cpu_seconds(committer)
+        time.sleep(2)
+        assert cpu_seconds(committer) - before < 0.3
         assert first["remote"] and first["here"] and not first["thin"]
         text = a.notify("status").stdout
         assert "history:     %s here, %s on the remote" % (
