@@ -224,3 +224,19 @@ def test_the_promisor_remote_is_found_however_git_named_it(tmp_path, thin_remote
     assert thin.promisor(m.path) is None
     git("config", "extensions.partialClone", "origin", cwd=m.path)  # an older git's way
     assert thin.promisor(m.path) == "origin"
+
+
+def test_a_folder_of_files_joins_thin(tmp_path, thin_remote):
+    """init --thin on a folder of files: they are committed and merged with the remote's
+    (gitpull.py on a partial clone: the contents it writes come in one fetch)."""
+    m = Joined(tmp_path, "thin")
+    os.makedirs(os.path.join(m.path, "mine"))
+    with open(os.path.join(m.path, "mine", "a.txt"), "w") as f:
+        f.write("mine\n")
+    out = ok(m.init(thin_remote, "--thin"))
+    assert "joined" in out and "thin: the current files only" in out
+    files = tree(m)
+    assert files["mine/a.txt"] == b"mine\n" and files["notes.txt"] == b"notes, version 3\n"
+    assert blob(m.path, thin_remote.revs[0], "notes.txt") in missing_blobs(m.path)
+    assert b"mine/a.txt" in git("--git-dir", thin_remote.path, "ls-tree", "-r",
+                                "--name-only", "main")
