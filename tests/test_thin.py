@@ -240,3 +240,27 @@ def test_a_folder_of_files_joins_thin(tmp_path, thin_remote):
     assert blob(m.path, thin_remote.revs[0], "notes.txt") in missing_blobs(m.path)
     assert b"mine/a.txt" in git("--git-dir", thin_remote.path, "ls-tree", "-r",
                                 "--name-only", "main")
+
+
+def test_a_conflict_on_a_thin_machine_keeps_both_versions(tmp_path, thin_remote):
+    """Both machines changed notes.txt while apart: the merge needs the common version's
+    content, which the thin machine never had; it comes from the remote, both kept."""
+    m = thin_machine(tmp_path, thin_remote)
+    full = Machine(tmp_path, "full", thin_remote)
+    # The thin machine's own change (not pushed), then the other machine's, pushed.
+    with open(os.path.join(m.path, "notes.txt"), "w") as f:
+        f.write("notes, thin's version\n")
+    git("commit", "-q", "-am", "thin's edit", cwd=m.path)
+    with open(os.path.join(full.path, "notes.txt"), "w") as f:
+        f.write("notes, full's version\n")
+    git("commit", "-q", "-am", "full's edit", cwd=full.path)
+    git("push", "-q", cwd=full.path)
+    git("rm", "-q", "photos/p0.txt", cwd=m.path)  # a missing old blob in the base, too
+    git("commit", "-q", "-m", "thin removes p0", cwd=m.path)
+    result = gitpull.GitPull(m.path, os.path.join(m.path, ".git"), "thin", []).run()
+    assert result["merge"] and len(result["merged"]) == 1
+    copy = result["merged"][0]["copy"]
+    files = tree(m)
+    assert {files["notes.txt"], files[copy]} == {b"notes, thin's version\n",
+                                                 b"notes, full's version\n"}
+    assert "photos/p0.txt" not in files
