@@ -174,6 +174,17 @@ def test_the_daemons_pull_on_a_thin_machine_fetches_the_contents_in_one_go(tmp_p
                    if "fetch.negotiationAlgorithm=noop" in line]
         assert len(fetches) == 1, connections()[base:]
         assert all("autosync.committer" in line for line in fetches)
+        # The remote away: a pull fails in one line, said by name in status; nothing lost.
+        before = files(thin_m.path)
+        thin_remote.away()
+        said = thin_m.notify("pull", check=False)
+        assert said.returncode == 1
+        status = thin_m.status()
+        assert status["headline"].startswith("NOT syncing: pull: ")
+        assert "\n" not in status["headline"]
+        assert [p["name"] for p in status["problems"]] == ["pull"]
+        assert files(thin_m.path) == before
+        thin_remote.back()
         assert not missing_blobs(thin_m.path) & {blob(thin_m.path, "HEAD", "new/f0.txt")}
     finally:
         thin_m.stop()
