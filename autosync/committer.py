@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from autosync import cli, problems, wakeup
+from autosync import cli, largefiles, maintenance, problems, wakeup
 from autosync.everyday import Descriptions, Pausing
 from autosync.reports import LINKED, Reports, Schedule, Status
 from autosync.messages import ACTIONS, TEXT_MAX
@@ -145,6 +145,8 @@ class Committer:
             "resume": self.pausing.resume_request, "describe": self.describe_request,
             "note": self.note_request,
         }
+        self.upkeep = maintenance.Upkeep(self)  # maintenancecmd, between the worker's steps
+        largefiles.apply(cfg, log)  # the largefiles key: git-annex takes files above it
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -307,10 +309,13 @@ class Committer:
         self.startup()
         while True:
             with self.cond:
-                self.cond.wait_for(self.has_work, timeout=self.sleep_time())
+                self.cond.wait_for(self.has_work,
+                                   timeout=self.upkeep.timeout(self.sleep_time()))
                 if self.stopping and (not self.pending or self.pausing.active()):
                     break  # pending changes while paused: the rescan on resume finds them
+                worked = self.has_work()
             self.step()
+            self.upkeep.tick(worked)  # in this thread: never beside a commit, push or pull
         self.status.state("stopped")
 
     def startup(self):

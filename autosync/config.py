@@ -24,7 +24,7 @@ import typing
 from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
-from autosync import ini
+from autosync import ini, largefiles
 from autosync.ini import ConfigError
 from autosync.paths import find_marker, socket_for
 
@@ -77,6 +77,11 @@ KEYS = {
         "describecmd": Key("string", "", "a command, or off",
                            "`%s` when zenity is installed, else off" % ZENITY),
         "tray": Key("boolean", False, "yes or no"),
+        # The repository's upkeep (maintenancecmd), at most this often (maintenance.py).
+        "maintenanceinterval": Key("seconds", 3600.0, SECONDS + " (0: never)"),
+        # Files above this size go to git-annex (largefiles.py); "": off.
+        "largefiles": Key("size_or_off", "", "a size such as 10mb (kb, mb, gb), or nothing "
+                          "(off)"),
     },
     # The git defaults; none reads git's (translatable) output. "" means "do not run".
     "dvcs": {
@@ -105,6 +110,9 @@ KEYS = {
         # remote moves; at most one %s, the remote's path. "": made from the remote's URL.
         "watchcmd": Key("string", "", "a command of one line with at most one %s (the "
                         "remote's path)", WATCHCMD_DERIVED),
+        # The repository's upkeep, run by the committer between its commands, at most
+        # every maintenanceinterval ("": never; maintenance.py).
+        "maintenancecmd": _command("git maintenance run --auto --quiet", 0),
     },
     "xmpp": {
         "username": Key("string", "", ADDRESS, "(required for XMPP)"),
@@ -171,6 +179,8 @@ class Config:
     socket: str = _A["socket"]
     notifylevel: str = _A["notifylevel"]
     tray: bool = _A["tray"]
+    maintenanceinterval: float = _A["maintenanceinterval"]
+    largefiles: str = _A["largefiles"]  # git-annex's size text ("10mb"), "" off
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     describecmd: str = _A["describecmd"]
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
@@ -308,7 +318,8 @@ def _validate(file, known):
         spec.extend("%s = %s" % (k, key.check) for k, key in keys.items())
     values = ConfigObj(given, configspec=spec, interpolation=False)
     results = values.validate(Validator({"seconds": _seconds, "seconds_or_unset": _seconds_or_unset,
-                                          "fingerprint": fingerprint}),
+                                          "fingerprint": fingerprint,
+                                          "size_or_off": _size_or_off}),
                               preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
@@ -317,6 +328,14 @@ def _validate(file, known):
             if (name, k) in errors:
                 raise _bad(file, name, k, key.expected, known.get(name, {}).get(k))
     return values
+
+
+def _size_or_off(value):
+    """configobj check: a size for git-annex ("10mb"), or "" (off)."""
+    try:
+        return largefiles.parse_size(value)
+    except ValueError:
+        raise VdtValueError(value) from None
 
 
 def _seconds_or_unset(value):
@@ -376,6 +395,7 @@ def _build(file, values, known, warnings):
                                                                         a["readfrequency"] or 0),
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"], safetypull=a["safetypull"],
         notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
+        maintenanceinterval=a["maintenanceinterval"], largefiles=a["largefiles"],
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"
         else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),
@@ -387,6 +407,11 @@ def _build(file, values, known, warnings):
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         warnings.extend(_check_account(file, config))
+    if config.largefiles and largefiles.needs_annex_commands(config.commands):
+        raise _bad(file, "autosync", "largefiles", "nothing, since %s does not carry "
+                   "annexed content (use git-annex's: git annex sync ... --content; "
+                   "docs/examples/git-annex.autosync)"
+                   % largefiles.needs_annex_commands(config.commands), a["largefiles"])
     if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
         warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
                         % (file, config.syncmethod))

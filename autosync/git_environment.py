@@ -28,6 +28,10 @@ SETTINGS = (
     ("commit.verbose", "false", "commits are made with -m and no editor"),
     ("log.showSignature", "false", "history (logcmd) is parsed; signature checks would "
                                    "interleave their text"),
+    ("maintenance.auto", "false", "git's own upkeep after a commit or fetch would run "
+                                  "beside the daemon's next command; the daemon runs "
+                                  "maintenancecmd itself, between its commands"),
+    ("gc.autoDetach", "false", "that upkeep ends before the daemon's next command starts"),
     ("color.ui", "never", "output is parsed, never shown on a terminal"),
 ) + tuple(("color.%s" % what, "never", "the same, where a command has its own colour key")
           for what in ("diff", "status", "branch", "grep", "decorate", "showBranch",
@@ -67,6 +71,17 @@ VARIABLES = {
 _excludes = None
 
 
+# annex.largefiles for the daemon's commands (the `largefiles` key); None when not set.
+_largefiles = None
+
+
+def use_largefiles(rule):
+    """From now on git-annex, under every git command this process runs, takes files
+    matching `rule` (annex.largefiles; None: the repository's own setting)."""
+    global _largefiles
+    _largefiles = rule
+
+
 def use_excludes(path):
     """From now on every git command this process runs reads `path` as core.excludesFile."""
     global _excludes
@@ -79,6 +94,8 @@ def variables(env):
     settings = [(key, value) for key, value, _ in SETTINGS]
     if _excludes:
         settings.append(("core.excludesFile", _excludes))
+    if _largefiles:
+        settings.append(("annex.largefiles", _largefiles))
     try:
         count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
     except ValueError:

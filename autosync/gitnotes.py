@@ -19,6 +19,7 @@ DVCS is git; another DVCS's descriptions of pushed commits go on the next commit
 import logging
 import os
 
+from autosync import thin
 from autosync.gitrepo import git
 
 log = logging.getLogger("autosync.gitnotes")
@@ -72,6 +73,11 @@ def fetch(folder):
     theirs = git(folder, "rev-parse", "-q", "--verify", FETCHED, check=False)
     ours = git(folder, "rev-parse", "-q", "--verify", REF, check=False)
     if not theirs or theirs == ours:
+        return
+    try:  # a thin machine: the notes' texts now, so that `log` reads them offline
+        thin.bring_below(folder, [FETCHED], [REF] if ours else [], "the descriptions")
+    except thin.Unreachable as e:
+        log.warning("%s; they are merged at the next pull", e)
         return
     if not ours:
         git(folder, "update-ref", REF, theirs.strip().decode())

@@ -25,7 +25,7 @@ import os
 import shlex
 import subprocess
 
-from autosync import conflicts
+from autosync import conflicts, thin
 from autosync.copies import copy_name, keep_both
 from autosync.commands import SHELL_CHARS, Template, environment
 from autosync.gitrepo import git, hash_file
@@ -163,6 +163,10 @@ class GitPull:
                            data=os.fsencode(merge_message(self.host, copies))).stdout.decode().strip()
             merge = new
         entries = self.diff(head, tree)
+        try:  # a thin machine: every new content in one fetch, before anything is written
+            thin.bring(self.folder, [e.new for e in entries], "the pulled files' contents")
+        except thin.Unreachable as e:
+            raise PullFailed(str(e)) from None
         kept, beside = self.write(entries, theirs)
         self.move_index(entries)
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")

@@ -16,7 +16,7 @@ import re
 import sys
 import time
 
-from autosync import cli, commands, gitnotes, gitrepo, guarded
+from autosync import cli, commands, gitnotes, gitrepo, guarded, thin
 from autosync.ignore import Ignore
 from autosync.messages import TEXT_MAX, describe, printable, text_of
 from autosync.rewind import MODES, Rewind
@@ -142,7 +142,8 @@ class History:
         -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run;
         before_write(version), if given, is called before the first write, if any."""
         version = self.pick(self.versions(rel), rel, at)
-        wanted = self.listing(version.rev, rel)
+        entries = self.entries(version.rev, rel)
+        wanted = {path: entry[0] for path, entry in entries.items()}
         if not wanted:
             raise HistoryError("%s did not exist at %s %s (%s); pick an earlier version"
                                % (rel, version.rev[:12], cli.show_time(version.time),
@@ -151,6 +152,7 @@ class History:
         if rel != "." and ignore(rel):
             raise HistoryError("%s is not synced (DVCS metadata, editor junk, ignorepath or "
                                ".gitignore): restore leaves it alone" % printable(rel))
+        self.bring(version.rev, rel, entries, ignore)
         rewind = Rewind(self, version.rev, rel, wanted, ignore)
         if before_write is not None:
             rewind.before_write = lambda: before_write(version)
@@ -160,6 +162,20 @@ class History:
             raise HistoryError("cannot restore %s: %s" % (printable(rel), e)) from None
         failed = {path for path, _ in rewind.failed}
         return version, [c for c in changes if c.path not in failed], rewind.failed
+
+    def bring(self, rev, rel, entries, ignore):
+        """A thin machine (thin.py): the contents restore will read, fetched from the
+        remote in one go before anything is read or written; HistoryError in one line
+        when the remote cannot give them."""
+        if not self.is_git():
+            return
+        oids = [oid for path, (mode, oid) in entries.items() if oid and not ignore(path)]
+        try:
+            thin.bring(self.cfg.path, oids, "the versions of %s at %s" % (printable(rel),
+                                                                          rev[:12]))
+        except thin.Unreachable as e:
+            raise HistoryError("cannot restore %s: %s; nothing written" % (printable(rel), e)) \
+                from None
 
     def newest(self):
         """The newest revision of the folder (what the working tree was last committed as)."""

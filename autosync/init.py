@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from autosync import config, excludes, git_environment, gitpull, gitrepo, sshremote
+from autosync import config, excludes, git_environment, gitpull, gitrepo, sshremote, thin
 from autosync.commands import environment
 from autosync.config import Config, ConfigError
 from autosync.messages import commit_message
@@ -68,6 +68,10 @@ def parser():
                    help="the XMPP server, when it is not the account's domain on port 5222")
     p.add_argument("--service", action="store_true",
                    help="write the systemd user unit and enable it")
+    p.add_argument("--thin", action="store_true",
+                   help="keep the current files only: old versions stay on the remote and "
+                        "are fetched when log, restore or a conflict needs them (a partial "
+                        "clone, --filter=blob:none)")
     p.add_argument("--force", action="store_true",
                    help="replace an existing config file (and unit)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every command run")
@@ -143,6 +147,23 @@ def same_remote(url, remote):
     return a == b or strip(a) == strip(b)
 
 
+def serves_partial_clones(remote):
+    """Whether the remote's git answers a partial clone's filter (its uploadpack.allowFilter):
+    the `filter` of its protocol v2 `fetch` capability, read from a ls-remote's trace. A
+    server that does not would send every version of every file, with a warning only."""
+    proc = subprocess.run(["git", "-c", "protocol.version=2", "ls-remote", "--heads", remote],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE,
+                          env=environment({"GIT_TRACE_PACKET": "1"}))
+    for line in proc.stderr.decode("utf-8", "replace").splitlines():
+        # v2: "fetch=shallow ... filter"; v0 (an ssh server that drops GIT_PROTOCOL): the
+        # capabilities after the first ref's NUL, "\\0multi_ack ... filter ...".
+        match = re.search(r"< (?:fetch=|.*\\0)(.*)$", line)
+        if match and "filter" in match.group(1).split():
+            return True
+    return False
+
+
 def installed_program():
     """The absolute path of the dvcs-autosync that is running now (its launcher, the
     venv's, or the one on PATH), for the unit and the start command."""
@@ -187,7 +208,10 @@ class Init:
         elif mode == "join":
             self.join(empty)
         else:
-            say("%s is a clone of %s already: taken as it is." % (self.folder, self.remote))
+            say("%s is a clone of %s already: taken as it is%s." % (
+                self.folder, self.remote, " (--thin applies to new clones only: this one keeps "
+                "the history it has)" if self.args.thin and not thin.promisor(self.folder)
+                else ""))
         self.ensure_identity()
         if empty and mode != "take":
             self.first_commit()
@@ -263,6 +287,11 @@ class Init:
         except RuntimeError as e:
             raise Refused("cannot read the remote %s: %s; nothing touched" % (self.remote, e)) \
                 from None
+        if self.args.thin and not serves_partial_clones(self.remote):
+            where = self.remote.rpartition(":")[2] if "://" not in self.remote else "REPO"
+            raise Refused("--thin: the remote %s does not serve partial clones; on the server "
+                          "run git -C %s config uploadpack.allowFilter true (or leave out "
+                          "--thin); nothing touched" % (self.remote, shlex.quote(where)))
         return not out.strip()
 
     def check_watch(self):
@@ -358,8 +387,16 @@ class Init:
     def clone(self):
         parent = os.path.dirname(self.folder)
         os.makedirs(parent, exist_ok=True)
-        run_git(parent, "clone", "-q", "--", self.remote, self.folder)
-        say("Cloned %s into %s." % (self.remote, self.folder))
+        run_git(parent, "clone", "-q", *self.thin_options(), "--", self.remote, self.folder)
+        say("Cloned %s into %s%s." % (self.remote, self.folder, self.thin_words()))
+
+    def thin_options(self):
+        # --no-local: a clone from a local path copies the objects and ignores --filter.
+        return ["--filter=blob:none", "--no-local"] if self.args.thin else []
+
+    def thin_words(self):
+        return (", thin: the current files only; old versions are fetched from the remote "
+                "when log, restore or a conflict needs them") if self.args.thin else ""
 
     def join(self, empty):
         """The folder's files become a working tree of the remote, none lost."""
@@ -368,7 +405,8 @@ class Init:
         # while the remote is empty) and its upstream; only its .git is taken.
         temp = tempfile.mkdtemp(prefix=".autosync-init-", dir=self.folder)
         try:
-            run_git(temp, "clone", "-q", "--no-checkout", "--", self.remote, "repo")
+            run_git(temp, "clone", "-q", "--no-checkout", *self.thin_options(), "--",
+                    self.remote, "repo")
             os.rename(os.path.join(temp, "repo", ".git"), gitdir)
         finally:
             shutil.rmtree(temp, ignore_errors=True)
@@ -386,8 +424,9 @@ class Init:
             # Nothing committed yet: the folder is left as it was found.
             shutil.rmtree(gitdir, ignore_errors=True)
             raise
-        say("%s joined %s: %s." % (self.folder, self.remote,
-                                   "its files committed" if committed else "no files to commit"))
+        say("%s joined %s: %s%s." % (self.folder, self.remote,
+                                     "its files committed" if committed else "no files to commit",
+                                     self.thin_words()))
         if empty:
             return
         try:
@@ -624,6 +663,8 @@ class Init:
                 words += ["--fingerprint", self.xmpp.fingerprint]
         if self.args.service:
             words.append("--service")
+        if self.args.thin:
+            words.append("--thin")
         say("On the next machine run:\n    %s" % shell_words(words))
         if os.path.isabs(self.remote):
             say("(with %s as that machine reaches it, e.g. server:%s over ssh)"

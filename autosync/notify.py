@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from autosync import __version__, cli, config, problems
+from autosync import __version__, cli, config, problems, sizes
 from autosync.messages import check_text
 from autosync.pause import parse_duration
 from autosync.paths import find_socket, runtime_dir
@@ -128,6 +128,7 @@ def status_text(status):
         "last push:   %s" % ("%s  to %s" % (cli.show_time(push["time"]), push.get("url") or "?")
                              if push else "none yet"),
         "unpushed:    %d commits" % status.get("unpushed", 0),
+        "history:     %s" % sizes.text(status.get("history")),
         "last error:  %s" % (status.get("last_error") or "none"),
         "watches:     %s" % ((status.get("watch") or {}).get("problem") or "every folder watched"),
     ]

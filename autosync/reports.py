@@ -51,6 +51,8 @@ FIELDS = {
     "syncmethod": None,  # which link (problems.py)
     "link": None,
     "mass_delete": ABSENT,  # the last commit that removed many files (massdelete.py)
+    "history": ABSENT,  # the history's size here and on the remote (sizes.py)
+    "maintenance": ABSENT,  # the last maintenancecmd run (maintenance.py)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".
 TRANSITIONS = {state: frozenset(STATES) - {"starting"} for state in STATES}

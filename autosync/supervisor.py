@@ -4,7 +4,8 @@ Starts the committer, then the watcher (and the XMPP listener or the ssh link, d
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to history.py, `dvcs-autosync conflicts` to settle.py, `dvcs-autosync
-status` to notify.py (autosync-notify status), `dvcs-autosync init` to init.py.
+status` to notify.py (autosync-notify status), `dvcs-autosync init` to init.py,
+`dvcs-autosync expire` to largefiles.py.
 """
 import ctypes
 import errno
@@ -264,7 +265,7 @@ def stop(running):
 
 # `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
 COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify",
-            "init": "init"}
+            "init": "init", "expire": "largefiles"}
 
 
 def command(argv):
@@ -291,7 +292,8 @@ def main(argv=None):
                      "USER@DOMAIN] [--service]; how it runs: dvcs-autosync status (as autosync-notify status); "
                      "old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
                      "[--at WHEN]; conflict copies: dvcs-autosync conflicts [--keep "
-                     "mine|theirs PATH]; --help after any tells more.")
+                     "mine|theirs PATH]; old large files off the remote: dvcs-autosync "
+                     "expire --older-than AGE [--yes]; --help after any tells more.")
     args = parser.parse_args(argv)
     cli.setup_logging(args.verbose)
     cfg = cli.load(args.config)

@@ -21,7 +21,8 @@ Measurements (NAME for --only):
   burst        N small files untarred into A until B has them all (and until pushed)
   machines     8 machines on one account: a change on one until all 7 others have it
   slowwriter   a file written over 15 s: was a half-written version pushed before maxwait?
-  scale        start-up time and memory on a large committed tree, beside `git status`
+  scale        start-up time and memory on a large committed tree, beside `git status`;
+               the disk a thin machine and a full one use after 1,000 commits of a 1 MB file
   onechange    one file changed in a committed tree of N files (N/100 folders) until B has it,
                beside bare git's add/commit/push/pull on the same tree (--onechange-files N)
   idle         CPU time of the whole suite over an idle period
@@ -1225,6 +1226,53 @@ def scale(run, sizes):
          "PSS %.0f MB; %s" % (pss, detail)),
         ("scale: idle CPU on that tree (%d s)" % seconds, "%.2f %%" % cpu, "", "< 1 %",
          cpu < 1),
+    ] + history_disk(run, sizes)
+
+
+def tree_bytes(folder):
+    total = 0
+    for root, _, names in os.walk(folder):
+        total += sum(os.lstat(os.path.join(root, n)).st_size for n in names)
+    return total
+
+
+def history_disk(run, sizes):
+    """The disk a thin machine (`init --thin`: a partial clone, --filter=blob:none) and a
+    full one use after N commits of a 1 MB file that does not compress (1,000; 50 with
+    --quick). The remote's history is written with `git fast-import` (no work tree); the
+    clones are what `init` makes (--no-local: a local clone would ignore the filter)."""
+    commits = 1000 if sizes["tree_files"] >= FULL["tree_files"] else 50
+    remote = os.path.join(run.base, "history.git")
+    git("init", "-q", "--bare", "-b", "main", remote)
+    git("config", "uploadpack.allowFilter", "true", cwd=remote)
+    started = time.monotonic()
+    proc = subprocess.Popen(("git", "--git-dir", remote, "-c", "gc.auto=0", "fast-import",
+                             "--quiet"), stdin=subprocess.PIPE)
+    for i in range(commits):
+        data, message = os.urandom(1_000_000), b"version %d\n" % i
+        proc.stdin.write(b"blob\nmark :%d\ndata %d\n" % (2 * i + 1, len(data)) + data + b"\n")
+        proc.stdin.write(b"commit refs/heads/main\nmark :%d\ncommitter bench <b@x> %d +0000\n"
+                         b"data %d\n%s" % (2 * i + 2, 1_700_000_000 + i, len(message), message))
+        if i:
+            proc.stdin.write(b"from :%d\n" % (2 * i))
+        proc.stdin.write(b"M 100644 :%d big.bin\n\n" % (2 * i + 1))
+    proc.stdin.close()
+    proc.wait()
+    made = time.monotonic() - started
+    used = {}
+    for kind, options in (("full", []), ("thin", ["--filter=blob:none"])):
+        folder = os.path.join(run.base, "history-%s" % kind)
+        started = time.monotonic()
+        git("clone", "-q", "--no-local", *options, remote, folder)
+        used[kind] = (tree_bytes(os.path.join(folder, ".git")), time.monotonic() - started)
+    mb = lambda n: "%.1f MB" % (n / 1e6)
+    print("  (%d commits of a 1 MB file written in %.0f s; clones: full %.1f s, thin %.1f s)"
+          % (commits, made, used["full"][1], used["thin"][1]))
+    return [
+        ("scale: .git after %d commits of a 1 MB file: thin machine" % commits,
+         mb(used["thin"][0]), mb(used["full"][0]) + " (full clone)", "", None,
+         "the remote %s; thin = init --thin (a partial clone), plus the 1 MB file in the "
+         "folder on both" % mb(tree_bytes(remote))),
     ]
 
 
