@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from autosync import maintenance
+from autosync.reports import Status
 from conftest import Machine, git, wait_until
 
 
@@ -33,11 +34,11 @@ class Worker:
         self.cond = threading.RLock()
         self.stopping = False
         self.work = False
-        self.paused = SimpleNamespace(active=lambda: self.is_paused)
+        self.pausing = SimpleNamespace(active=lambda: self.is_paused)
         self.is_paused = False
-        self.status_fields = {}
+        self.status = Status(self.cond, lambda fields: None)
 
-    def _has_work(self):
+    def has_work(self):
         return self.work
 
 
@@ -54,7 +55,7 @@ def test_the_upkeep_waits_for_its_interval_and_for_quiet():
     assert upkeep.timeout(None) == 30
     clock.now += 30
     assert upkeep.tick(False) and upkeep.runs == 1
-    assert worker.status_fields["maintenance"]["error"] is None
+    assert worker.status["maintenance"]["error"] is None
     assert upkeep.timeout(None) == 600  # the next one an interval later
 
 
@@ -105,7 +106,7 @@ def test_a_failing_command_is_said_and_tried_again_later():
     upkeep = maintenance.Upkeep(worker, clock)
     clock.now += 10
     assert upkeep.tick(False)
-    assert "maintenancecmd" in worker.status_fields["maintenance"]["error"]
+    assert "maintenancecmd" in worker.status["maintenance"]["error"]
     assert upkeep.failing and upkeep.timeout(None) == 10
 
 
