@@ -281,3 +281,46 @@ class LinkState:
         if self.error:
             request["error"] = self.error
         self.queue.put("link", request)
+
+
+class CommitterLink:
+    """What an announcement link (autosync-xmpp, autosync-sshlink) keeps toward the
+    committer: the inbox its loop reads, pulls and link reports queued, the committer's
+    events followed (`on_event`, from that thread; `_subscribed` in the inbox after
+    each subscription). A subclass supplies step() (one turn of its loop), ending()
+    (its own goodbye) and _tell_link(up)."""
+
+    def __init__(self, cfg, timing, logger, on_event=None, on_link_reply=None):
+        self.inbox = Inbox()
+        self.stopping = False
+        fixed = lambda: Backoff(timing.committer_retry, timing.committer_retry)  # noqa: E731
+        self.pulls = RequestQueue(cfg.socket, timing.pull_timeout, fixed(), logger,
+                                  "committer-pulls")
+        self.links = RequestQueue(cfg.socket, 10.0, fixed(), logger, "committer-link",
+                                  on_reply=on_link_reply)
+        self.link = LinkState(self.links)  # up/down as the committer last heard
+        self.events = Subscription(cfg.socket, on_event or (lambda event: None),
+                                   self._resubscribed, fixed(), logger)
+
+    def _resubscribed(self):
+        """Called from the events thread."""
+        self.inbox.put({"event": "_subscribed"})
+
+    def stop(self):
+        """Ask the loop to end (any thread, or a signal handler)."""
+        self.stopping = True
+        self.inbox.wake()
+
+    def run(self):
+        for worker in (self.pulls, self.links, self.events):
+            worker.start()
+        try:
+            while not self.stopping:
+                self.step()
+        finally:
+            self.ending()
+            self._tell_link(False)
+            self.links.flush(2.0)  # the committer hears that the link is down
+            for worker in (self.events, self.pulls, self.links):
+                worker.close()
+            self.inbox.close()

@@ -74,7 +74,7 @@ def have(path, rev):
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
-class Link:
+class Link(client.CommitterLink):
     """The single loop: the watch command's output, its restarts, and the committer."""
 
     def __init__(self, cfg, timing=None, argv=watch_argv, have=have):
@@ -82,14 +82,7 @@ class Link:
         t = self.timing = timing or Timing()
         self.argv = argv
         self.have = have
-        self.inbox = client.Inbox()
-        self.stopping = False
-        fixed = lambda: Backoff(t.committer_retry, t.committer_retry)  # noqa: E731
-        self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
-        self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link")
-        self.link = client.LinkState(self.links)  # up/down as the committer last heard
-        self.events = client.Subscription(cfg.socket, lambda event: None, self._resubscribed,
-                                          fixed(), log)
+        super().__init__(cfg, t, log)
         self.proc = None
         self.out = b""            # a line begun on the command's stdout
         self.err = b""            # the end of its stderr
@@ -102,27 +95,8 @@ class Link:
 
     # -- the loop
 
-    def _resubscribed(self):
-        self.inbox.put({"event": "_subscribed"})
-
-    def stop(self):
-        """Ask the loop to end (any thread, or a signal handler)."""
-        self.stopping = True
-        self.inbox.wake()
-
-    def run(self):
-        for worker in (self.pulls, self.links, self.events):
-            worker.start()
-        try:
-            while not self.stopping:
-                self.step()
-        finally:
-            self._end_command()
-            self._tell_link(False)
-            self.links.flush(2.0)
-            for worker in (self.events, self.pulls, self.links):
-                worker.close()
-            self.inbox.close()
+    def ending(self):
+        self._end_command()
 
     def step(self):
         now = time.monotonic()

@@ -113,7 +113,7 @@ class Outbox:
         self.pings.clear()
 
 
-class Listener:
+class Listener(client.CommitterLink):
     """The single I/O loop: XMPP session, timers, and the committer's events."""
 
     def __init__(self, cfg, timing=None, open_session=xmpp_session.open_session):
@@ -130,14 +130,7 @@ class Listener:
                                      min_interval=t.notify_interval, settle=t.notify_quiet,
                                      folder=os.path.basename(getattr(cfg, "path", "") or ""))
 
-        self.inbox = client.Inbox()
-        self.stopping = False
-        fixed = lambda: Backoff(t.committer_retry, t.committer_retry)  # noqa: E731
-        self.pulls = client.RequestQueue(cfg.socket, t.pull_timeout, fixed(), log, "committer-pulls")
-        self.links = client.RequestQueue(cfg.socket, 10.0, fixed(), log, "committer-link",
-                                         on_reply=self._linked)
-        self.link = client.LinkState(self.links)  # up/down as the committer last heard
-        self.events = client.Subscription(cfg.socket, self.inbox.put, self._resubscribed, fixed(), log)
+        super().__init__(cfg, t, log, on_event=self.inbox_put, on_link_reply=self._linked)
 
         self.session = None
         self.ready = False        # logged in, presence sent and answered
@@ -158,9 +151,9 @@ class Listener:
 
     # -- the loop
 
-    def _resubscribed(self):
-        """Called from the events thread."""
-        self.inbox.put({"event": "_subscribed"})
+    def inbox_put(self, event):
+        """The committer's events into the loop's inbox (from the events thread)."""
+        self.inbox.put(event)
 
     def _linked(self, message, reply):
         """The committer's answer to `link` (called from the links thread): the upstream
@@ -169,26 +162,10 @@ class Listener:
             self.inbox.put({"event": "_upstream", "rev": reply.get("upstream"),
                             "url": reply.get("url")})
 
-    def stop(self):
-        """Ask the loop to end (any thread, or a signal handler)."""
-        self.stopping = True
-        self.inbox.wake()
+    def ending(self):
+        self._close_session(goodbye=True)
 
-    def run(self):
-        for worker in (self.pulls, self.links, self.events):
-            worker.start()
-        try:
-            while not self.stopping:
-                self._step()
-        finally:
-            self._close_session(goodbye=True)
-            self._tell_link(False)
-            self.links.flush(2.0)
-            for worker in (self.events, self.pulls, self.links):
-                worker.close()
-            self.inbox.close()
-
-    def _step(self):
+    def step(self):
         if self.session is None and time.monotonic() >= self.next_login:
             self.login()
         fds = [self.inbox] + ([self.session.fileno()] if self.session else [])
