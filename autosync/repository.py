@@ -469,7 +469,10 @@ class Repository:
         before = gitrepo.head(self.folder) if self.gitdir else None
         self.merged = None
         ok = self.run_pull()
-        self.report.event("pull-finished", ok=ok)
+        # guarded: every write the pull made went through gitpull.py's guarded writer
+        # (no command of the user's ran): the watcher's events of the pull are a full
+        # account of what changed, and it stages them instead of asking for a rescan.
+        self.report.event("pull-finished", ok=ok, guarded=self.guarded is not None)
         self.report.pulled(ok)
         if ok:
             # git can say what came in; for another DVCS the event says only that it ran.
@@ -486,10 +489,11 @@ class Repository:
                     gitnotes.fetch(self.folder)
                 except RuntimeError as e:
                     log.warning("descriptions (git notes) not merged: %s", e)
-        # conservative: the watcher ignored events during the pull; it asks for the
-        # rescan once it has read every event up to pull-finished (a rescan here
-        # could run before an edit made the instant the pull ended). With no
-        # watcher connected, the rescan at its start does the same.
+        # conservative: the watcher set aside the events of the pull; once it has read
+        # every event up to pull-finished it sends the paths they name (guarded) or asks
+        # for a rescan (any other pullcmd): a rescan here could run before an edit made
+        # the instant the pull ended. With no watcher connected, the rescan at its start
+        # does the same.
         result = {"ok": ok, "pulled": ok}
         if not ok:
             result["error"] = self.report.last_error()

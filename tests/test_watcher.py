@@ -200,6 +200,58 @@ def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
         assert sent == [] and watcher.batch.rescan
 
 
+def test_after_the_own_guarded_pull_the_paths_it_touched_are_sent_not_a_rescan(watcher):
+    """conservative, after gitpull.py's pull (pull-finished says guarded): the pull
+    batch's paths (the pull's writes and a local edit made meanwhile) are sent as a
+    batch; a file still open waits in the open batch. No rescan of the whole folder
+    (issue 21): it is asked for only after any other pullcmd, or when the pull touched
+    a .gitignore."""
+    from autosync.batch import Batch
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    for name in ("pulled.txt", "local.txt"):
+        with open(os.path.join(watcher.root, name), "w") as f:
+            f.write(name)
+    with open(os.path.join(watcher.root, "open.txt"), "w") as f:
+        f.write("half")
+        watcher.pull_batch = Batch()
+        for name in ("pulled.txt", "local.txt", "open.txt"):
+            watcher.pull_batch.touch(name)
+        watcher.pull_batch.written("open.txt")
+        watcher.on_committer_event({"event": "pull-finished", "ok": True, "guarded": True})
+    assert [(sorted(changes, key=lambda c: c["path"]), rescan) for changes, rescan in sent] \
+        == [([{"action": "added", "path": "local.txt"},
+              {"action": "added", "path": "pulled.txt"}], False)]
+    assert watcher.batch.writing == {"open.txt"} and not watcher.batch.rescan
+
+
+@pytest.mark.parametrize("event", [{"event": "pull-finished", "ok": True},
+                                   {"event": "pull-finished", "ok": True, "guarded": False}])
+def test_after_a_pullcmd_of_the_users_the_folder_is_rescanned(watcher, event):
+    from autosync.batch import Batch
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    with open(os.path.join(watcher.root, "pulled.txt"), "w") as f:
+        f.write("pulled")
+    watcher.pull_batch = Batch()
+    watcher.pull_batch.touch("pulled.txt")
+    watcher.on_committer_event(event)
+    assert sent == [([], True)]
+
+
+def test_a_pulled_gitignore_still_asks_for_a_rescan(watcher):
+    """A .gitignore the pull changed may un-ignore files that no event names."""
+    from autosync.batch import Batch
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    with open(os.path.join(watcher.root, ".gitignore"), "w") as f:
+        f.write("*.o\n")
+    watcher.pull_batch = Batch()
+    watcher.pull_batch.touch(".gitignore")
+    watcher.on_committer_event({"event": "pull-finished", "ok": True, "guarded": True})
+    assert sent == [([], True)]
+
+
 # --- the synced folder itself moved, replaced, taken away (issue 18, item 2) -------------
 
 RAW = ("-unknown-path", "<Watch wd=", "pyinotify")
