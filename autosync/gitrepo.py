@@ -63,6 +63,12 @@ def git_dir(folder):
     return os.fsdecode(out.strip()) if out else None
 
 
+def is_top(folder):
+    """Is `folder` the top of its working tree (not a folder inside one)?"""
+    top = git(folder, "rev-parse", "--show-toplevel", check=False)
+    return bool(top) and os.path.realpath(os.fsdecode(top.strip())) == os.path.realpath(folder)
+
+
 def staged_changes(folder):
     """What the next commit records, as batch changes with paths relative to `folder`;
     a folder staged as a gitlink (a repository inside) has "gitlink": True.
@@ -150,13 +156,22 @@ def unpushed(folder):
     return (int(out), False) if out is not None else None
 
 
-def pulled(folder, before, after):
-    """What a pull brought, for the `pulled` event: files changed and the hosts they came from."""
+def changed_names(folder, before, after):
+    """The paths below `folder` that differ between two commits (a pull's), relative."""
+    if not before or not after or before == after:
+        return []
+    names = git(folder, "diff", "--name-only", "-z", "--relative", before, after, check=False)
+    return [os.fsdecode(n) for n in (names or b"").split(b"\0") if n]
+
+
+def pulled(folder, before, after, files=None):
+    """What a pull brought, for the `pulled` event: files changed and the hosts they came
+    from. `files`: changed_names(), if the caller has them."""
     if not before or not after or before == after:
         return {"changed": before != after and after is not None, "files": [], "hosts": []}
-    names = git(folder, "diff", "--name-only", "-z", "--relative", before, after, check=False)
+    if files is None:
+        files = changed_names(folder, before, after)
     subjects = git(folder, "log", "--format=%s", b"%s..%s" % (before, after), check=False)
-    files = [os.fsdecode(n) for n in (names or b"").split(b"\0") if n]
     hosts = []
     for subject in os.fsdecode(subjects or b"").splitlines():
         host = host_of(subject)

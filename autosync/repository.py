@@ -8,6 +8,7 @@ a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests)
 import logging
 import os
 import re
+import shlex
 import time
 import typing
 
@@ -27,6 +28,28 @@ PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote h
 LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
 CONFLICTS_KEPT = 100  # conflict copies listed in the status
 SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
+PLAIN_STATUS = "git diff --cached --quiet"  # the shipped statuscmd (see nothing_staged)
+
+
+# git's subcommands that never make conflict entries in the index (see merge_cleared).
+STAGING_COMMANDS = frozenset(("add", "rm", "mv", "commit", "diff", "status"))
+
+
+def plain_git(text, subcommands):
+    """Is every line of a command string `git SUBCOMMAND ...` with one of `subcommands`,
+    no shell in it? (An empty one runs nothing: plain too.)"""
+    for line in (l.strip() for l in text.split("\n")):
+        if not line:
+            continue
+        if SHELL_CHARS.intersection(line):
+            return False
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return False
+        if len(words) < 2 or words[0] != "git" or words[1] not in subcommands:
+            return False
+    return True
 
 
 class Report(typing.Protocol):
@@ -78,12 +101,21 @@ class Repository:
         self.pushed_new = False  # the last push took a new revision to the remote
         self.merged = None  # the merge commit the last pull made here, if any
         self.notes_owed = False  # git: a description (note) the remote does not have yet
+        self.clean_index = None  # git: the index file merge_cleared need not read (index_mine)
         # Every git command we run (startupcmd above all) leaves out what the watcher does.
         self.excludes = None
         if self.gitdir:
             self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
             git_environment.use_excludes(self.excludes.where)
         self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+        # The folder is the whole working tree (not a folder inside one): git's lists of
+        # what is staged (--relative) then speak of all that a commit records.
+        self.at_top = bool(self.gitdir) and gitrepo.is_top(self.folder)
+        # The commit's command strings are plain git add/rm/commit lines, which make no
+        # conflict entries in the index (see merge_cleared).
+        self.own_commands = all(plain_git(self.cmd[name].text, STAGING_COMMANDS) for name in
+                                ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
+                                 "statuscmd", "commitcmd"))
         # A plain `git pull` is done by gitpull.py: it never overwrites a write it did not see.
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
@@ -176,12 +208,15 @@ class Repository:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.
                 held = self.staging.rescan()
-            if self.gitdir:
-                self.staging.unstage_gitlinks()
-            if self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0:
+            # What the commit records, read once (issue 21: each read is the whole index):
+            # for the gitlinks check, the plain statuscmd and the message.
+            staged = gitrepo.staged_changes(self.folder) if self.gitdir else None
+            if staged is not None and self.staging.unstage_gitlinks(staged):
+                staged = gitrepo.staged_changes(self.folder)
+            if self.nothing_staged(staged):
                 self.held_back(held)
                 return False  # nothing to commit
-            listed = self.listed(changes)
+            listed = staged if staged is not None else expand_moves(self.folder, changes)
             message = commit_message(self.host, listed, note or (rescan and "rescan"),
                                      self.context(), text)
             before = time.time()
@@ -199,6 +234,9 @@ class Repository:
             self.report.failed("commit", e, retry="commit")
             self.commit_error = "commit: %s" % e
             return False
+        finally:
+            if self.gitdir and self.own_commands:
+                self.index_mine()
         if not self.held_back(held):
             self.report.succeeded("commit")
         self.report.committed(message, listed)
@@ -254,11 +292,15 @@ class Repository:
         self.commit_error = self.staging.error
         return held
 
-    def listed(self, changes):
-        """The files this commit records, for its message: git says exactly (a rescan
-        included); otherwise the batch, a moved folder file by file."""
-        staged = gitrepo.staged_changes(self.folder) if self.gitdir else None
-        return staged if staged is not None else expand_moves(self.folder, changes)
+    def nothing_staged(self, staged):
+        """statuscmd's answer: True when there is nothing to commit. The shipped
+        `git diff --cached --quiet`, on a folder that is the whole working tree, asks
+        what `staged` (git's list of what the commit records, or None) says already:
+        not run again. Any other statuscmd (the original's `git status | grep`) runs."""
+        if staged is not None and self.at_top and \
+                self.cmd["statuscmd"].text.strip() == PLAIN_STATUS:
+            return not staged
+        return self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0
 
     def context(self):
         """The output of contextcmd (off unless configured), for the commit message."""
@@ -274,15 +316,40 @@ class Repository:
     # --- merges (git) ------------------------------------------------------------------
 
     def merge_cleared(self):
-        """No merge is left half-done (git): finish a stopped one, undo an interrupted one."""
+        """No merge is left half-done (git): finish a stopped one, undo an interrupted one.
+
+        Looking for an interrupted one reads the whole index (`ls-files -u`): skipped
+        while the index file is the one our own commands left after the last look
+        (index_mine), since they make no conflict entries; any other writer of the
+        index (the user's git, a pullcmd of the user's) replaces the file, and the
+        next look reads it."""
         if conflicts.merging(self.gitdir):
             return self.finish_merge()
+        seen = self.index_stat()
+        if seen is not None and seen == self.clean_index:
+            return True
         try:
             conflicts.undo_interrupted_merge(self.folder)
         except RuntimeError as e:
             self.report.failed("merge", e, retry="commit")
             return False
+        self.clean_index = None  # until our own commands are done with it (index_mine)
         return True
+
+    def index_stat(self):
+        """The index file's identity and times: git replaces the file at every write."""
+        try:
+            st = os.stat(os.path.join(self.gitdir, "index"))
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    def index_mine(self):
+        """Our own git commands (add, rm, commit, the guarded pull's index) are done with
+        an index that merge_cleared found without conflict entries: the file as it is now
+        needs no look for them. (A command of the user's that wrote it in the instant
+        since would be missed until the index changes again.)"""
+        self.clean_index = self.index_stat()
 
     def finish_merge(self):
         """A merge stopped on conflicts: keep both versions of each file and commit it."""
@@ -315,7 +382,8 @@ class Repository:
                 told(c)
                 self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
             self.report.event("conflict", **c)
-        self.count_conflicts()
+        if copies or not self.gitdir:  # git: the index says (a whole read), when it changed
+            self.count_conflicts()
 
     def count_conflicts(self):
         """The status lists the conflict copies the folder holds now (git: the tracked
@@ -434,6 +502,7 @@ class Repository:
             self.report.failed("pull", e, retry="pull")
             return False
         self.merged = result["merge"]
+        self.index_mine()  # gitpull wrote the index with stage 0 entries only
         # An empty remote is where every sync begins: waited on, not a failure.
         self.report.status(waiting="the remote is empty: waiting for the first change"
                            if result.get("empty") else None)
@@ -490,27 +559,35 @@ class Repository:
         before = gitrepo.head(self.folder) if self.gitdir else None
         self.merged = None
         ok = self.run_pull()
-        self.report.event("pull-finished", ok=ok)
+        # guarded: every write the pull made went through gitpull.py's guarded writer
+        # (no command of the user's ran): the watcher's events of the pull are a full
+        # account of what changed, and it stages them instead of asking for a rescan.
+        self.report.event("pull-finished", ok=ok, guarded=self.guarded is not None)
         self.report.pulled(ok)
         if ok:
             # git can say what came in; for another DVCS the event says only that it ran.
             after = gitrepo.head(self.folder) if self.gitdir else None
-            news = gitrepo.pulled(self.folder, before, after) if self.gitdir else {}
+            names = gitrepo.changed_names(self.folder, before, after) if self.gitdir else []
+            news = gitrepo.pulled(self.folder, before, after, names) if self.gitdir else {}
             self.report.event("pulled", **news)
             elsewhere = self.merged_elsewhere(before, after)
             for c in elsewhere:
                 log.warning("conflict in %s (merged on %s): both versions kept, the other "
                             "as %s", c["path"], c["host"], c["copy"])
             self.announce(elsewhere)
+            if self.gitdir and not elsewhere and (after and not before or
+                                                  any(map(read_copy_name, names))):
+                self.count_conflicts()  # a copy pulled in, or settled on another machine
             if self.gitdir:  # descriptions of pushed commits, from every machine
                 try:
                     gitnotes.fetch(self.folder)
                 except RuntimeError as e:
                     log.warning("descriptions (git notes) not merged: %s", e)
-        # conservative: the watcher ignored events during the pull; it asks for the
-        # rescan once it has read every event up to pull-finished (a rescan here
-        # could run before an edit made the instant the pull ended). With no
-        # watcher connected, the rescan at its start does the same.
+        # conservative: the watcher set aside the events of the pull; once it has read
+        # every event up to pull-finished it sends the paths they name (guarded) or asks
+        # for a rescan (any other pullcmd): a rescan here could run before an edit made
+        # the instant the pull ended. With no watcher connected, the rescan at its start
+        # does the same.
         result = {"ok": ok, "pulled": ok}
         if not ok:
             result["error"] = self.report.last_error()

@@ -261,15 +261,16 @@ class Staging:
             log.info("now synced as plain folders: %s", ", ".join(map(printable, gone)))
             self.report.status(nested_repositories=sorted(self.excludes.nested))
 
-    def unstage_gitlinks(self):
+    def unstage_gitlinks(self, staged):
         """The last line of defence: a repository staged as a gitlink that .gitmodules does
-        not declare (it appeared between our scan and git's) is taken out again."""
-        staged = gitrepo.staged_changes(self.folder) or []
-        links = [c["path"] for c in staged if c.get("gitlink") and c["action"] != "removed"]
+        not declare (it appeared between our scan and git's) is taken out again.
+        `staged`: gitrepo.staged_changes, read by the caller. -> True if any was."""
+        links = [c["path"] for c in staged or () if c.get("gitlink") and c["action"] != "removed"]
         unwanted = sorted(set(links) - gitrepo.submodules(self.folder)) if links else []
         if unwanted:
             gitrepo.git(self.folder, "reset", "-q", "--", paths=unwanted)
             self.note_nested(unwanted)
+        return bool(unwanted)
 
     def hold_back(self, held):
         """Paths that could not be staged stay out of the commit; the rest goes on.

@@ -244,10 +244,21 @@ class Watcher:
             for rel in batch.writing:
                 self.batch.touch(rel)
                 self.batch.written(rel)
+            settled = [c for c in changes if c["path"] not in batch.writing]
             if self.cfg.pulllock == "optimized":
                 # Replay: what the pull wrote is already committed, so adding
                 # it again changes nothing; local changes made meanwhile are kept.
-                self.send([c for c in changes if c["path"] not in batch.writing])
+                self.send(settled)
+            elif event.get("guarded") and not _ignore_rules_touched(changes):
+                # conservative, after the committer's own git pull (gitpull.py, every
+                # write made through the guarded writer): every path written during the
+                # pull, by it or by anyone, is in this batch, so staging exactly these
+                # paths as they are now is what a rescan would find, without reading
+                # the whole folder. The pull's own writes are in the index already and
+                # stage nothing; a local edit made meanwhile, to a pulled path or any
+                # other, is committed. (A .gitignore the pull changed may un-ignore files
+                # no event names: then the rescan below.)
+                self.send(settled)
             elif self.batch.writing:
                 self.batch.rescan = "drained"  # below: once the writers closed their files
             else:
@@ -448,6 +459,12 @@ class Watcher:
                     self.root)
         self.request({"cmd": "watch", "folder": None})
         self.send([], rescan="folder-back")
+
+
+def _ignore_rules_touched(changes):
+    """Does a change name a .gitignore (which may make files no event names count)?"""
+    return any(os.path.basename(c.get(k, "")) == ".gitignore"
+               for c in changes for k in ("path", "src"))
 
 
 def _identity(path):

@@ -9,7 +9,7 @@ import pytest
 
 from autosync.config import load
 from autosync.protocol import connect
-from conftest import wait_until
+from conftest import git, wait_until
 from test_sync import settle, write
 
 pytestmark = pytest.mark.e2e
@@ -72,3 +72,39 @@ def test_an_edit_while_the_watcher_lags_behind_the_pull_is_committed(machines, r
     wait_until(lambda: remote.files().get(b"pulled.txt") == b"edited after the pull\n", 30,
                0.1, "the edit to reach the remote")
     assert b.children()["watcher"] == watcher
+
+
+def test_a_write_during_the_own_pull_to_a_path_it_did_not_touch_is_committed_without_a_rescan(
+        machines, remote):
+    """Issue 21: after the committer's own (guarded) pull the watcher sends the paths
+    the pull's events name instead of asking for a rescan of the whole folder. A file
+    written during that pull, at a path the pull does not write (a smudge filter run
+    by the pull's checkout of a.txt stands for the user), is committed all the same,
+    by a commit that is no rescan."""
+    a, b = machines("a", "b", pulllock="conservative")
+    write(a, "a.txt", b"a 1\n")
+    settle(a, remote)
+    b.notify("pushed", remote.path)
+    wait_until(lambda: b.read("a.txt") == b"a 1\n", 30, 0.05, "b to have a.txt")
+    settle(b, remote)
+    flag = str(b.path) + ".typed"
+    sneak = str(b.path) + ".sneak.sh"
+    with open(sneak, "w") as f:
+        f.write("#!/bin/sh\n[ -e '%s' ] || { printf 'typed on b\\n' > '%s/untouched.txt'; "
+                "touch '%s'; }\nexec cat\n" % (flag, b.path, flag))
+    os.chmod(sneak, 0o755)
+    git("config", "filter.sneak.smudge", sneak, cwd=b.path)
+    with open(os.path.join(b.path, ".git", "info", "attributes"), "w") as f:
+        f.write("a.txt filter=sneak\n")
+    write(a, "a.txt", b"a 2\n")
+    settle(a, remote)
+    b.notify("pushed", remote.path)
+    wait_until(lambda: os.path.exists(flag), 30, 0.05, "b's pull to write a.txt")
+    wait_until(lambda: remote.files().get(b"untouched.txt") == b"typed on b\n", 30, 0.1,
+               "the write made during the pull to reach the remote")
+    settle(b, remote)
+    assert b.read("a.txt") == b"a 2\n"
+    messages = git("--git-dir", remote.path, "log", "--format=%B%x00").decode().split("\0")
+    holding = [m for m in messages if "untouched.txt" in m]
+    assert holding and all("rescan" not in m for m in holding), holding
+    assert "Traceback" not in b.logtext()

@@ -268,3 +268,99 @@ def test_the_fake_repository_has_the_repository_s_signatures():
     real, fake = report_methods(Repository), report_methods(FakeRepository)
     for name in set(real) & set(fake):
         assert fake[name] == real[name], name
+
+
+# --- issue 21: one whole-index read where there were several -----------------------------
+
+def git_commands(trace):
+    """The git commands a GIT_TRACE file shows run (built-ins), as their argument lists."""
+    out = []
+    for line in open(trace, encoding="utf-8", errors="replace"):
+        if "trace: built-in: git " in line:
+            out.append(line.split("trace: built-in: git ", 1)[1].split())
+    return out
+
+
+def whole_index_reads(commands):
+    return [c for c in commands if c[:1] == ["ls-files"] or c[:2] == ["diff", "--cached"]]
+
+
+def test_a_commit_reads_what_is_staged_once_and_looks_for_a_killed_merge_only_when_the_index_changed(
+        repo, tmp_path, monkeypatch):
+    r, reports = repo(statuscmd="git diff --cached --quiet")
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}])
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    (repo.path / "a.txt").write_text("b")
+    assert r.commit([{"action": "modified", "path": "a.txt"}])
+    # Before: ls-files -u, diff --cached --raw twice, diff --cached --quiet (statuscmd).
+    assert whole_index_reads(git_commands(trace)) == [
+        ["diff", "--cached", "--raw", "-z", "-M", "--relative"]]
+    (message, listed), _ = reports.named("committed")[-1]
+    assert listed == [{"action": "modified", "path": "a.txt"}]
+    # Nothing staged: nothing committed, and statuscmd is not run for it.
+    trace.unlink()
+    assert not r.commit([{"action": "modified", "path": "a.txt"}])
+    assert [c[0] for c in git_commands(trace)].count("diff") == 1
+
+
+def test_a_conflict_left_in_the_index_by_the_users_git_is_still_undone(repo):
+    """merge_cleared skips `ls-files -u` only for the index file our own commands left:
+    a merge of the user's that stopped without MERGE_HEAD (git stash pop) is seen."""
+    r, reports = repo(statuscmd="git diff --cached --quiet")
+    path = str(repo.path)
+    (repo.path / "a.txt").write_text("a\n")
+    assert r.commit([{"action": "added", "path": "a.txt"}])
+    (repo.path / "a.txt").write_text("stashed\n")
+    git("stash", "-q", cwd=path)
+    (repo.path / "a.txt").write_text("committed\n")
+    assert r.commit([{"action": "modified", "path": "a.txt"}])
+    git("stash", "pop", cwd=path, check=False)  # conflicts: unmerged entries, no MERGE_HEAD
+    assert git("ls-files", "-u", cwd=path)
+    (repo.path / "b.txt").write_text("b\n")
+    assert r.commit([{"action": "added", "path": "b.txt"},
+                     {"action": "modified", "path": "a.txt"}])
+    assert b"<<<<<<<" not in git("show", "HEAD:a.txt", cwd=path)
+    assert not git("ls-files", "-u", cwd=path)
+
+
+def test_a_folder_inside_a_working_tree_runs_statuscmd(repo, tmp_path):
+    """The staged list is the folder's (--relative): below the top, statuscmd decides."""
+    from fakes import config as make_config
+    from autosync.config import GIT_COMMANDS as commands
+    (repo.path / "sub").mkdir()
+    (repo.path / "top.txt").write_text("t")
+    git("add", "top.txt", cwd=str(repo.path))  # staged outside the synced folder
+    r = Repository(make_config(repo.path / "sub", commands=dict(
+        commands, statuscmd="git diff --cached --quiet")), Reports())
+    assert not r.at_top
+    assert r.commit([], rescan=True)  # statuscmd sees top.txt staged: commit
+
+
+def test_a_pull_reads_the_whole_index_only_to_write_it(repo, tmp_path, monkeypatch):
+    """A guarded pull that brings one file: no `ls-files` (the conflict copies are counted
+    only when the pull names one), and none for a killed merge after our own commit."""
+    r, reports = repo(statuscmd="git diff --cached --quiet")
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}]) and r.push()
+    other = tmp_path / "other"
+    git("clone", "-q", repo.remote.path, str(other))
+    (other / "b.txt").write_text("b")
+    git("add", "b.txt", cwd=str(other))
+    git("-c", "user.name=o", "-c", "user.email=o@o", "commit", "-q", "-m", "autosync on other: 1 added",
+        cwd=str(other))
+    git("push", "-q", cwd=str(other))
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    assert r.pull()["ok"] and (repo.path / "b.txt").read_text() == "b"
+    assert whole_index_reads(git_commands(trace)) == []
+    # A conflict copy pulled in is counted.
+    copy = "b (conflict from other 2026-01-01 120000).txt"
+    (other / copy).write_text("old b")
+    git("add", copy, cwd=str(other))
+    git("-c", "user.name=o", "-c", "user.email=o@o", "commit", "-q", "-m", "autosync on other: 1 added",
+        cwd=str(other))
+    git("push", "-q", cwd=str(other))
+    assert r.pull()["ok"]
+    assert reports.fields["conflicts"] == [copy]

@@ -212,6 +212,58 @@ def test_the_rescan_after_a_pull_says_why(watcher):
     assert sent == [{"cmd": "batch", "changes": [], "rescan": True, "reason": "drained"}]
 
 
+def test_after_the_own_guarded_pull_the_paths_it_touched_are_sent_not_a_rescan(watcher):
+    """conservative, after gitpull.py's pull (pull-finished says guarded): the pull
+    batch's paths (the pull's writes and a local edit made meanwhile) are sent as a
+    batch; a file still open waits in the open batch. No rescan of the whole folder
+    (issue 21): it is asked for only after any other pullcmd, or when the pull touched
+    a .gitignore."""
+    from autosync.batch import Batch
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    for name in ("pulled.txt", "local.txt"):
+        with open(os.path.join(watcher.root, name), "w") as f:
+            f.write(name)
+    with open(os.path.join(watcher.root, "open.txt"), "w") as f:
+        f.write("half")
+        watcher.pull_batch = Batch()
+        for name in ("pulled.txt", "local.txt", "open.txt"):
+            watcher.pull_batch.touch(name)
+        watcher.pull_batch.written("open.txt")
+        watcher.on_committer_event({"event": "pull-finished", "ok": True, "guarded": True})
+    assert [(sorted(changes, key=lambda c: c["path"]), rescan) for changes, rescan in sent] \
+        == [([{"action": "added", "path": "local.txt"},
+              {"action": "added", "path": "pulled.txt"}], False)]
+    assert watcher.batch.writing == {"open.txt"} and not watcher.batch.rescan
+
+
+@pytest.mark.parametrize("event", [{"event": "pull-finished", "ok": True},
+                                   {"event": "pull-finished", "ok": True, "guarded": False}])
+def test_after_a_pullcmd_of_the_users_the_folder_is_rescanned(watcher, event):
+    from autosync.batch import Batch
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    with open(os.path.join(watcher.root, "pulled.txt"), "w") as f:
+        f.write("pulled")
+    watcher.pull_batch = Batch()
+    watcher.pull_batch.touch("pulled.txt")
+    watcher.on_committer_event(event)
+    assert sent == [([], "drained")]
+
+
+def test_a_pulled_gitignore_still_asks_for_a_rescan(watcher):
+    """A .gitignore the pull changed may un-ignore files that no event names."""
+    from autosync.batch import Batch
+    sent = []
+    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
+    with open(os.path.join(watcher.root, ".gitignore"), "w") as f:
+        f.write("*.o\n")
+    watcher.pull_batch = Batch()
+    watcher.pull_batch.touch(".gitignore")
+    watcher.on_committer_event({"event": "pull-finished", "ok": True, "guarded": True})
+    assert sent == [([], "drained")]
+
+
 # --- the synced folder itself moved, replaced, taken away (issue 18, item 2) -------------
 
 RAW = ("-unknown-path", "<Watch wd=", "pyinotify")
@@ -335,7 +387,7 @@ def test_a_link_pointed_at_another_clone_is_noticed_by_its_identity(machines, re
     """The synced folder is a symbolic link; pointed elsewhere, no inotify event says so
     (as with a disk mounted over the folder): the look at its identity does. The other
     clone is taken on, with its own git dir."""
-    from test_sync import settle, write
+    from test_sync import settle
     link = str(tmp_path / "Sync")
     a = machines("a", start=False, path=link)
     os.symlink(a.path, link)
