@@ -33,6 +33,22 @@ def wait_until(predicate, timeout=30.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
+def write_during_checkout(machine, trigger, rel, content):
+    """The user's write made at the worst moment of a pull: while the pull checks out
+    `trigger`, `rel` gets `content` (once), through a smudge filter on `trigger`.
+    -> the flag file that exists once it happened."""
+    flag = str(machine.path) + ".typed"
+    sneak = str(machine.path) + ".sneak.sh"
+    with open(sneak, "w") as f:
+        f.write("#!/bin/sh\n[ -e '%s' ] || { printf '%s' > '%s/%s'; touch '%s'; }\nexec cat\n"
+                % (flag, content.replace("\n", "\\n"), machine.path, rel, flag))
+    os.chmod(sneak, 0o755)
+    git("config", "filter.sneak.smudge", sneak, cwd=machine.path)
+    with open(os.path.join(machine.path, ".git", "info", "attributes"), "w") as f:
+        f.write("%s filter=sneak\n" % trigger)
+    return flag
+
+
 def tree(machine):
     """{relative path: content} of a machine's working tree, without DVCS metadata."""
     found = {}

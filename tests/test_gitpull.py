@@ -9,7 +9,7 @@ import pytest
 from autosync import gitpull, gitrepo
 from autosync.copies import read_copy_name
 from autosync.guarded import Writer
-from conftest import Remote, git, wait_until
+from conftest import Remote, git, wait_until, write_during_checkout
 
 
 @pytest.fixture
@@ -248,15 +248,7 @@ def test_the_daemon_keeps_a_write_made_after_its_pull_checked_the_file(machines,
     settle(a, remote)
     b.notify("pushed", remote.path)
     wait_until(lambda: b.read("z.txt") == b"z 1\n", 30, 0.05, "b to have z.txt")
-    flag = os.path.join(str(b.path) + ".typed")
-    sneak = str(b.path) + ".sneak.sh"
-    with open(sneak, "w") as f:
-        f.write("#!/bin/sh\n[ -e '%s' ] || { printf 'typed on b\\n' > '%s/z.txt'; touch '%s'; }\n"
-                "exec cat\n" % (flag, b.path, flag))
-    os.chmod(sneak, 0o755)
-    git("config", "filter.sneak.smudge", sneak, cwd=b.path)
-    with open(os.path.join(b.path, ".git", "info", "attributes"), "w") as f:
-        f.write("a.txt filter=sneak\n")
+    flag = write_during_checkout(b, "a.txt", "z.txt", "typed on b\n")
     put(a, "a.txt", b"a 2\n")
     put(a, "z.txt", b"z 2\n")
     settle(a, remote)

@@ -9,7 +9,7 @@ import pytest
 
 from autosync.config import load
 from autosync.protocol import connect
-from conftest import git, wait_until
+from conftest import git, wait_until, write_during_checkout
 from test_sync import settle, write
 
 pytestmark = pytest.mark.e2e
@@ -87,15 +87,7 @@ def test_a_write_during_the_own_pull_to_a_path_it_did_not_touch_is_committed_wit
     b.notify("pushed", remote.path)
     wait_until(lambda: b.read("a.txt") == b"a 1\n", 30, 0.05, "b to have a.txt")
     settle(b, remote)
-    flag = str(b.path) + ".typed"
-    sneak = str(b.path) + ".sneak.sh"
-    with open(sneak, "w") as f:
-        f.write("#!/bin/sh\n[ -e '%s' ] || { printf 'typed on b\\n' > '%s/untouched.txt'; "
-                "touch '%s'; }\nexec cat\n" % (flag, b.path, flag))
-    os.chmod(sneak, 0o755)
-    git("config", "filter.sneak.smudge", sneak, cwd=b.path)
-    with open(os.path.join(b.path, ".git", "info", "attributes"), "w") as f:
-        f.write("a.txt filter=sneak\n")
+    flag = write_during_checkout(b, "a.txt", "untouched.txt", "typed on b\n")
     write(a, "a.txt", b"a 2\n")
     settle(a, remote)
     b.notify("pushed", remote.path)

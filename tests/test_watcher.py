@@ -237,31 +237,29 @@ def test_after_the_own_guarded_pull_the_paths_it_touched_are_sent_not_a_rescan(w
     assert watcher.batch.writing == {"open.txt"} and not watcher.batch.rescan
 
 
-@pytest.mark.parametrize("event", [{"event": "pull-finished", "ok": True},
-                                   {"event": "pull-finished", "ok": True, "guarded": False}])
-def test_after_a_pullcmd_of_the_users_the_folder_is_rescanned(watcher, event):
+def sent_after_a_pull_of(watcher, rel, content, event):
+    """What the watcher sends when a pull (finished by `event`) wrote `rel`."""
     from autosync.batch import Batch
     sent = []
     watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
-    with open(os.path.join(watcher.root, "pulled.txt"), "w") as f:
-        f.write("pulled")
+    with open(os.path.join(watcher.root, rel), "w") as f:
+        f.write(content)
     watcher.pull_batch = Batch()
-    watcher.pull_batch.touch("pulled.txt")
+    watcher.pull_batch.touch(rel)
     watcher.on_committer_event(event)
-    assert sent == [([], "drained")]
+    return sent
+
+
+@pytest.mark.parametrize("event", [{"event": "pull-finished", "ok": True},
+                                   {"event": "pull-finished", "ok": True, "guarded": False}])
+def test_after_a_pullcmd_of_the_users_the_folder_is_rescanned(watcher, event):
+    assert sent_after_a_pull_of(watcher, "pulled.txt", "pulled", event) == [([], "drained")]
 
 
 def test_a_pulled_gitignore_still_asks_for_a_rescan(watcher):
     """A .gitignore the pull changed may un-ignore files that no event names."""
-    from autosync.batch import Batch
-    sent = []
-    watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
-    with open(os.path.join(watcher.root, ".gitignore"), "w") as f:
-        f.write("*.o\n")
-    watcher.pull_batch = Batch()
-    watcher.pull_batch.touch(".gitignore")
-    watcher.on_committer_event({"event": "pull-finished", "ok": True, "guarded": True})
-    assert sent == [([], "drained")]
+    event = {"event": "pull-finished", "ok": True, "guarded": True}
+    assert sent_after_a_pull_of(watcher, ".gitignore", "*.o\n", event) == [([], "drained")]
 
 
 # --- the synced folder itself moved, replaced, taken away (issue 18, item 2) -------------
