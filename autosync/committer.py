@@ -309,11 +309,11 @@ class Committer:
         self.startup()
         while True:
             with self.cond:
-                self.cond.wait_for(self.has_work,
-                                   timeout=self.upkeep.timeout(self.sleep_time()))
+                # (wait_for answers has_work() as it last found it: whether this step works)
+                worked = self.cond.wait_for(self.has_work,
+                                            timeout=self.upkeep.timeout(self.sleep_time()))
                 if self.stopping and (not self.pending or self.pausing.active()):
                     break  # pending changes while paused: the rescan on resume finds them
-                worked = self.has_work()
             self.step()
             self.upkeep.tick(worked)  # in this thread: never beside a commit, push or pull
         self.status.state("stopped")
