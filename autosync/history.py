@@ -18,7 +18,7 @@ import time
 
 from autosync import cli, commands, gitnotes, gitrepo, guarded, thin
 from autosync.ignore import Ignore
-from autosync.messages import TEXT_MAX, describe, printable, text_of
+from autosync.messages import TEXT_MAX, action_of, printable, text_of
 from autosync.rewind import MODES, Rewind
 from autosync.protocol import NoDaemon, Untrusted, ask
 
@@ -54,7 +54,7 @@ def parse_log(output, rel, folder_like):
         except ValueError:
             raise HistoryError("logcmd printed %r as a time, expected seconds since 1970"
                                % stamp[:40]) from None
-        host, action = describe(message, rel, folder_like)
+        host, action = action_of(message, rel, folder_like)
         versions.append(Version(rev, when, author, host or author, action, text_of(message)))
     return versions
 
@@ -321,7 +321,7 @@ def commit_first(cfg, done):
                        "%s" % (done, error))
 
 
-def rewind(cfg, history, rel, at, dry_run):
+def restore_command(cfg, history, rel, at, dry_run):
     """`restore`: print what changes, write it, and have the daemon commit it as one."""
     if not dry_run:
         # Everything in the folder goes into history first, so that what the restore
@@ -439,7 +439,7 @@ def main(argv):
                 return 1
             print_versions(versions)
             return 0
-        return rewind(cfg, history, rel, args.at, args.dry_run)
+        return restore_command(cfg, history, rel, args.at, args.dry_run)
     except HistoryError as e:
         print("dvcs-autosync %s: %s" % (args.command, e), file=sys.stderr)
         return 1

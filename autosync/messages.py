@@ -111,7 +111,7 @@ def text_of(message):
     return split_subject(message.lstrip("\n").partition("\n")[0])[0]
 
 
-def describe(message, rel, folder_like):
+def action_of(message, rel, folder_like):
     """(host, action) of one version of `rel`, read from its commit message.
 
     A commit made by hand, or one that does not list the path, says "changed";

@@ -93,7 +93,7 @@ def version_in(writer, rel, expect):
     return data
 
 
-def settle(cfg, history, copy, keep):
+def keep_version(cfg, history, copy, keep):
     """Put the version to keep at the path and remove the copy -> what was done, one line.
     The folder is committed: each file is written only if it is still what the newest
     commit holds."""
@@ -132,7 +132,7 @@ def keep_one(cfg, rel, keep):
         raise HistoryError("no dvcs-autosync runs for %s: start it first, so that both "
                            "versions are in history before one goes" % cfg.path)
     owed = note_first(cfg, note(copy, keep), [copy.path, copy.copy])
-    print(settle(cfg, history, copy, keep))
+    print(keep_version(cfg, history, copy, keep))
     reply = ask_daemon(cfg, dict({"cmd": "sync"}, **({"note": owed} if owed else {})))
     if reply is None or not reply.get("ok"):
         print("the daemon did not commit it yet: %s" % (

@@ -63,7 +63,7 @@ class Staging:
         self.held = []  # paths held back by the last commit
         self.error = None  # why the last commit left something out, or None
 
-    def settle(self, changes):
+    def as_on_disk(self, changes):
         """What the batch means now: a path that is gone was removed, or never was."""
         out = []
         for change in changes:
@@ -82,7 +82,7 @@ class Staging:
         if self.excludes:
             self.excludes.ensure()
             self.drop_stale_nested()
-        changes, nested = self.in_nested_repository(self.settle(changes))
+        changes, nested = self.in_nested_repository(self.as_on_disk(changes))
         if nested:
             self.note_nested(nested)
         return changes

@@ -1,7 +1,7 @@
 """The commit message: written and read back in one place."""
 import pytest
 
-from autosync.messages import MESSAGE_LINES, commit_message, describe, host_of, merge_message
+from autosync.messages import MESSAGE_LINES, action_of, commit_message, host_of, merge_message
 
 
 def test_message_names_each_file_and_the_host():
@@ -38,7 +38,7 @@ def test_a_merge_names_each_conflict_copy():
     message = merge_message("pc", [{"path": "a.txt", "copy": "a (conflict from laptop).txt"}])
     assert message == ("autosync on pc: merged, 1 conflicts\n\n"
                        "conflict: a.txt (other version kept as a (conflict from laptop).txt)")
-    assert describe(message, "a.txt", False) == (
+    assert action_of(message, "a.txt", False) == (
         "pc", "conflict (other version kept as a (conflict from laptop).txt)")
 
 
@@ -60,11 +60,11 @@ MESSAGE = ("autosync on laptop: 1 added, 1 modified, 1 removed, 1 moved\n\n"
     ("unlisted.txt", "changed"), ("notes", "changed"),
     ("c.txt", "conflict (other version kept as c (conflict from pc).txt)")])
 def test_describe_finds_what_happened_to_the_path(path, action):
-    assert describe(MESSAGE, path, False) == ("laptop", action)
+    assert action_of(MESSAGE, path, False) == ("laptop", action)
 
 
 def test_describe_a_manual_commit_and_the_folder():
-    assert describe("Fix typo\n\nmodified: notes.txt\n", "x", False) == (None, "changed")
-    assert describe(MESSAGE, ".", True) == (
+    assert action_of("Fix typo\n\nmodified: notes.txt\n", "x", False) == (None, "changed")
+    assert action_of(MESSAGE, ".", True) == (
         "laptop", "1 added, 1 modified, 1 removed, 1 moved")
-    assert describe("Fix typo\n", ".", True) == (None, "Fix typo")
+    assert action_of("Fix typo\n", ".", True) == (None, "Fix typo")
