@@ -187,6 +187,38 @@ def test_every_request_event_and_state_is_described_in_the_protocol_document():
         assert "`%s`" % state in doc.split("### Status")[1].split("##")[0], state
 
 
+def test_every_status_key_and_event_field_is_described_in_the_protocol_document(committer):
+    """The document names every key a status answer has (the schema's fields, then
+    what the committer adds) and, in each event's row, every field the code sends
+    by name (fields passed on as a dict, `**notice`, are the rows' own business)."""
+    import ast
+    import glob
+    import os
+    from autosync.reports import FIELDS
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
+        doc = f.read()
+    status_text = doc.split("### Status")[1].split("\n## ")[0]
+    keys = set(FIELDS) | set(committer.handle({"cmd": "status"}, None)["status"])
+    missing = sorted(k for k in keys if "`%s`" % k not in status_text)
+    assert not missing, "status keys not in docs/protocol.md: %s" % missing
+    rows = {line.split("`")[1]: line for line in doc.splitlines() if line.startswith("| `")}
+    sent = {}
+    for path in glob.glob(os.path.join(ROOT, "autosync", "*.py")):
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        for call in ast.walk(tree):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                    and call.func.attr == "event" and call.args \
+                    and isinstance(call.args[0], ast.Constant):
+                sent.setdefault(call.args[0].value, set()).update(
+                    k.arg for k in call.keywords if k.arg)
+    assert {"committed", "pushed", "pull-finished", "described"} <= set(sent)
+    missing = sorted((event, field) for event, fields in sent.items() for field in fields
+                     if "`%s`" % field not in rows.get(event, ""))
+    assert not missing, "event fields not in docs/protocol.md's table: %s" % missing
+
+
 def test_the_request_table_is_the_protocol_s_list(committer):
     """Every request of protocol.REQUESTS has its handler, and no handler is unnamed
     there (subscribe is the server's own)."""
