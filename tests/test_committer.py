@@ -204,7 +204,7 @@ def test_every_status_key_and_event_field_is_described_in_the_protocol_document(
     assert not missing, "status keys not in docs/protocol.md: %s" % missing
     rows = {line.split("`")[1]: line for line in doc.splitlines() if line.startswith("| `")}
     sent = {}
-    for path in glob.glob(os.path.join(ROOT, "autosync", "*.py")):
+    for path in glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True):
         with open(path) as f:
             tree = ast.parse(f.read())
         for call in ast.walk(tree):
