@@ -79,18 +79,18 @@ def test_every_status_field_the_code_sets_is_in_the_schema():
     """The status' schema (reports.FIELDS) holds every field that the repository and
     the committer's parts set, read from their source; a field set nowhere else is
     refused at once (Status.update)."""
+    import glob
     import os
     import re
     from autosync.reports import ABSENT, FIELDS
     from conftest import ROOT
     set_here = set()
-    for name in os.listdir(os.path.join(ROOT, "autosync")):
-        if name.endswith(".py"):
-            with open(os.path.join(ROOT, "autosync", name)) as f:
-                text = f.read()
-            for call in re.findall(r"(?:report|status|reports)\.(?:status|update)\(([^()]*)\)",
-                                   text):
-                set_here.update(re.findall(r"(?:^|[\s,(])([a-z_]+)=", call))
+    for path in glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True):
+        with open(path) as f:
+            text = f.read()
+        for call in re.findall(r"(?:report|status|reports)\.(?:status|update)\(([^()]*)\)",
+                               text):
+            set_here.update(re.findall(r"(?:^|[\s,(])([a-z_]+)=", call))
     assert set_here and set_here <= set(FIELDS), set_here - set(FIELDS)
     assert "mass_delete" in set_here and FIELDS["mass_delete"] is ABSENT
     status = Status(threading.RLock(), lambda fields: None)
