@@ -555,20 +555,25 @@ class Syncthing:
 class SyncthingPair:
     """A and B, one shared folder each, watcher delay `delay`; started and connected."""
 
-    def __init__(self, run, label, delay):
+    def __init__(self, run, label, delay, fill=None, timeout=60):
+        """fill(folder): what both folders hold before the start (the same files)."""
         base = os.path.join(run.base, "st-%s-%d" % (label, delay))
         os.makedirs(base)
         self.a, self.b = Syncthing(base, "a"), Syncthing(base, "b")
         self.a.configure(self.b, os.path.join(base, "folder-a"), delay)
         self.b.configure(self.a, os.path.join(base, "folder-b"), delay)
+        for s in (self.a, self.b) if fill else ():
+            fill(s.folder)
         run.peers_running.append(self)
+        started = time.monotonic()
         for s in (self.a, self.b):
             s.start()
         if not wait_for(lambda: self.a.connected(self.b) and self.b.connected(self.a), 60, 0.1):
             raise RuntimeError("the two Syncthing instances did not connect within 60 s; see "
                                + base)
-        if not wait_for(self.idle, 60, 0.1):
-            raise RuntimeError("Syncthing not idle within 60 s; see " + base)
+        if not wait_for(self.idle, timeout, 0.1):
+            raise RuntimeError("Syncthing not idle within %d s; see %s" % (timeout, base))
+        self.ready = time.monotonic() - started  # both scanned, indexes exchanged
 
     def idle(self):
         return self.a.idle() and self.b.idle()
@@ -578,9 +583,10 @@ class SyncthingPair:
             s.stop()
 
 
-def syncthing_propagation(run, delay, trials):
-    """Seconds from writing a small file in A's folder until B's holds the same content."""
-    pair = SyncthingPair(run, "prop", delay)
+def syncthing_propagation(run, delay, trials, pair=None):
+    """Seconds from writing a small file in A's folder until B's holds the same content
+    (on `pair`, or a new pair with empty folders)."""
+    pair = pair or SyncthingPair(run, "prop", delay)
     times = []
     try:
         for i in range(trials):
@@ -1500,6 +1506,10 @@ def home(run, sizes):
     floor_burst = time.monotonic() - t0
     run.stop(a, b)
 
+    peer = {}
+    if run.peers:
+        peer = syncthing_home(run, min(files, SYNCTHING_HOME_FILES), sizes["onechange_trials"])
+
     def aim(text, ok):
         return (text, ok) if at_aim else ("%s (at %d files)" % (text, HOME_AT), None)
 
@@ -1519,7 +1529,31 @@ def home(run, sizes):
                     secs(arrived) if arrived else "lost", secs(floor_burst) +
                     " (write, add -A, commit, push, pull)", "", None if arrived else False,
                     "%d commits" % commits))
+    if peer:
+        rows.append(row("  Syncthing (fsWatcherDelayS 1) at %d files: both started until "
+                        "scanned and idle" % peer["files"], "", "", "", None,
+                        st1=secs(peer["ready"])))
+        rows.append(row("  Syncthing at %d files: one file changed until on B: median of %d"
+                        % (peer["files"], len(peer["times"])), "", "", "", None,
+                        st1=secs(median(peer["times"])) if peer["times"] else "lost"))
     return rows
+
+
+SYNCTHING_HOME_FILES = 100_000  # where a Syncthing pair is practical on this machine
+
+
+def syncthing_home(run, files, trials):
+    """Syncthing's start (both folders holding the same `files` files: each scans them,
+    then the two compare) until idle, and one-file propagation there."""
+    def fill(folder):
+        make_tree(folder, files, max(files // 100, 1))
+    try:
+        pair = SyncthingPair(run, "home", 1, fill=fill, timeout=1800)
+    except RuntimeError as e:
+        print("  ! Syncthing at %d files: %s" % (files, e))
+        return {}
+    times = syncthing_propagation(run, 1, trials, pair)
+    return {"files": files, "ready": pair.ready, "times": times}
 
 
 # --------------------------------------------------------------------------
