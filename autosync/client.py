@@ -16,6 +16,7 @@ import time
 
 from autosync import protocol
 from autosync.retry import Backoff, Trouble, one_line
+from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.client")
 
@@ -289,6 +290,16 @@ class CommitterLink:
     events followed (`on_event`, from that thread; `_subscribed` in the inbox after
     each subscription). A subclass supplies step() (one turn of its loop), ending()
     (its own goodbye) and _tell_link(up)."""
+
+    @classmethod
+    def main(cls, program, doc, argv):
+        """The program's command line: the config read, the signals recorded, the loop
+        run until a stop."""
+        from autosync import cli  # not at the top: cli loads the config's modules
+        link = cls(cli.start(program, doc, argv))
+        StopFlag(wake=link.stop).install()
+        link.run()
+        return 0
 
     def __init__(self, cfg, timing, logger, on_event=None, on_link_reply=None):
         self.inbox = Inbox()

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from autosync import client, commands
 from autosync.sshremote import BadRemote, watch_argv, why_it_ended
 from autosync.retry import Backoff, Trouble, one_line
-from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.sshlink")
 
@@ -244,11 +243,7 @@ class Link(client.CommitterLink):
 
 def main(argv=None):
     """autosync-sshlink [CONFIG] [-v]: pull when the remote moves (syncmethod = ssh)."""
-    from autosync import cli
-    link = Link(cli.start("autosync-sshlink", main.__doc__, argv))
-    StopFlag(wake=link.stop).install()
-    link.run()
-    return 0
+    return Link.main("autosync-sshlink", main.__doc__, argv)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from autosync import client, xmpp_session
 from autosync.notifications import Summariser
 from autosync.retry import Backoff, Trouble
-from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.xmpp")
 
@@ -395,11 +394,7 @@ class Listener(client.CommitterLink):
 
 def main(argv=None):
     """autosync-xmpp [CONFIG] [-v]: announce pushes over XMPP, pull on announcements."""
-    from autosync import cli
-    listener = Listener(cli.start("autosync-xmpp", main.__doc__, argv))
-    StopFlag(wake=listener.stop).install()
-    listener.run()
-    return 0
+    return Listener.main("autosync-xmpp", main.__doc__, argv)
 
 
 if __name__ == "__main__":
