@@ -269,6 +269,9 @@ class FakeRepository:
     def head(self):
         return "rev%d" % len(self.calls)
 
+    def settle_index(self):
+        pass  # (not recorded: the committer calls it after every step)
+
     def amend(self, message, rev):
         self.calls.append(("amend", message, rev))
         return "amended"
