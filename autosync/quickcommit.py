@@ -67,6 +67,19 @@ def cleanup(message):
     return "\n".join(lines) + "\n" if lines else ""
 
 
+def truth(value):
+    """A git boolean setting's value -> True, False, or None (not one)."""
+    value = value.strip().lower()
+    if value in ("", "false", "no", "off", "0"):
+        return False
+    if value in ("true", "yes", "on", "1"):
+        return True
+    try:
+        return int(value) != 0
+    except ValueError:
+        return None
+
+
 def run(folder, *args, data=None, env=None, check=True):
     """git in `folder` with the daemon's settings -> stdout bytes; NotQuick on failure
     (check) or None."""
@@ -147,35 +160,41 @@ class QuickCommit:
         if any(os.path.lexists(os.path.join(self.gitdir, p)) for p in IN_PROGRESS):
             return "a merge, rebase or cherry-pick in progress"
         config = self.config()
-        if config.get("commit.gpgsign", "false").lower() in ("true", "yes", "on", "1"):
-            return "commits are signed (commit.gpgSign)"
+        for key, unlike_git_add in (("commit.gpgsign", True), ("core.filemode", False),
+                                    ("core.symlinks", False), ("core.sparsecheckout", True)):
+            if key in config and truth(config[key]) == unlike_git_add:
+                return "%s is %s" % (key, config[key])
         if config.get("commit.cleanup", "default") not in ("default", "whitespace"):
             return "commit.cleanup is set"
-        for key, off in (("core.filemode", "false"), ("core.symlinks", "false"),
-                         ("core.sparsecheckout", "true")):
-            if config.get(key, "").lower() in (off, "no" if off == "false" else "yes",
-                                               "off" if off == "false" else "on",
-                                               "0" if off == "false" else "1"):
-                return key
         if any(k.startswith(("annex.", "filter.annex.")) for k in config):
             return "git-annex (its filters look at the index)"
+        if any(k.startswith("hook.") for k in config):
+            return "hooks in git's config (a newer git runs them)"
         hooks = config.get("core.hookspath")
         hooks = os.path.join(self.folder, os.path.expanduser(hooks)) if hooks else \
-            os.path.join(self.gitdir, "hooks")
+            os.path.join(self.common_dir(), "hooks")
         for hook in HOOKS:
             path = os.path.join(hooks, hook)
             if os.path.isfile(path) and os.access(path, os.X_OK):
                 return "a %s hook" % hook
         return None
 
+    def common_dir(self):
+        """The repository's shared git dir (a linked worktree's hooks are there)."""
+        try:
+            with open(os.path.join(self.gitdir, "commondir")) as f:
+                return os.path.join(self.gitdir, f.read().strip())
+        except OSError:
+            return self.gitdir
+
     def config(self):
         """git's settings as this daemon's commands see them: {lower-case key: last value}."""
         out = run(self.folder, "config", "-z", "--list", check=False) or b""
         found = {}
         for entry in out.split(b"\0"):
-            key, _, value = os.fsdecode(entry).partition("\n")
+            key, newline, value = os.fsdecode(entry).partition("\n")
             if key:
-                found[key.lower()] = value
+                found[key.lower()] = value if newline else "true"  # `[core] x`: x is true
         return found
 
     def index_stat(self):
@@ -234,11 +253,15 @@ class QuickCommit:
         listed = gitrepo.raw_changes(run(self.folder, "diff-tree", "-r", "-z", "-M", "--raw",
                                          root, new_root))
         message = message_of(listed)
+        subject = message.split("\n", 1)[0]
+        if not subject.startswith("autosync on "):
+            # A description of the user's heads it: git commit's reflog line would show it
+            # on update-ref's command line, which every local user can read.
+            raise NotQuick("the subject is the user's text")
         new = run(self.folder, "commit-tree", "-p", head, "-F", "-", new_root,
                   data=cleanup(message).encode("utf-8", "surrogateescape")).strip().decode()
         self.owe(owed)
-        # git commit's reflog line (the subject has counts and the user's own text, no paths)
-        subject = message.split("\n", 1)[0]
+        # git commit's reflog line (our subject: a host and counts, no paths)
         if run(self.folder, "update-ref", "-m", "commit: " + subject, "HEAD", new, head,
                check=False) is None:
             self.owe([])

@@ -41,6 +41,10 @@ def write(folder, rel, content, mode=None):
         os.chmod(path, mode)
 
 
+def message(listed):
+    return "autosync on test: %d changes" % len(listed)
+
+
 def quick(folder, commands=None):
     cmd = {n: Template(n, t) for n, t in dict(GIT_COMMANDS, **(commands or {})).items()}
     return quickcommit.QuickCommit(folder, os.path.join(folder, ".git"), cmd, True)
@@ -50,7 +54,7 @@ def commit_both(clones, changes):
     """The batch committed quickly in one clone and by git add -A + git commit in the other;
     -> (quick result, the two new trees)."""
     q = quick(clones["quick"])
-    made = q.commit(changes, lambda listed: "autosync: %d changes" % len(listed))
+    made = q.commit(changes, message)
     paths = sorted({c[k] for c in changes for k in ("path", "src") if k in c})
     git("add", "-A", "--", *paths, cwd=clones["usual"])
     git("commit", "-q", "-m", "usual", cwd=clones["usual"], check=False)
@@ -134,7 +138,7 @@ def test_an_ignored_new_file_is_left_to_the_usual_path(clones):
     write(folder, "fine.txt", "x")
     head = git("rev-parse", "HEAD", cwd=folder)
     assert quick(folder).commit([{"action": "added", "path": "debug.log"},
-                                 {"action": "added", "path": "fine.txt"}], str) is None
+                                 {"action": "added", "path": "fine.txt"}], message) is None
     assert git("rev-parse", "HEAD", cwd=folder) == head  # nothing committed here
 
 
@@ -169,15 +173,17 @@ def test_an_ignored_file_in_a_batch_ends_as_it_ended_before(tmp_path, monkeypatc
                 git("config", "core.hooksPath", "../myhooks", cwd=f)), "post-commit"),
     (lambda f: git("config", "commit.gpgSign", "true", cwd=f), "gpgSign"),
     (lambda f: write(f, ".git/MERGE_HEAD", "0" * 40 + "\n"), "merge"),
+    (lambda f: git("config", "core.fileMode", "false", cwd=f), "core.filemode"),
+    (lambda f: git("config", "commit.cleanup", "strip", cwd=f), "commit.cleanup"),
 ])
 def test_hooks_signing_and_a_merge_take_the_usual_path(clones, setup, why):
     folder = clones["quick"]
     setup(folder)
     write(folder, "a.txt", "a")
     q = quick(folder)
-    assert why in q.why_not([{"action": "added", "path": "a.txt"}])
+    assert why.lower() in q.why_not([{"action": "added", "path": "a.txt"}]).lower()
     head = git("rev-parse", "HEAD", cwd=folder)
-    assert q.commit([{"action": "added", "path": "a.txt"}], str) is None
+    assert q.commit([{"action": "added", "path": "a.txt"}], message) is None
     assert git("rev-parse", "HEAD", cwd=folder) == head
 
 
@@ -199,7 +205,7 @@ def test_command_strings_of_the_user_s_take_the_usual_path(clones, commands):
     write(folder, "a.txt", "a")
     q = quick(folder, commands)
     assert q.why_not([{"action": "added", "path": "a.txt"}])
-    assert q.commit([{"action": "added", "path": "a.txt"}], str) is None
+    assert q.commit([{"action": "added", "path": "a.txt"}], message) is None
 
 
 def test_a_repository_inside_and_a_folder_take_the_usual_path(clones):
@@ -209,9 +215,9 @@ def test_a_repository_inside_and_a_folder_take_the_usual_path(clones):
     git("add", "x", cwd=os.path.join(folder, "inner"))
     git("commit", "-q", "-m", "x", cwd=os.path.join(folder, "inner"))
     q = quick(folder)
-    assert q.commit([{"action": "added", "path": "inner"}], str) is None
+    assert q.commit([{"action": "added", "path": "inner"}], message) is None
     write(folder, "dir/f", "f")
-    assert q.commit([{"action": "added", "path": "dir"}], str) is None
+    assert q.commit([{"action": "added", "path": "dir"}], message) is None
 
 
 def test_other_staged_changes_take_the_usual_path(clones):
@@ -220,7 +226,7 @@ def test_other_staged_changes_take_the_usual_path(clones):
     write(folder, "mine.txt", "staged by the user")
     git("add", "mine.txt", cwd=folder)
     write(folder, "a.txt", "a")
-    assert quick(folder).commit([{"action": "added", "path": "a.txt"}], str) is None
+    assert quick(folder).commit([{"action": "added", "path": "a.txt"}], message) is None
 
 
 def test_a_head_that_moved_is_never_overwritten(clones, monkeypatch):
@@ -234,7 +240,7 @@ def test_a_head_that_moved_is_never_overwritten(clones, monkeypatch):
             git("commit", "-q", "--allow-empty", "-m", "the user's", cwd=folder)
         return real(folder_, *args, **kw)
     monkeypatch.setattr(quickcommit, "run", user_commits_meanwhile)
-    assert q.commit([{"action": "added", "path": "a.txt"}], str) is None
+    assert q.commit([{"action": "added", "path": "a.txt"}], message) is None
     assert git("log", "-1", "--format=%s", cwd=folder) == b"the user's\n"
     assert not os.path.exists(os.path.join(folder, ".git", quickcommit.OWED))
 
@@ -308,6 +314,18 @@ def test_no_identity_fails_as_it_always_did(repo, monkeypatch):
     (op, error), kw = reports.named("failed")[-1]
     assert op == "commit" and kw == {"retry": "commit"}
     assert str(error).startswith("commitcmd failed") and "user.email" in str(error)
+
+
+def test_a_description_of_the_user_s_takes_the_usual_path(repo, tmp_path, monkeypatch):
+    """Its text heads the subject, which update-ref's reflog line would show to every
+    local user (ps); git commit reads the message from stdin."""
+    r, reports = repo()
+    (repo.path / "a.txt").write_text("a")
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    assert r.commit([{"action": "added", "path": "a.txt"}], text="my secret plan")
+    assert "update-ref" not in [c[0] for c in traced(trace)]
+    assert git("log", "-1", "--format=%s", cwd=str(repo.path)).startswith(b"my secret plan (")
 
 
 def test_a_daemon_killed_before_settling_settles_at_its_next_start(repo):
