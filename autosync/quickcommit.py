@@ -161,7 +161,8 @@ class QuickCommit:
             return "a merge, rebase or cherry-pick in progress"
         config = self.config()
         for key, unlike_git_add in (("commit.gpgsign", True), ("core.filemode", False),
-                                    ("core.symlinks", False), ("core.sparsecheckout", True)):
+                                    ("core.symlinks", False), ("core.sparsecheckout", True),
+                                    ("core.ignorecase", True)):
             if key in config and truth(config[key]) == unlike_git_add:
                 return "%s is %s" % (key, config[key])
         if config.get("commit.cleanup", "default") not in ("default", "whitespace"):
