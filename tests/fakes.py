@@ -270,7 +270,8 @@ class FakeRepository:
         return "rev%d" % len(self.calls)
 
     def settle_index(self):
-        pass  # (not recorded: the committer calls it after every step)
+        # Not in `calls` (the committer settles after every step): how many calls before.
+        self.settled = getattr(self, "settled", []) + [len(self.calls)]
 
     def amend(self, message, rev):
         self.calls.append(("amend", message, rev))
