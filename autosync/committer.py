@@ -37,6 +37,10 @@ from autosync.stopflag import StopFlag
 
 log = logging.getLogger("autosync.committer")
 
+# A quick commit's index is settled after its push; before it only if the push is
+# further away than this (seconds: a long pushdelay).
+SETTLE_BEFORE_PUSH = 2.0
+
 # A batch's rescan `reason` (protocol.RESCANS), as the log says it.
 RESCAN_WHY = {"start": "it has just started",
               "committer-restarted": "the committer restarted: events may have been missed",
@@ -410,12 +414,19 @@ class Committer:
             pushed = self.push(force=True)
             if pushed is False:
                 error = self.reports.last_error()
+            self.repo.settle_index()  # `git status` right after a sync is clean
             self.finish("sync", syncs, {"ok": error is None, "committed": committed,
                                         "pushed": bool(pushed),
                                         **({"noted": True} if noted else {}),
                                         **({"error": error} if error else {})})
         elif push_due or woken:
             self.push()  # woken: now, not after a backoff that grew while offline
+        # A quick commit's index entries (quickcommit.py): once the change is pushed,
+        # unless its push waits long (pushdelay); a command reading the index settles too.
+        with self.cond:
+            push_at = self.schedule.push_at
+        if push_at is None or push_at - time.monotonic() > SETTLE_BEFORE_PUSH:
+            self.repo.settle_index()
         self.idle()
 
     def push(self, force=False):

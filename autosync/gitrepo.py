@@ -75,8 +75,11 @@ def staged_changes(folder):
 
     None when git cannot tell (an error)."""
     out = git(folder, "diff", "--cached", "--raw", "-z", "-M", "--relative", check=False)
-    if out is None:
-        return None
+    return None if out is None else raw_changes(out)
+
+
+def raw_changes(out):
+    """git's `--raw -z` list of changes (diff, diff-tree) as batch changes."""
     fields = [os.fsdecode(f) for f in out.split(b"\0")]
     changes, i = [], 0
     while i + 1 < len(fields) and fields[i]:

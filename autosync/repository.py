@@ -13,7 +13,7 @@ import time
 import typing
 
 from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
-                      hgmerge, massdelete, recovery)
+                      hgmerge, massdelete, quickcommit, recovery)
 from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.copies import copy_name, read_copy_name, told
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -120,6 +120,10 @@ class Repository:
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
+        # git: a batch committed from its changed paths, without rewriting the whole index
+        # (quickcommit.py; only with the shipped command strings, else never taken).
+        self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top) \
+            if self.gitdir else None
 
     def close(self):
         """The daemon stops: what it made goes (its socket is the server's)."""
@@ -174,6 +178,7 @@ class Repository:
         """At start: let a killed committer's last command finish, and undo its damage."""
         recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
         self.clear_lock()
+        self.settle_index()  # a quick commit's index entries a killed daemon still owed
         # Whether or not a leftover was seen: a killed pull may have died before we
         # started. A recorded merge (MERGE_HEAD) is finished by merge_cleared instead.
         # (No commit yet, as in a clone of an empty remote: no pull can have run.)
@@ -194,12 +199,25 @@ class Repository:
         self.report.state("committing")
         if not self.safe("commit"):
             return False
+        self.settle_index()
         # Never stage over a merge that stopped (killed mid-pull): that would commit markers.
         if self.gitdir and not self.merge_cleared():
             return False
         self.clear_lock()
         self.commit_error = None
         changes = self.staging.prepare(changes)
+        if self.quick is not None and not rescan:
+            before = time.time()
+            quick = self.quick.commit(changes, lambda listed: commit_message(
+                self.host, listed, note, self.context(), text))
+            if quick is not None:  # else: not for this batch, the usual path follows
+                if self.own_commands:
+                    self.index_mine()  # untouched since merge_cleared looked at it
+                message, listed = quick
+                if not listed:
+                    self.held_back([])
+                    return False  # nothing to commit
+                return self.committed(message, listed, [], before)
         try:
             # A rescan that finds everything itself needs only the moves (git records
             # them) from the batch: an overflow's batch lists every file in the folder.
@@ -237,6 +255,12 @@ class Repository:
         finally:
             if self.gitdir and self.own_commands:
                 self.index_mine()
+        if self.quick is not None and self.quick.shipped:
+            self.quick.committed_usual_way(self.head())
+        return self.committed(message, listed, held, before)
+
+    def committed(self, message, listed, held, before):
+        """A commit was made: said, with what it means (conflict copies, a mass delete)."""
         if not self.held_back(held):
             self.report.succeeded("commit")
         self.report.committed(message, listed)
@@ -262,6 +286,7 @@ class Repository:
         if template is None or template.empty or not self.safe("commit") \
                 or (self.gitdir and self.head() != rev):
             return None
+        self.settle_index()  # git commit --amend records the index
         self.report.state("committing")
         try:
             template.run(message, cwd=self.folder)
@@ -312,6 +337,18 @@ class Repository:
         except CommandFailed as e:
             log.warning("%s", e)
             return None
+
+    def settle_index(self):
+        """A quick commit's index entries brought up to date (quickcommit.py): the
+        committer's next step after the push, and before any command that reads the index."""
+        if self.quick is None or self.blocked:
+            return
+        known = self.clean_index is not None and self.index_stat() == self.clean_index
+        try:
+            if self.quick.settle() and known:
+                self.index_mine()  # update-index of stage 0 entries: no conflict entries
+        except (quickcommit.NotQuick, OSError) as e:
+            log.warning("the index was not brought up to date after a commit: %s", e)
 
     # --- merges (git) ------------------------------------------------------------------
 
@@ -389,6 +426,7 @@ class Repository:
         """The status lists the conflict copies the folder holds now (git: the tracked
         ones, read from the index; another DVCS: those made by this daemon)."""
         if self.gitdir:
+            self.settle_index()
             found = [c.copy for c in map(read_copy_name,
                                          gitrepo.tracked_files(self.folder)) if c]
             self.conflicts = found[-CONFLICTS_KEPT:]
@@ -555,6 +593,7 @@ class Repository:
         """Pull now; -> the reply to a pull request."""
         if not self.safe("pull"):
             return {"ok": False, "pulled": False, "error": self.blocked}
+        self.settle_index()
         self.report.event("pull-started")
         before = gitrepo.head(self.folder) if self.gitdir else None
         self.merged = None

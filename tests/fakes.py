@@ -269,6 +269,10 @@ class FakeRepository:
     def head(self):
         return "rev%d" % len(self.calls)
 
+    def settle_index(self):
+        # Not in `calls` (the committer settles after every step): how many calls before.
+        self.settled = getattr(self, "settled", []) + [len(self.calls)]
+
     def amend(self, message, rev):
         self.calls.append(("amend", message, rev))
         return "amended"

@@ -56,6 +56,25 @@ def test_a_commit_is_pushed_when_due_and_announced(committer):
     assert committer.status["state"] == "idle"
 
 
+def test_the_index_is_settled_after_the_push_not_before_it(committer):
+    """quickcommit.py's lazy index step: the worker's next step after the push, never
+    between a commit and its push that is due at once."""
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    committer.step()  # commits; the push is due at once
+    assert getattr(committer.repo, "settled", []) == []
+    committer.step()  # pushes, then settles
+    assert committer.repo.calls == [("commit", ["a"], False), "push"]
+    assert committer.repo.settled == [2]
+
+
+def test_a_long_pushdelay_does_not_leave_the_index_unsettled(tmp_path):
+    c = Committer(config(tmp_path, pushdelay=60.0, pullinterval=0.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    c.step()
+    assert c.repo.calls == [("commit", ["a"], False)] and c.repo.settled == [1]
+
+
 def test_a_failed_push_waits_a_backoff_then_tries_again(committer):
     committer.repo.push_ok = False
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)

@@ -287,7 +287,8 @@ def whole_index_reads(commands):
 
 def test_a_commit_reads_what_is_staged_once_and_looks_for_a_killed_merge_only_when_the_index_changed(
         repo, tmp_path, monkeypatch):
-    r, reports = repo(statuscmd="git diff --cached --quiet")
+    # (a commitcmd of the user's: the usual path, not quickcommit.py's, which reads none)
+    r, reports = repo(statuscmd="git diff --cached --quiet", commitcmd="git commit -m %s")
     (repo.path / "a.txt").write_text("a")
     assert r.commit([{"action": "added", "path": "a.txt"}])
     trace = tmp_path / "trace"
@@ -312,10 +313,12 @@ def test_a_conflict_left_in_the_index_by_the_users_git_is_still_undone(repo):
     path = str(repo.path)
     (repo.path / "a.txt").write_text("a\n")
     assert r.commit([{"action": "added", "path": "a.txt"}])
+    r.settle_index()  # the committer's step after a commit (quickcommit.py)
     (repo.path / "a.txt").write_text("stashed\n")
     git("stash", "-q", cwd=path)
     (repo.path / "a.txt").write_text("committed\n")
     assert r.commit([{"action": "modified", "path": "a.txt"}])
+    r.settle_index()
     git("stash", "pop", cwd=path, check=False)  # conflicts: unmerged entries, no MERGE_HEAD
     assert git("ls-files", "-u", cwd=path)
     (repo.path / "b.txt").write_text("b\n")
