@@ -181,3 +181,13 @@ def pulled(folder, before, after, files=None):
         if host and host not in hosts:
             hosts.append(host)
     return {"changed": True, "files": files[:200], "count": len(files), "hosts": hosts}
+
+
+def index_stat(gitdir):
+    """The index file's identity and times, or None: git replaces the file at every
+    write, so an unchanged answer means nobody wrote the index since."""
+    try:
+        st = os.stat(os.path.join(gitdir, "index"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns

@@ -198,17 +198,10 @@ class QuickCommit:
                 found[key.lower()] = value if newline else "true"  # `[core] x`: x is true
         return found
 
-    def index_stat(self):
-        try:
-            st = os.stat(os.path.join(self.gitdir, "index"))
-        except OSError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
     def index_holds_head(self, head):
         """Nothing staged but HEAD (git commit would record only our paths then): known
         from our own last write of the index, else asked (a whole-index read, no write)."""
-        if self.clean == (self.index_stat(), head):
+        if self.clean == (gitrepo.index_stat(self.gitdir), head):
             return True
         return run(self.folder, "diff-index", "--cached", "--quiet", head, "--",
                    check=False) is not None
@@ -421,9 +414,9 @@ class QuickCommit:
             trees.close()
         run(self.folder, "update-index", "-z", "--index-info", data=b"".join(lines))
         self.owe([])
-        self.clean = (self.index_stat(), head)
+        self.clean = (gitrepo.index_stat(self.gitdir), head)
         return True
 
     def committed_usual_way(self, head):
         """A commit by `git commit` (of the whole index) left the index holding HEAD."""
-        self.clean = (self.index_stat(), head)
+        self.clean = (gitrepo.index_stat(self.gitdir), head)

@@ -343,7 +343,7 @@ class Repository:
         committer's next step after the push, and before any command that reads the index."""
         if self.quick is None or self.blocked:
             return
-        known = self.clean_index is not None and self.index_stat() == self.clean_index
+        known = self.clean_index is not None and gitrepo.index_stat(self.gitdir) == self.clean_index
         try:
             if self.quick.settle() and known:
                 self.index_mine()  # update-index of stage 0 entries: no conflict entries
@@ -362,7 +362,7 @@ class Repository:
         next look reads it."""
         if conflicts.merging(self.gitdir):
             return self.finish_merge()
-        seen = self.index_stat()
+        seen = gitrepo.index_stat(self.gitdir)
         if seen is not None and seen == self.clean_index:
             return True
         try:
@@ -373,20 +373,12 @@ class Repository:
         self.clean_index = None  # until our own commands are done with it (index_mine)
         return True
 
-    def index_stat(self):
-        """The index file's identity and times: git replaces the file at every write."""
-        try:
-            st = os.stat(os.path.join(self.gitdir, "index"))
-        except OSError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
     def index_mine(self):
         """Our own git commands (add, rm, commit, the guarded pull's index) are done with
         an index that merge_cleared found without conflict entries: the file as it is now
         needs no look for them. (A command of the user's that wrote it in the instant
         since would be missed until the index changes again.)"""
-        self.clean_index = self.index_stat()
+        self.clean_index = gitrepo.index_stat(self.gitdir)
 
     def finish_merge(self):
         """A merge stopped on conflicts: keep both versions of each file and commit it."""
