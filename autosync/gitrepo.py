@@ -104,6 +104,13 @@ def tracked_files(folder):
     return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
+def committed_files(folder, rev="HEAD"):
+    """The files commit `rev` holds below `folder`, relative to it (not the index, which
+    lags HEAD after a quick commit until it is settled)."""
+    out = git(folder, "ls-tree", "-r", "-z", "--name-only", rev, "--", check=False) or b""
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
 def changed_paths(folder):
     """What git sees changed below `folder`, relative to it: -> (removed, other)."""
     prefix = os.fsdecode((git(folder, "rev-parse", "--show-prefix") or b"").strip())

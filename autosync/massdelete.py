@@ -41,9 +41,10 @@ def notice(cfg, gitdir, listed, before):
 
 
 def tracked_files(folder, gitdir):
-    """How many files the repository holds below the folder now (git; else on disk)."""
+    """How many files the repository holds below the folder now (git: the commit just
+    made; else on disk)."""
     if gitdir:
-        return len(gitrepo.tracked_files(folder))
+        return len(gitrepo.committed_files(folder))
     count = 0
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in METADATA]

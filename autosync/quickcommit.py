@@ -159,6 +159,11 @@ class QuickCommit:
             return "nothing in the batch"
         if any(os.path.lexists(os.path.join(self.gitdir, p)) for p in IN_PROGRESS):
             return "a merge, rebase or cherry-pick in progress"
+        if os.path.lexists(os.path.join(self.gitdir, "index.lock")):
+            # Another git is writing the index, maybe to commit: moving HEAD under it
+            # would fail its commit. The usual path waits for the lock (or clears a
+            # dead process's).
+            return "another git holds the index lock"
         config = self.config()
         for key, unlike_git_add in (("commit.gpgsign", True), ("core.filemode", False),
                                     ("core.symlinks", False), ("core.sparsecheckout", True),

@@ -1,5 +1,6 @@
 """massdelete.py: which commits are mass deletes, and the command that undoes one."""
 import os
+import subprocess
 
 from autosync import massdelete
 from fakes import config
@@ -40,3 +41,26 @@ def test_metadata_is_not_counted(tmp_path):
     for i in range(500):
         (root / ".git" / "objects" / str(i)).write_text("x")
     assert massdelete.tracked_files(str(root), None) == 0
+
+
+def test_the_total_is_what_the_commit_holds_not_a_lagging_index(tmp_path):
+    # After a quick commit the index still lists the removed files until it is settled.
+    root = folder_with(tmp_path, kept=10)
+    for i in range(30):
+        (root / "photos" / ("%d.jpg" % i)).write_text("x")
+    run = lambda *a: subprocess.run(("git",) + a, cwd=str(root), check=True,
+                                    capture_output=True)
+    run("init", "-q")
+    run("add", "-A")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "all")
+    tree = run("ls-tree", "HEAD").stdout.replace(
+        [line for line in run("ls-tree", "HEAD").stdout.split(b"\n") if b"photos" in line][0]
+        + b"\n", b"")
+    new_tree = subprocess.run(["git", "mktree"], cwd=str(root), input=tree, check=True,
+                              capture_output=True).stdout.strip()
+    commit = run("-c", "user.name=t", "-c", "user.email=t@t", "commit-tree", "-p", "HEAD",
+                 "-m", "photos gone", new_tree.decode()).stdout.strip()
+    run("update-ref", "HEAD", commit.decode())
+    assert b"photos/0.jpg" in run("ls-files").stdout  # the index lags
+    fields = massdelete.notice(config(root), str(root / ".git"), removed(30), 1.0)
+    assert (fields["count"], fields["total"]) == (30, 40)

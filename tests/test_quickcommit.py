@@ -175,6 +175,7 @@ def test_an_ignored_file_in_a_batch_ends_as_it_ended_before(tmp_path, monkeypatc
     (lambda f: write(f, ".git/MERGE_HEAD", "0" * 40 + "\n"), "merge"),
     (lambda f: git("config", "core.fileMode", "false", cwd=f), "core.filemode"),
     (lambda f: git("config", "commit.cleanup", "strip", cwd=f), "commit.cleanup"),
+    (lambda f: write(f, ".git/index.lock", ""), "index lock"),  # a user's git commit
 ])
 def test_hooks_signing_and_a_merge_take_the_usual_path(clones, setup, why):
     folder = clones["quick"]
