@@ -12,8 +12,8 @@ import shlex
 import time
 import typing
 
-from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
-                      hgmerge, massdelete, recovery)
+from autosync import (conflicts, excludes, fsmonitor, git_environment, gitnotes, gitpull,
+                      gitrepo, hgmerge, massdelete, recovery)
 from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.copies import copy_name, read_copy_name, told
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -120,11 +120,14 @@ class Repository:
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
+        self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
 
     def close(self):
         """The daemon stops: what it made goes (its socket is the server's)."""
         if self.excludes:
             self.excludes.remove()
+        if self.fsmonitor:
+            self.fsmonitor.close()
 
     # --- safety ------------------------------------------------------------------------
 
@@ -160,6 +163,8 @@ class Repository:
             self.guarded.gitdir = gitdir
         self.excludes = self.staging.excludes = excludes.Excludes(self.cfg, gitdir,
                                                                   self.excludes.where)
+        if self.fsmonitor:
+            self.fsmonitor.follow(gitdir)
 
     def locked(self):
         return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))
@@ -199,6 +204,8 @@ class Repository:
             return False
         self.clear_lock()
         self.commit_error = None
+        if rescan and self.fsmonitor:  # git looks at every file, not at what was sent
+            self.fsmonitor.journal.invalidate()
         changes = self.staging.prepare(changes)
         try:
             # A rescan that finds everything itself needs only the moves (git records
@@ -569,6 +576,8 @@ class Repository:
             after = gitrepo.head(self.folder) if self.gitdir else None
             names = gitrepo.changed_names(self.folder, before, after) if self.gitdir else []
             news = gitrepo.pulled(self.folder, before, after, names) if self.gitdir else {}
+            if self.fsmonitor:
+                self.fsmonitor.pulled(names)
             self.report.event("pulled", **news)
             elsewhere = self.merged_elsewhere(before, after)
             for c in elsewhere:
