@@ -182,6 +182,8 @@ class Committer:
                 monitor.journal.received(changes, bool(message.get("rescan")))
             self.pending.add(changes, bool(message.get("rescan")))
             self.cond.notify_all()
+        if monitor:  # the hook's state file, for git commands run now
+            monitor.publish()
         return {"ok": True, "queued": len(changes)}
 
     def sync_request(self, message):
@@ -260,6 +262,7 @@ class Committer:
         monitor = getattr(self.repo, "fsmonitor", None)
         if monitor:  # changes in a folder without a watch are never sent
             monitor.journal.set_blind(bool(unwatched))
+            monitor.publish()
         with self.cond:
             told = self.status["watch"]
             self.status.update(watch={"unwatched": unwatched, "problem": problem}

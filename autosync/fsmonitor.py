@@ -27,11 +27,12 @@ Safety, which decides where the setting goes:
 import logging
 import os
 import shlex
+import subprocess
 import sys
 import threading
 
 from autosync import git_environment, gitrepo
-from autosync.commands import Template
+from autosync.commands import Template, environment
 
 log = logging.getLogger("autosync.fsmonitor")
 
@@ -40,7 +41,9 @@ HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fsmonitor_hook.
 # at 100,000 files it saves about 100 ms per change; at 10,000 its hook's start-up
 # (two or three runs per change, 8-10 ms each) costs more than the lstat()s it saves.
 AUTO_FROM = 50_000
-LIMIT = 100_000  # paths remembered; beyond, older tokens answer "/" (only slower)
+# Paths remembered (the state file is written whole at every batch); beyond, older
+# tokens answer "/": git looks at every file once, which is only slower.
+LIMIT = 20_000
 # The commit's command strings that get the setting (when all of them are plain git).
 STAGING = ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd", "commitcmd")
 # git runs these under the commands that get the setting, with its environment: a
@@ -75,6 +78,7 @@ class Journal:
         self.blind = False  # folders without a watch: every token answers "/"
         self.ignores_changed = True  # `always` must be read again (ignored_read)
         self.lock = threading.Lock()
+        self.writing = threading.Lock()
         self.dirty = True
 
     def received(self, changes, rescan=False):
@@ -131,16 +135,22 @@ class Journal:
 
     def write(self):
         """The state file as of now, if anything changed since the last write. A batch
-        received after this write gets a higher number than the token it hands out."""
-        with self.lock:
-            if not self.dirty:
-                return
-            data, self.dirty = self.state(), False
-        temp = self.where + ".new"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "wb") as f:
-            f.write(data)
-        os.replace(temp, self.where)
+        received after this write gets a higher number than the token it hands out.
+        (One writer at a time: an older state never replaces a newer one.)"""
+        with self.writing:
+            with self.lock:
+                if not self.dirty:
+                    return
+                data, self.dirty = self.state(), False
+            temp = self.where + ".new"
+            try:
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with open(fd, "wb") as f:
+                    f.write(data)
+                os.replace(temp, self.where)
+            except OSError:
+                self.dirty = True  # written next time
+                raise
 
     def remove(self):
         for name in (self.where, self.where + ".new"):
@@ -161,6 +171,7 @@ class Monitor:
         hooks = os.fsdecode(hooks.strip()) if hooks else os.path.join(gitdir, "hooks")
         self.hooks = os.path.join(folder, hooks)  # relative: to the top of the tree
         self.excludes_seen = None
+        self.reading = threading.Lock()  # publish() runs on socket threads and the worker
 
     def in_the_way(self):
         """Why the setting cannot be given now, or None: a hook of the user's that git
@@ -200,12 +211,30 @@ class Monitor:
         if any(os.path.basename(n) == ".gitignore" for n in names):
             self.journal.ignores_changed = True
         elif names:
-            out = gitrepo.git(self.folder, "check-ignore", "--no-index", "-z", "--stdin",
-                              data=b"".join(os.fsencode(n) + b"\0" for n in names),
-                              check=False)  # exit 1: none is ignored
-            found = [os.fsdecode(p) for p in (out or b"").split(b"\0") if p]
-            if found:
+            # (check-ignore refuses GIT_LITERAL_PATHSPECS, which environment() sets)
+            proc = subprocess.run(
+                ["git", "check-ignore", "--no-index", "-z", "--stdin"], cwd=self.folder,
+                env=environment({"GIT_LITERAL_PATHSPECS": "0"}), stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, input=b"".join(os.fsencode(n) + b"\0" for n in names))
+            if proc.returncode not in (0, 1):  # 1: none is ignored
+                self.journal.ignores_changed = True  # the whole list read again instead
+            found = [os.fsdecode(p) for p in proc.stdout.split(b"\0") if p]
+            if found and proc.returncode == 0:
                 self.journal.ignored(found)
+        self.publish()
+
+    def publish(self):
+        """The state file brought up to date (the list of ignored files read again if
+        need be), at once: whoever runs the hook gets the batches received. -> False
+        if it could not be written."""
+        with self.reading:
+            try:
+                self.read_ignored()
+                self.journal.write()
+                return True
+            except (OSError, RuntimeError) as e:
+                log.warning("fsmonitor state not written (git looks at every file): %s", e)
+                return False
 
     def env(self):
         """The variables that give a git command the setting (for Template.run's env),
@@ -214,11 +243,7 @@ class Monitor:
         if why:
             log.debug("no fsmonitor for this command: %s", why)
             return {}
-        try:
-            self.read_ignored()
-            self.journal.write()
-        except (OSError, RuntimeError) as e:
-            log.warning("fsmonitor state not written (git looks at every file): %s", e)
+        if not self.publish():
             return {}
         return git_environment.more_settings((("core.fsmonitor", self.value),
                                               ("core.fsmonitorHookVersion", "2")))
@@ -227,6 +252,7 @@ class Monitor:
         """The folder is another clone now (repository.follow_clone)."""
         self.gitdir = gitdir
         self.journal.invalidate()
+        self.publish()
 
     def close(self):
         self.journal.remove()
@@ -280,4 +306,5 @@ def attach(repo):
         repo.cmd[name] = Monitored(repo.cmd[name], monitor)
     if repo.guarded is not None:
         repo.guarded.index_env = monitor.env
+    monitor.publish()
     return monitor

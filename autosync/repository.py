@@ -206,6 +206,7 @@ class Repository:
         self.commit_error = None
         if rescan and self.fsmonitor:  # git looks at every file, not at what was sent
             self.fsmonitor.journal.invalidate()
+            self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
         try:
             # A rescan that finds everything itself needs only the moves (git records
