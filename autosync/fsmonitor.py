@@ -50,6 +50,19 @@ STAGING = ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd", "commitcmd")
 # user's hook there could run any git command (checkout, stash) with the setting.
 HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit",
          "reference-transaction", "post-index-change")
+DAEMON_EXIT = '[ -n "$AUTOSYNC_DAEMON" ] && exit 0'  # hooks/post-commit's first command
+
+
+def leaves_daemon_alone(path):
+    """Does the hook end at once under the daemon's commands, as the shipped post-commit
+    does (its first command: `[ -n "$AUTOSYNC_DAEMON" ] && exit 0`)?"""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read(4096).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return False
+    commands = [l.strip() for l in lines if l.strip() and not l.lstrip().startswith("#")]
+    return bool(commands) and commands[0] == DAEMON_EXIT
 
 
 def hook_command(where):
@@ -177,7 +190,8 @@ class Monitor:
         """Why the setting cannot be given now, or None: a hook of the user's that git
         would run with it, or git-annex (its filters run git commands of their own)."""
         for name in HOOKS:
-            if os.access(os.path.join(self.hooks, name), os.X_OK):
+            path = os.path.join(self.hooks, name)
+            if os.access(path, os.X_OK) and not leaves_daemon_alone(path):
                 return "the repository has a %s hook" % name
         if os.path.isdir(os.path.join(self.gitdir, "annex")):
             return "git-annex is in use"

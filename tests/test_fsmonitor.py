@@ -187,6 +187,9 @@ def test_a_commit_hook_or_git_annex_keeps_the_setting_away(clone):
     hook.write_text("#!/bin/sh\ngit checkout -- .\n")
     hook.chmod(0o755)
     assert r.fsmonitor.env() == {}
+    with open(os.path.join(os.path.dirname(__file__), "..", "hooks", "post-commit")) as f:
+        hook.write_text(f.read())  # the shipped hook leaves the daemon's commands alone
+    assert r.fsmonitor.env()
     hook.unlink()
     (clone / ".git" / "annex").mkdir()
     assert r.fsmonitor.env() == {}
