@@ -180,9 +180,14 @@ class Committer:
             reason = message.get("reason")
             log.info("the watcher asks for a rescan: %s",
                      RESCAN_WHY.get(reason, "no reason given"))
+        monitor = getattr(self.repo, "fsmonitor", None)
         with self.cond:
+            if monitor:  # numbered before the worker can take it (fsmonitor.py)
+                monitor.journal.received(changes, bool(message.get("rescan")))
             self.pending.add(changes, bool(message.get("rescan")))
             self.cond.notify_all()
+        if monitor:  # the hook's state file, for git commands run now
+            monitor.publish()
         return {"ok": True, "queued": len(changes)}
 
     def sync_request(self, message):
@@ -258,6 +263,10 @@ class Committer:
                 or (unwatched and not isinstance(problem, str)):
             return {"ok": False, "error": "watch needs unwatched (a count) and, unless it is 0, "
                                           "problem (text)"}
+        monitor = getattr(self.repo, "fsmonitor", None)
+        if monitor:  # changes in a folder without a watch are never sent
+            monitor.journal.set_blind(bool(unwatched))
+            monitor.publish()
         with self.cond:
             told = self.status["watch"]
             self.status.update(watch={"unwatched": unwatched, "problem": problem}

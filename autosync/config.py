@@ -82,6 +82,9 @@ KEYS = {
         # Files above this size go to git-annex (largefiles.py); "": off.
         "largefiles": Key("size_or_off", "", "a size such as 10mb (kb, mb, gb), or nothing "
                           "(off)"),
+        # git's fsmonitor hook answered from the watcher's batches (fsmonitor.py);
+        # auto: on in a large tree, where it makes a commit faster.
+        "fsmonitor": Key("option('auto', 'yes', 'no')", "auto", "auto, yes or no"),
     },
     # The git defaults; none reads git's (translatable) output. "" means "do not run".
     "dvcs": {
@@ -181,6 +184,7 @@ class Config:
     tray: bool = _A["tray"]
     maintenanceinterval: float = _A["maintenanceinterval"]
     largefiles: str = _A["largefiles"]  # git-annex's size text ("10mb"), "" off
+    fsmonitor: str = _A["fsmonitor"]
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     describecmd: str = _A["describecmd"]
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
@@ -396,6 +400,7 @@ def _build(file, values, known, warnings):
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"], safetypull=a["safetypull"],
         notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
         maintenanceinterval=a["maintenanceinterval"], largefiles=a["largefiles"],
+        fsmonitor=a["fsmonitor"],
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"
         else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),

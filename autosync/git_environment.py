@@ -7,6 +7,8 @@ three, and `-c` on a command line still overrides them. Anything not listed
 stays the user's: identity, signing, hooks, credential helpers, filters
 (lfs, annex, gcrypt), remotes. The README lists these with the same reasons.
 """
+import os
+
 # (key, value, why syncing needs it). Order matters only for readers.
 SETTINGS = (
     ("pull.rebase", "false", "a pull merges: a rebase stops mid-way on a conflict"),
@@ -86,6 +88,22 @@ def use_excludes(path):
     """From now on every git command this process runs reads `path` as core.excludesFile."""
     global _excludes
     _excludes = path
+
+
+def excludes_file():
+    """The excludes file every git command of this process reads, or None."""
+    return _excludes
+
+
+def more_settings(pairs, env=None):
+    """Variables adding (key, value) `pairs` after this process's settings, for one
+    command (environment()'s `extra`): the fsmonitor hook goes only to some commands."""
+    count = int(variables(dict(os.environ if env is None else env))["GIT_CONFIG_COUNT"])
+    out = {"GIT_CONFIG_COUNT": str(count + len(pairs))}
+    for i, (key, value) in enumerate(pairs, start=count):
+        out["GIT_CONFIG_KEY_%d" % i] = key
+        out["GIT_CONFIG_VALUE_%d" % i] = value
+    return out
 
 
 def variables(env):

@@ -122,6 +122,7 @@ class GitPull:
         self.folder = os.fsdecode(top.strip()) if top else folder
         self.fetch = Template("pullcmd", shlex.join(["git", "fetch", "-q"] + fetch_args))
         self.writer = Writer(self.folder, confirm=self.hash_as_git)
+        self.index_env = dict  # -> variables for the index's update (fsmonitor.attach)
 
     def git(self, *args, env=None, data=None, check=True):
         proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
@@ -350,7 +351,9 @@ class GitPull:
                     dst.write(src.read())
             lines = ["%s %s\t%s" % ((e.new_mode, e.new, e.path) if not null(e.new) else
                                     ("0", e.new, e.path)) for e in entries]
-            self.git("update-index", "--index-info", env={"GIT_INDEX_FILE": temp},
+            # (index_env: the fsmonitor setting, which keeps git's fsmonitor data in it)
+            self.git("update-index", "--index-info", env={**self.index_env(),
+                                                          "GIT_INDEX_FILE": temp},
                      data=os.fsencode("\n".join(lines) + "\n"))
             os.replace(temp, index)
         finally:

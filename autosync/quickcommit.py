@@ -395,10 +395,11 @@ class QuickCommit:
         except FileNotFoundError:
             return []
 
-    def settle(self):
+    def settle(self, env=None):
         """Bring the index up to date with HEAD for the paths owed, if any (the changed
         paths only: their entries set to HEAD's, those gone removed). -> True if the
-        index was written. git refreshes their file times at its next `git status`."""
+        index was written. git refreshes their file times at its next `git status`.
+        env: more settings for update-index (git's fsmonitor: the index keeps its token)."""
         paths = self.owed()
         if not paths:
             return False
@@ -417,7 +418,7 @@ class QuickCommit:
                     lines.append(b"%s %s\t%s\0" % (entry[0].encode(), entry[1].encode(), raw))
         finally:
             trees.close()
-        run(self.folder, "update-index", "-z", "--index-info", data=b"".join(lines))
+        run(self.folder, "update-index", "-z", "--index-info", data=b"".join(lines), env=env)
         self.owe([])
         self.clean = (gitrepo.index_stat(self.gitdir), head)
         return True

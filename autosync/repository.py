@@ -12,8 +12,8 @@ import shlex
 import time
 import typing
 
-from autosync import (conflicts, excludes, git_environment, gitnotes, gitpull, gitrepo,
-                      hgmerge, massdelete, quickcommit, recovery)
+from autosync import (conflicts, excludes, fsmonitor, git_environment, gitnotes, gitpull,
+                      gitrepo, hgmerge, massdelete, quickcommit, recovery)
 from autosync.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.copies import copy_name, read_copy_name, told
 from autosync.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -124,11 +124,14 @@ class Repository:
         # (quickcommit.py; only with the shipped command strings, else never taken).
         self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top) \
             if self.gitdir else None
+        self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
 
     def close(self):
         """The daemon stops: what it made goes (its socket is the server's)."""
         if self.excludes:
             self.excludes.remove()
+        if self.fsmonitor:
+            self.fsmonitor.close()
 
     # --- safety ------------------------------------------------------------------------
 
@@ -164,6 +167,8 @@ class Repository:
             self.guarded.gitdir = gitdir
         self.excludes = self.staging.excludes = excludes.Excludes(self.cfg, gitdir,
                                                                   self.excludes.where)
+        if self.fsmonitor:
+            self.fsmonitor.follow(gitdir)
 
     def locked(self):
         return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))
@@ -205,6 +210,9 @@ class Repository:
             return False
         self.clear_lock()
         self.commit_error = None
+        if rescan and self.fsmonitor:  # git looks at every file, not at what was sent
+            self.fsmonitor.journal.invalidate()
+            self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
         if self.quick is not None and not rescan:
             before = time.time()
@@ -345,7 +353,9 @@ class Repository:
             return
         known = self.clean_index is not None and gitrepo.index_stat(self.gitdir) == self.clean_index
         try:
-            if self.quick.settle() and known:
+            # With git's fsmonitor, the index written here keeps the hook's token (without
+            # the setting git would drop it, and the next add would look at every file).
+            if self.quick.settle(self.fsmonitor.env() if self.fsmonitor else None) and known:
                 self.index_mine()  # update-index of stage 0 entries: no conflict entries
         except (quickcommit.NotQuick, OSError) as e:
             log.warning("the index was not brought up to date after a commit: %s", e)
@@ -600,6 +610,8 @@ class Repository:
             after = gitrepo.head(self.folder) if self.gitdir else None
             names = gitrepo.changed_names(self.folder, before, after) if self.gitdir else []
             news = gitrepo.pulled(self.folder, before, after, names) if self.gitdir else {}
+            if self.fsmonitor:
+                self.fsmonitor.pulled(names)
             self.report.event("pulled", **news)
             elsewhere = self.merged_elsewhere(before, after)
             for c in elsewhere:

@@ -4,6 +4,7 @@
     python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--no-peers] [--keep]
                                [--trials N] [--burst-trials N]
                                [--onechange-files N] [--onechange-trials N] [--git-config K=V]
+                               [--setting K=V]
 
 Not a test: nothing is asserted, the script exits 0 even when an aim is
 missed. Everything runs in a temporary folder with a private HOME: real
@@ -1346,7 +1347,8 @@ def onechange(run, sizes):
             os.environ["GIT_CONFIG_VALUE_%d" % i] = value
         os.environ["GIT_CONFIG_COUNT"] = str(count + len(extra))
     try:
-        a, b = start_pair(run, "one", remote, PROFILES["defaults"])
+        a, b = start_pair(run, "one", remote,
+                          dict(PROFILES["defaults"], **dict(sizes.get("settings") or [])))
     finally:
         os.environ.clear()
         os.environ.update(env_before)
@@ -1396,8 +1398,8 @@ def onechange(run, sizes):
     run.stop(a, b)
 
     label = "onechange: one file changed in %d files, on B (%s)" % (files, describe(delays))
-    if extra:
-        label += " with " + ", ".join("%s=%s" % kv for kv in extra)
+    if extra or sizes.get("settings"):
+        label += " with " + ", ".join("%s=%s" % kv for kv in extra + sizes["settings"])
     rows = []
     if suite:
         mine = median(suite)
@@ -1667,6 +1669,9 @@ def main():
     p.add_argument("--git-config", action="append", metavar="KEY=VALUE", default=[],
                    help="onechange: a git setting given to the suite's machines (through "
                         "GIT_CONFIG_COUNT), to measure a candidate; may be repeated")
+    p.add_argument("--setting", action="append", metavar="KEY=VALUE", default=[],
+                   help="onechange: an [autosync] key written into both machines' config "
+                        "(such as fsmonitor=yes); may be repeated")
     args = p.parse_args()
     sizes = dict(QUICK if args.quick else FULL)
     # Fewer runs at the same sizes, for a shared machine: the medians stay comparable.
@@ -1683,6 +1688,9 @@ def main():
     sizes["git_config"] = [tuple(kv.split("=", 1)) for kv in args.git_config]
     if any(len(kv) != 2 for kv in sizes["git_config"]):
         p.error("--git-config takes KEY=VALUE")
+    sizes["settings"] = [tuple(kv.split("=", 1)) for kv in args.setting]
+    if any(len(kv) != 2 for kv in sizes["settings"]):
+        p.error("--setting takes KEY=VALUE")
     peers_missing = None if args.no_peers else syncthing_missing()
 
     base = tempfile.mkdtemp(prefix="asbench-")

@@ -304,6 +304,22 @@ class FakeRepository:
         return self.rev
 
 
+class FakeMonitor:
+    """fsmonitor.Monitor's face to the committer: a real Journal, and what was published
+    (with the journal's number then, and whether the batch was queued already)."""
+
+    def __init__(self, where, committer=None):
+        from autosync.fsmonitor import Journal
+        self.journal = Journal(where, run="fake")
+        self.committer = committer
+        self.published = []
+
+    def publish(self):
+        queued = sorted(self.committer.pending.changes) if self.committer else None
+        self.published.append((self.journal.seq, queued))
+        return True
+
+
 NOT_GIVEN = object()
 
 

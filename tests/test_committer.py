@@ -5,7 +5,7 @@ import time
 import pytest
 
 from autosync.committer import Committer, Pending, check_change
-from fakes import FakeRepository, FakeServer, config
+from fakes import FakeMonitor, FakeRepository, FakeServer, config
 
 
 def test_pending_keeps_one_entry_per_path_and_added_stays_added():
@@ -424,3 +424,26 @@ def test_a_note_needs_paths_inside_the_folder(committer):
     for bad in ({"note": "x"}, {"note": "x", "paths": []}, {"note": "x", "paths": ["/etc"]},
                 {"note": "two\nlines", "paths": ["a"]}):
         assert not committer.handle(dict(bad, cmd="note"), None)["ok"]
+
+
+def test_a_batch_is_numbered_for_git_s_fsmonitor_before_the_worker_can_take_it(committer,
+                                                                                tmp_path):
+    """Were the worker to commit a batch the hook's state does not have yet, git would
+    take its files for unchanged and leave them out (fsmonitor.py)."""
+    monitor = committer.repo.fsmonitor = FakeMonitor(str(tmp_path / "state"), committer)
+    seen = []
+    received = monitor.journal.received
+    monitor.journal.received = lambda changes, rescan=False: (
+        seen.append(sorted(committer.pending.changes)), received(changes, rescan))
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    assert seen == [[]]  # numbered before it was queued
+    assert monitor.published == [(1, ["a"])]  # and the state file written at once
+    assert monitor.journal.paths == {"a": 1}
+    committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "overflow"},
+                     None)
+    assert monitor.journal.floor == 2 and monitor.journal.paths == {}
+    committer.handle({"cmd": "watch", "unwatched": 3, "problem": "no watch"}, None)
+    assert monitor.journal.blind and monitor.published[-1][0] == 2
+    committer.handle({"cmd": "watch", "unwatched": 0, "problem": None}, None)
+    assert not monitor.journal.blind
+
