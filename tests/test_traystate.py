@@ -4,6 +4,7 @@ import time
 import pytest
 
 from autosync.history import Version
+from autosync import traystate
 from autosync.traystate import LOOKS, View, summary
 
 NOW = time.time()
@@ -43,7 +44,8 @@ def test_summary_reads_the_daemons_subject_and_keeps_others():
     ({"link": None}, "idle", "Everything is synced"),  # syncmethod none: no link to miss
     ({"paused": {"since": NOW, "until": None}}, "paused", "Paused until resumed"),
     ({"paused": {"since": NOW, "until": NOW + 3600}, "last_error": "pull: x"}, "paused",
-     "Paused until %s" % time.strftime("%H:%M", time.localtime(NOW + 3600))),
+     # (the date too when the hour crosses midnight: traystate.clock, tested below)
+     "Paused until %s" % traystate.clock(NOW + 3600)),
 ])
 def test_a_status_says_the_state(view, status, state, words):
     view.status(status)
@@ -125,3 +127,10 @@ def test_a_failure_that_ends_clears_the_error(view):
     assert view.name() == "error"
     view.event({"event": "recovered", "op": "commit"})
     assert view.name() == "idle"
+
+
+def test_a_time_today_is_said_as_the_hour_and_another_day_with_its_date():
+    noon = time.mktime(time.localtime()[:3] + (12, 0, 0, 0, 0, -1))
+    tomorrow = noon + 86400
+    assert traystate.clock(noon) == "12:00"
+    assert traystate.clock(tomorrow) == time.strftime("%Y-%m-%d 12:00", time.localtime(tomorrow))
