@@ -16,10 +16,10 @@ import subprocess
 import sys
 import time
 
-from autosync import cli, config, ini
-from autosync import protocol
-from autosync.protocol import Untrusted
-from autosync.retry import Backoff
+from autosync.core import cli, config, ini
+from autosync.core import protocol
+from autosync.core.protocol import Untrusted
+from autosync.core.retry import Backoff
 
 log = logging.getLogger("autosync")
 
@@ -164,12 +164,17 @@ def _child_setup():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+# python -m autosync.X runs each program (a folder's __main__.py for the first four)
+MODULES = {"committer": "committer", "watcher": "watcher", "xmpp": "xmpp",
+           "desktop": "desktop", "sshlink": "ssh.link", "tray": "desktop.tray"}
+
+
 class Program:
     """One program of the suite, and when to start it again."""
 
     def __init__(self, module, args):
         self.name = "autosync-" + module
-        self.argv = [sys.executable, "-m", "autosync." + module] + args
+        self.argv = [sys.executable, "-m", "autosync." + MODULES.get(module, module)] + args
         self.proc = None
         self.started = 0.0
         self.backoff = Backoff(BACKOFF_MIN, BACKOFF_MAX)
@@ -264,8 +269,9 @@ def stop(running):
 
 
 # `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
-COMMANDS = {"log": "history", "restore": "history", "conflicts": "settle", "status": "notify",
-            "init": "init", "expire": "largefiles"}
+COMMANDS = {"log": "tools.history", "restore": "tools.history",
+            "conflicts": "tools.conflicts", "status": "tools.notify", "init": "tools.init",
+            "expire": "core.largefiles"}
 
 
 def command(argv):

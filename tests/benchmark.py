@@ -51,7 +51,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)   # the product under test: this checkout
 sys.path.insert(0, HERE)   # prosody.py
 
-from autosync import config as autosync_config, protocol  # noqa: E402
+from autosync.core import config as autosync_config, protocol
 from prosody import free_port  # noqa: E402
 
 FULL = dict(trials=20, burst_files=10_000, burst_trials=3, tree_files=100_000,

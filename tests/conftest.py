@@ -174,7 +174,7 @@ class Machine:
         return self
 
     def notify(self, *args, check=True):
-        argv = [sys.executable, "-m", "autosync.notify", "--config", self.config] + list(args)
+        argv = [sys.executable, "-m", "autosync.tools.notify", "--config", self.config] + list(args)
         if self.user is not None:  # only the daemon's own user may talk to it
             argv = self.user.command(argv[1:])
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -207,8 +207,8 @@ class Machine:
 
     def dirty(self):
         """Paths git sees changed that the suite should have committed."""
-        from autosync.config import load
-        from autosync.ignore import Ignore
+        from autosync.core.config import load
+        from autosync.core.ignore import Ignore
         ignore = Ignore(self.path, load(self.config).ignorepath)
         out = git("status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
                   cwd=self.path)
@@ -223,7 +223,9 @@ class Machine:
             words = line.split()
             for word in words:
                 if word.startswith("autosync."):
-                    found[word.split(".", 1)[1]] = int(words[0])
+                    module = word.split(".", 1)[1]  # a program by its name, as the supervisor calls it
+                    found[{"ssh.link": "sshlink", "desktop.tray": "tray"}.get(module, module)] = \
+                        int(words[0])
         return found
 
     def stop(self):

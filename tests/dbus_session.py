@@ -25,7 +25,7 @@ from jeepney import (DBusAddress, HeaderFields, MatchRule, MessageType, new_erro
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
 
-from autosync import sni
+from autosync.desktop import sni
 
 CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">

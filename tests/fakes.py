@@ -18,9 +18,9 @@ import tempfile
 import threading
 import time
 
-from autosync import protocol
-from autosync.config import Config
-from autosync.xmpp_session import LoginError, Replaced, SessionLost  # noqa: F401 (for tests)
+from autosync.core import protocol
+from autosync.core.config import Config
+from autosync.core.xmpp_session import LoginError, Replaced, SessionLost
 
 
 class FakeCommitter:
@@ -309,7 +309,7 @@ class FakeMonitor:
     (with the journal's number then, and whether the batch was queued already)."""
 
     def __init__(self, where, committer=None):
-        from autosync.fsmonitor import Journal
+        from autosync.committer.fsmonitor import Journal
         self.journal = Journal(where, run="fake")
         self.committer = committer
         self.published = []

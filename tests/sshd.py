@@ -90,7 +90,7 @@ class Sshd:
         os.makedirs(self.bin)
         launcher = os.path.join(self.bin, "autosync-remote")
         with open(launcher, "w") as f:
-            f.write("#!/bin/sh\nexec %s -m autosync.remote \"$@\"\n" % sys.executable)
+            f.write("#!/bin/sh\nexec %s -m autosync.ssh.remote \"$@\"\n" % sys.executable)
         os.chmod(launcher, 0o755)
         with open(self.config, "w") as f:
             f.write("\n".join([

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from autosync.batch import SETTLE, SETTLE_MAX, Batch, Tree
-from autosync.ignore import Ignore
+from autosync.watcher.batch import SETTLE, SETTLE_MAX, Batch, Tree
+from autosync.core.ignore import Ignore
 from test_ignore import make
 
 
@@ -135,7 +135,7 @@ def test_a_new_file_gets_the_settle_time_for_its_first_write_even_at_readfrequen
 
 
 def test_a_file_still_written_at_maxwait_waits_twice_as_long_each_time(tmp_path):
-    from autosync.batch import LONGEST_WAIT, Growing
+    from autosync.watcher.batch import LONGEST_WAIT, Growing
     (tmp_path / "big").write_bytes(b"x")
     (tmp_path / "new").write_bytes(b"")
     growing, b = Growing(), Batch()

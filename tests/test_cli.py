@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from autosync import __version__, cli
-from autosync.config import Config
+from autosync import __version__
+from autosync.core import cli
+from autosync.core.config import Config
 from conftest import ROOT
 from fakes import config_with_a_shared_socket_folder, serving
 
@@ -143,7 +144,7 @@ def test_start_parses_and_loads(synced):
 
 
 def log_line(verbose, journal):
-    code = ("from autosync import cli; import logging; cli.setup_logging(%r); "
+    code = ("from autosync.core import cli; import logging; cli.setup_logging(%r); "
             "logging.getLogger('autosync.x').debug('dbg'); "
             "logging.getLogger('autosync.x').info('hello')" % verbose)
     env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from autosync import client
-from autosync.retry import Backoff
-from autosync.stopflag import StopFlag
+from autosync.core import client
+from autosync.core.retry import Backoff
+from autosync.core.stopflag import StopFlag
 from conftest import wait_until
 from fakes import FakeCommitter
 

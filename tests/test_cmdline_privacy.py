@@ -162,7 +162,7 @@ def test_no_file_name_or_text_on_any_command_line(recorded, machines, remote, co
     a.start()
     write(a, "%s-4.txt" % SECRET, "four\n")
     wait_until(lambda: (a.status().get("unpushed") or 0) > 0, 20, what="a's commit")
-    out = spy.run([sys.executable, "-m", "autosync.notify", "--config", a.config,
+    out = spy.run([sys.executable, "-m", "autosync.tools.notify", "--config", a.config,
                    "describe", "-"], input=TEXT)
     assert out.startswith("described the last commit"), out
     a.notify("sync")
@@ -189,6 +189,6 @@ def test_autosync_hgmerge_keeps_names_off_command_lines(tmp_path, central, recor
     x, y = clones
     hg("pull", "-q", y, cwd=x)
     spy = Spy(SECRET)
-    spy.run([sys.executable, "-m", "autosync.hgmerge", "--host", "merger", x])
+    spy.run([sys.executable, "-m", "autosync.committer.hgmerge", "--host", "merger", x])
     assert len([n for n in os.listdir(x) if n.startswith(SECRET)]) == 2   # it merged
     assert_private(spy, recorded)

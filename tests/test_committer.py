@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from autosync.committer import Committer, Pending, check_change
+from autosync.committer.committer import Committer, Pending, check_change
 from fakes import FakeMonitor, FakeRepository, FakeServer, config
 
 
@@ -192,7 +192,7 @@ def test_only_a_push_of_something_new_is_announced(committer):
 
 def test_every_request_event_and_state_is_described_in_the_protocol_document():
     import os
-    from autosync.protocol import EVENTS, REQUESTS, RESCANS, STATES
+    from autosync.core.protocol import EVENTS, REQUESTS, RESCANS, STATES
     from conftest import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
@@ -213,7 +213,7 @@ def test_every_status_key_and_event_field_is_described_in_the_protocol_document(
     import ast
     import glob
     import os
-    from autosync.reports import FIELDS
+    from autosync.committer.reports import FIELDS
     from conftest import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
@@ -241,7 +241,7 @@ def test_every_status_key_and_event_field_is_described_in_the_protocol_document(
 def test_the_request_table_is_the_protocol_s_list(committer):
     """Every request of protocol.REQUESTS has its handler, and no handler is unnamed
     there (subscribe is the server's own)."""
-    from autosync.protocol import REQUESTS
+    from autosync.core.protocol import REQUESTS
     assert set(committer.requests) | {"subscribe"} == set(REQUESTS)
 
 
@@ -260,8 +260,8 @@ def test_the_status_has_one_schema_and_checks_the_state_s_changes(committer):
 
 def test_a_rescan_s_reason_is_logged(committer, caplog):
     import logging
-    from autosync.committer import RESCAN_WHY
-    from autosync.protocol import RESCANS
+    from autosync.committer.committer import RESCAN_WHY
+    from autosync.core.protocol import RESCANS
     assert set(RESCAN_WHY) == set(RESCANS)
     with caplog.at_level(logging.INFO, logger="autosync.committer"):
         committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "drained"},
@@ -271,7 +271,7 @@ def test_a_rescan_s_reason_is_logged(committer, caplog):
 
 
 def test_the_committer_answers_every_request_it_names(committer):
-    from autosync.protocol import REQUESTS
+    from autosync.core.protocol import REQUESTS
     for request in REQUESTS:
         if request in ("subscribe", "sync", "pull"):
             continue  # the server's own; and two that wait for the worker

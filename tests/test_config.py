@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from autosync import config, ini
-from autosync.config import ConfigError
-from autosync.paths import socket_for
+from autosync.core import config, ini
+from autosync.core.config import ConfigError
+from autosync.core.paths import socket_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")

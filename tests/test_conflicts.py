@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from autosync import conflicts
+from autosync.core import gitmerge as conflicts
 from conftest import git, tree, wait_until
 from test_sync import settle, write
 
@@ -136,7 +136,7 @@ def test_merging_side_keeps_its_newer_version(machines, remote, commands):
 
 def test_both_sides_pick_the_same_winner(tmp_path, remote):
     """The winner depends on the commits only, not on which machine merges."""
-    from autosync import conflicts
+    from autosync.core import gitmerge as conflicts
     clones = []
     for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
         path = str(tmp_path / name)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from autosync import copies
+from autosync.core import copies
 
 # --- conflict copies' names read back (dvcs-autosync conflicts, the tray) ---------------
 
@@ -137,7 +137,7 @@ def test_deleted_on_both_sides_writes_nothing():
 def test_the_mercurial_helper_loads_no_git_plumbing():
     """autosync-hgmerge takes the policy from copies.py, not from git's conflicts.py."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, autosync.hgmerge; print(' '.join(sys.modules))"],
+        [sys.executable, "-c", "import sys, autosync.committer.hgmerge; print(' '.join(sys.modules))"],
         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-    assert "autosync.copies" in loaded
-    assert not {"autosync.conflicts", "autosync.gitrepo"} & set(loaded)
+    assert "autosync.core.copies" in loaded
+    assert not {"autosync.core.gitmerge", "autosync.core.git"} & set(loaded)

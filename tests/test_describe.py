@@ -91,8 +91,8 @@ def test_without_amendcmd_the_text_always_waits_for_the_next_commit(machines, re
 
 def test_a_describe_naming_no_revision_or_an_unknown_one(machines, remote):
     """rev must be hex digits; one that is no commit here goes on the next commit."""
-    from autosync.config import load
-    from autosync.protocol import connect
+    from autosync.core.config import load
+    from autosync.core.protocol import connect
     a = machines("a")
     conn = connect(load(a.config).socket)
     try:

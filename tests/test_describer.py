@@ -1,7 +1,7 @@
 """describer.py: describecmd's output as a description, one dialog at a time."""
 import threading
 
-from autosync.describer import Describer
+from autosync.desktop.describer import Describer
 
 
 def test_the_output_is_one_clean_line(tmp_path):

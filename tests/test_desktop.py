@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from autosync.describer import Describer
-from autosync.desktop import DBusNotifications, Desktop
-from autosync.notifications import Summariser
+from autosync.desktop.describer import Describer
+from autosync.desktop.notifier import DBusNotifications, Desktop
+from autosync.core.summary import Summariser
 from conftest import ROOT, git, wait_until
 from test_describe import committed, log_of, subject
 from dbus_session import Recorder, bus  # noqa: F401 (a fixture)

@@ -28,7 +28,7 @@ def original_sees_a_daemon(pidfile):
 
 def test_the_original_refuses_to_start_beside_a_running_daemon(machines):
     a = machines("a")
-    from autosync.config import load
+    from autosync.core.config import load
     pidfile = load(a.config).pidfile
     with open(pidfile) as f:
         assert f.read() == str(a.proc.pid)  # no newline
@@ -37,7 +37,7 @@ def test_the_original_refuses_to_start_beside_a_running_daemon(machines):
 
 def test_the_new_daemon_refuses_to_start_beside_the_original(machines, tmp_path):
     a = machines("a", start=False)
-    from autosync.config import load
+    from autosync.core.config import load
     pidfile = load(a.config).pidfile
     # The original, running: its process name says dvcs-autosync, its pidfile its PID.
     original = subprocess.Popen(["bash", "-c", "exec -a dvcs-autosync sleep 60"])
@@ -76,7 +76,7 @@ def test_a_second_config_for_the_folder_is_refused_beside_a_running_original(mac
         assert result.returncode == 1, result.stderr
         assert "another dvcs-autosync (PID %d, config %s) already syncs %s" % (
             original.pid, its_config, a.path) in result.stderr
-        from autosync.config import load
+        from autosync.core.config import load
         assert not os.path.exists(load(a.config).pidfile)  # ours taken back
     finally:
         original.kill()
@@ -88,7 +88,7 @@ def test_a_second_config_for_the_folder_is_refused_beside_a_running_original(mac
 
 def test_stopping_leaves_a_pidfile_that_names_another_process(machines):
     a = machines("a")
-    from autosync.config import load
+    from autosync.core.config import load
     pidfile = load(a.config).pidfile
     with open(pidfile, "w") as f:
         f.write("1")  # taken over meanwhile (the original replaced it, say)

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from autosync.committer import Committer
+from autosync.committer.committer import Committer
 from fakes import FakeRepository, FakeServer, config
 from test_committer import asked, committer  # noqa: F401 (a fixture)
 

@@ -3,9 +3,9 @@ import subprocess
 
 import pytest
 
-from autosync import excludes, git_environment
-from autosync.commands import environment
-from autosync.config import Config
+from autosync.core import excludes, git_environment
+from autosync.core.commands import environment
+from autosync.core.config import Config
 from conftest import git
 
 
@@ -49,7 +49,7 @@ def test_git_add_all_leaves_ignorepath_and_keeps_the_users_excludes(tmp_path, us
                                   "notes.txt.tmp.12345"])
 def test_a_rescan_leaves_editors_files_out_like_the_watcher(tmp_path, using, junk):
     """vim's swap file present during a rescan must never reach history."""
-    from autosync.ignore import Ignore
+    from autosync.core.ignore import Ignore
     top = tmp_path / "repo"
     git("init", "-q", str(top))
     (top / "sub").mkdir()

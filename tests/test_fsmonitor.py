@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from autosync import fsmonitor, fsmonitor_hook, git_environment
-from autosync.commands import environment
-from autosync.config import GIT_COMMANDS, load
-from autosync.repository import Repository
+from autosync.committer import fsmonitor, fsmonitor_hook
+from autosync.core import git_environment
+from autosync.core.commands import environment
+from autosync.core.config import GIT_COMMANDS, load
+from autosync.committer.repository import Repository
 from conftest import Remote, git, wait_until
 from fakes import Reports, config
 

@@ -2,8 +2,8 @@
 import subprocess
 import sys
 
-from autosync import fsmonitor_hook
-from autosync.fsmonitor import HOOK, Journal
+from autosync.committer import fsmonitor_hook
+from autosync.committer.fsmonitor import HOOK, Journal
 
 
 def state(run=b"r1", floor=0, seq=3, blind=0, entries=b""):

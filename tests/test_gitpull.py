@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from autosync import gitpull, gitrepo
-from autosync.copies import read_copy_name
-from autosync.guarded import Writer
+from autosync.core import git as gitrepo, gitpull
+from autosync.core.copies import read_copy_name
+from autosync.core.guarded import Writer
 from conftest import Remote, git, wait_until, write_during_checkout
 
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from autosync import gitrepo
+from autosync.core import git as gitrepo
 from conftest import git
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from autosync import guarded
-from autosync.guarded import Expect, Refused, Writer, blob_id
+from autosync.core import guarded
+from autosync.core.guarded import Expect, Refused, Writer, blob_id
 
 
 def oid(data):
@@ -200,7 +200,7 @@ def test_holds_looks_without_writing(root, tmp_path_factory):
 
 CUT_OFF = r"""
 import os, sys
-from autosync import guarded
+from autosync.core import guarded
 root, edit = sys.argv[1], sys.argv[2] == "edit"
 writer = guarded.Writer(root)
 def inject(rel):  # the user saves by rename after the check: their bytes are at the path
@@ -236,7 +236,7 @@ def copy_beside(path):
 
 
 def test_bytes_moved_aside_by_a_killed_write_are_kept_beside_the_path(root, state):
-    from autosync import recovery
+    from autosync.core import recovery
     temps = cut_off(root, edit=True)
     # The kill left the user's bytes under the temporary name, and the entry says where.
     assert [t.read_bytes() for t in temps] == [b"saved by an editor\n"]
@@ -250,7 +250,7 @@ def test_bytes_moved_aside_by_a_killed_write_are_kept_beside_the_path(root, stat
 
 
 def test_a_content_history_has_is_removed_not_copied(root, state):
-    from autosync import recovery
+    from autosync.core import recovery
     temps = cut_off(root, edit=False)
     assert [t.read_bytes() for t in temps] == [b"committed\n"]
     assert recovery.leftover_writes(str(root), lambda data: data == b"committed\n",
@@ -260,14 +260,14 @@ def test_a_content_history_has_is_removed_not_copied(root, state):
 
 
 def test_without_a_history_to_ask_everything_is_kept(root, state):
-    from autosync import recovery
+    from autosync.core import recovery
     cut_off(root, edit=False)
     assert recovery.leftover_writes(str(root), None, copy_beside)
     assert (root / "d" / "a.txt (kept)").read_bytes() == b"committed\n"
 
 
 def test_a_live_writer_and_another_folder_are_left_alone(root, state, tmp_path_factory):
-    from autosync import recovery
+    from autosync.core import recovery
     cut_off(root, edit=True)
     other = tmp_path_factory.mktemp("other")
     assert recovery.leftover_writes(str(other), None, copy_beside) == []
@@ -316,7 +316,7 @@ def test_a_running_suite_keeps_what_a_killed_restore_moved_aside(machines, remot
 
 AS_USER = r"""
 import os, sys
-from autosync import guarded
+from autosync.core import guarded
 root = sys.argv[1]
 old = b"committed\n"
 expect = guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40))

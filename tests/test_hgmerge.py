@@ -14,14 +14,14 @@ pytestmark = pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial 
 
 
 def hgmerge(path, *args):
-    return subprocess.run([sys.executable, "-m", "autosync.hgmerge"] + list(args), cwd=path,
+    return subprocess.run([sys.executable, "-m", "autosync.committer.hgmerge"] + list(args), cwd=path,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_mercurial_both_sides_pick_the_same_winner(tmp_path, central):
     """The winner depends on the changesets only, not on which machine merges; what is
     printed is read back by hgmerge.reported, one entry per conflict copy."""
-    from autosync import hgmerge as module
+    from autosync.committer import hgmerge as module
     clones = []
     for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
         path = str(tmp_path / name)
@@ -64,7 +64,7 @@ def test_mercurial_half_done_merge_is_finished(tmp_path, central):
         clones.append(path)
     x, y = clones
     hg("pull", "-q", y, cwd=x)
-    from autosync.hgmerge import MERGE  # as the helper merges, killed before it resolves
+    from autosync.committer.hgmerge import MERGE
     merge = subprocess.run(("hg",) + MERGE, cwd=x,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert merge.returncode == 1  # unresolved: markers in README
@@ -98,5 +98,5 @@ def test_mercurial_update_refuses_to_merge_uncommitted_changes(tmp_path, central
 
 
 def hgmerge_reported(output):
-    from autosync.hgmerge import reported
+    from autosync.committer.hgmerge import reported
     return reported(output)

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from autosync import guarded, history
-from autosync.protocol import Server
+from autosync.core import guarded
+from autosync.tools import history
+from autosync.core.protocol import Server
 from conftest import git, tree, wait_until
 from test_conflicts import share
 

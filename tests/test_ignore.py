@@ -2,7 +2,7 @@
 import os
 import subprocess
 
-from autosync.ignore import Ignore
+from autosync.core.ignore import Ignore
 from conftest import git
 
 

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from autosync import ini
-from autosync.ini import ConfigError
+from autosync.core import ini
+from autosync.core.ini import ConfigError
 
 
 # Lines to build files from, each a case RawConfigParser has a rule for.

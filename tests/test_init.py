@@ -427,7 +427,7 @@ def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch
     """No autosync-remote on the server (or ssh refused): the probe says why in ssh's
     own words, the config falls back to syncmethod none, and the way to instant sync
     is named. (A unit test: the real sshd cases are test_sshlink.py's.)"""
-    from autosync import init as init_module
+    from autosync.tools import init as init_module
     fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
     monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: fails)
     step = init_module.Init.__new__(init_module.Init)

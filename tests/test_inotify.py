@@ -5,7 +5,7 @@ import time
 
 import pyinotify
 
-from autosync.inotify import Inotify
+from autosync.core.inotify import Inotify
 
 
 def collect(tmp_path, excluded=lambda path: False):

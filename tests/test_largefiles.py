@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from autosync import config, largefiles
+from autosync.core import config, largefiles
 from conftest import ROOT, git, wait_until
 from test_annex import annex, annex_bytes
 from test_mercurial import use_example

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from autosync import maintenance
-from autosync.reports import Status
+from autosync.committer import maintenance
+from autosync.committer.reports import Status
 from conftest import Machine, git, wait_until
 
 

@@ -2,7 +2,7 @@
 import os
 import subprocess
 
-from autosync import massdelete
+from autosync.committer import massdelete
 from fakes import config
 
 

@@ -118,7 +118,7 @@ def central(tmp_path, private_home, monkeypatch):
 
 def notify_hook(central, machines):
     """What a user puts in the central repository's .hg/hgrc (like hooks/post-receive)."""
-    notify = "PYTHONPATH=%s %s -m autosync.notify" % (ROOT, sys.executable)
+    notify = "PYTHONPATH=%s %s -m autosync.tools.notify" % (ROOT, sys.executable)
     calls = "; ".join("%s --config %s pushed >/dev/null 2>&1" % (notify, m.config)
                       for m in machines)
     with open(os.path.join(central, ".hg", "hgrc"), "a") as f:

@@ -1,7 +1,7 @@
 """The commit message: written and read back in one place."""
 import pytest
 
-from autosync.messages import MESSAGE_LINES, action_of, commit_message, host_of, merge_message
+from autosync.core.messages import MESSAGE_LINES, action_of, commit_message, host_of, merge_message
 
 
 def test_message_names_each_file_and_the_host():

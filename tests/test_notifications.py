@@ -1,7 +1,7 @@
 """The Summariser: events in, few messages out. A fake clock: `now` is passed in."""
 import pytest
 
-from autosync.notifications import CRITICAL, LOW, NORMAL, Message, Summariser
+from autosync.core.summary import CRITICAL, LOW, NORMAL, Message, Summariser
 
 
 def committed(*paths, count=None, host="desk"):

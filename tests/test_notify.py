@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from autosync import cli, notify
+from autosync.core import cli
+from autosync.tools import notify
 from fakes import serving
 
 STATUS = {
@@ -155,7 +156,7 @@ def test_a_refusal_is_one_line_and_exit_1(daemon, capsys):
 
 def test_the_daemon_is_found_from_a_subfolder_and_through_autosync_socket(
         daemon, tmp_path, monkeypatch, capsys):
-    from autosync.paths import socket_for
+    from autosync.core.paths import socket_for
     folder = tmp_path / "Sync"
     (folder / "deep").mkdir(parents=True)
     with serving(socket_for(str(folder)), lambda m, c: {"ok": True, "status": STATUS}):
@@ -205,7 +206,7 @@ def test_no_daemon_anywhere_above_is_exit_3(tmp_path, capsys):
 
 
 def test_status_outside_any_synced_folder_lists_every_daemon(tmp_path, capsys):
-    from autosync.paths import socket_for
+    from autosync.core.paths import socket_for
     other = dict(STATUS, path="/home/u/Photos", state="pulling", last_error=None)
     with serving(socket_for(str(tmp_path / "Sync")), lambda m, c: {"ok": True, "status": STATUS}), \
             serving(socket_for(str(tmp_path / "Photos")), lambda m, c: {"ok": True, "status": other}):
@@ -294,7 +295,7 @@ def test_usage_errors_are_exit_2(capsys):
 def test_as_a_program_without_a_daemon(tmp_path):
     """The installed entry point: exit status 3 reaches the shell."""
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(notify.__file__)))
-    proc = subprocess.run([sys.executable, "-m", "autosync.notify", "--socket",
+    proc = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "--socket",
                            str(tmp_path / "none.sock"), "sync"], env=env, cwd=str(tmp_path),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode == 3 and proc.stdout == b""

@@ -1,7 +1,7 @@
 """autosync.paths: the runtime folder, socket paths, and the one walk up to the root."""
 import os
 
-from autosync import paths
+from autosync.core import paths
 
 
 def test_runtime_dir_under_xdg_runtime_dir(monkeypatch, tmp_path):

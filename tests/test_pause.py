@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from autosync.pause import Pause, parse_duration, state_file
+from autosync.core.pause import Pause, parse_duration, state_file
 from conftest import git, wait_until
 
 

@@ -1,5 +1,5 @@
 """problems.py: what stops syncing, named, most pressing first, with what to do."""
-from autosync import problems
+from autosync.core import problems
 
 
 def test_nothing_wrong_is_in_sync_or_syncing():

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from autosync import protocol
-from autosync.paths import find_socket, socket_for
-from autosync.protocol import Server, connect, decode, encode
+from autosync.core import protocol
+from autosync.core.paths import find_socket, socket_for
+from autosync.core.protocol import Server, connect, decode, encode
 
 
 def raw(path, data, read=True):
@@ -139,7 +139,7 @@ def test_find_socket_walks_up_from_a_subfolder(tmp_path, monkeypatch):
 def test_the_real_committer_survives_bad_requests(machines):
     """Against the running suite: every bad request gets an error, the daemon goes on."""
     a = machines("a")
-    path = a.status() and __import__("autosync.config").config.load(a.config).socket
+    path = a.status() and __import__("autosync.core.config").core.config.load(a.config).socket
     bad = [b"garbage\n", b'{"cmd": "nope"}\n', b'{"cmd": "batch", "changes": "x"}\n',
            b'{"cmd": "batch", "changes": [{"action": "added", "path": "../../etc/passwd"}]}\n',
            b'{"cmd": "batch", "changes": [{"action": "added", "path": "/etc/passwd"}]}\n',
@@ -148,18 +148,18 @@ def test_the_real_committer_survives_bad_requests(machines):
         reply = raw(path, line)
         assert reply["ok"] is False and reply["error"], line
     assert a.status()["state"] == "idle"
-    result = subprocess.run([sys.executable, "-m", "autosync.notify", "--socket", path, "sync"],
+    result = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "--socket", path, "sync"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
 
 def test_notify_without_a_daemon_says_so(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "autosync.notify", "--socket",
+    result = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "--socket",
                              str(tmp_path / "none.sock"), "status"],
                             capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 3
     assert result.stderr.count("\n") == 1 and "no autosync daemon" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "autosync.notify", "sync"],
+    result = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "sync"],
                             capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 3 and "no dvcs-autosync daemon runs for" in result.stderr
 
@@ -206,7 +206,7 @@ def test_a_client_quiet_between_requests_is_kept_a_half_sent_line_is_not(server,
 def test_ask_and_answers_are_the_one_shot_request_and_the_probe(server, tmp_path):
     """Every program that asks the committer once (history, settle, describer, tray,
     notify) or probes it (cli.trust, the supervisor, Server's stale check) uses these."""
-    from autosync import protocol
+    from autosync.core import protocol
     assert protocol.answers(server.path)
     reply = protocol.ask(server.path, {"cmd": "status"})
     assert reply["ok"]

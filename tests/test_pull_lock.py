@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from autosync.config import load
-from autosync.protocol import connect
+from autosync.core.config import load
+from autosync.core.protocol import connect
 from conftest import git, wait_until, write_during_checkout
 from test_sync import settle, write
 

@@ -6,10 +6,11 @@ import time
 
 import pytest
 
-from autosync import git_environment, quickcommit
-from autosync.commands import Template
-from autosync.config import GIT_COMMANDS
-from autosync.repository import Repository
+from autosync.committer import quickcommit
+from autosync.core import git_environment
+from autosync.core.commands import Template
+from autosync.core.config import GIT_COMMANDS
+from autosync.committer.repository import Repository
 from conftest import Remote, git
 from fakes import Reports, config
 

@@ -24,10 +24,10 @@ import time
 
 import pytest
 
-from autosync import client, protocol
-from autosync.copies import COPY_NAME
-from autosync.config import load
-from autosync.retry import Backoff
+from autosync.core import client, protocol
+from autosync.core.copies import COPY_NAME
+from autosync.core.config import load
+from autosync.core.retry import Backoff
 from conftest import git, wait_until
 from test_mercurial import central  # noqa: F401 (a fixture)
 from test_conflicts import cut_off, reconnect, tree

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from autosync import git_environment
+from autosync.core import git_environment
 from conftest import ROOT, git, tree, wait_until
 from test_conflicts import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect
 from test_sync import settle, write
@@ -29,7 +29,7 @@ HOSTILE = (("pull.rebase", "true"), ("pull.ff", "only"), ("merge.ff", "only"),
 
 SUBSCRIBE = """
 import sys
-from autosync.protocol import connect
+from autosync.core.protocol import connect
 conn = connect(sys.argv[1])
 assert conn.request({"cmd": "subscribe"}, timeout=10)["ok"]
 print("subscribed", flush=True)
@@ -80,7 +80,7 @@ class Events:
 
 
 def machine_socket(machine):
-    from autosync.config import load
+    from autosync.core.config import load
     return machine.settings.get("socket") or load(machine.config).socket
 
 

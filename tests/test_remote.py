@@ -8,14 +8,14 @@ import pytest
 
 from conftest import ROOT, Remote, git
 
-from autosync import remote as ar
+from autosync.ssh import remote as ar
 
 pytestmark = pytest.mark.e2e
 
 
 def watch(spawn, path):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return spawn([sys.executable, "-m", "autosync.remote", "watch", str(path)], env=env,
+    return spawn([sys.executable, "-m", "autosync.ssh.remote", "watch", str(path)], env=env,
                  stderr=subprocess.PIPE)
 
 
@@ -95,7 +95,7 @@ def test_it_exits_when_its_output_is_closed_even_while_nothing_moves(bare, spawn
 
 
 def test_a_folder_that_is_no_repository_is_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "autosync.remote", "watch", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "autosync.ssh.remote", "watch", str(tmp_path)],
                             env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert result.returncode == 1

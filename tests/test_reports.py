@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from autosync.everyday import Descriptions
-from autosync.reports import BACKOFF_MAX, Reports, Schedule, Status
+from autosync.committer.user_requests import Descriptions
+from autosync.committer.reports import BACKOFF_MAX, Reports, Schedule, Status
 from fakes import FakeServer, config
 
 
@@ -82,7 +82,7 @@ def test_every_status_field_the_code_sets_is_in_the_schema():
     import glob
     import os
     import re
-    from autosync.reports import ABSENT, FIELDS
+    from autosync.committer.reports import ABSENT, FIELDS
     from conftest import ROOT
     set_here = set()
     for path in glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True):

@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from autosync import git_environment
-from autosync.config import GIT_COMMANDS
-from autosync.repository import Repository
+from autosync.core import git_environment
+from autosync.core.config import GIT_COMMANDS
+from autosync.committer.repository import Repository
 from conftest import Remote, git
 from fakes import Reports, config
 
@@ -248,8 +248,8 @@ def test_the_committer_and_the_fake_answer_exactly_the_report_interface():
     """repository.Report is written once; reports.Reports (the committer's) has each of
     its methods with its parameters, and fakes.Reports has those and no others (a
     misspelt report call fails in every unit test)."""
-    from autosync.reports import Reports as CommitterReports
-    from autosync.repository import Report
+    from autosync.committer.reports import Reports as CommitterReports
+    from autosync.committer.repository import Report
     interface = report_methods(Report)
     assert set(interface) == {"state", "status", "failed", "succeeded", "look_again",
                               "committed", "pulled", "event", "last_error"}
@@ -331,7 +331,7 @@ def test_a_conflict_left_in_the_index_by_the_users_git_is_still_undone(repo):
 def test_a_folder_inside_a_working_tree_runs_statuscmd(repo, tmp_path):
     """The staged list is the folder's (--relative): below the top, statuscmd decides."""
     from fakes import config as make_config
-    from autosync.config import GIT_COMMANDS as commands
+    from autosync.core.config import GIT_COMMANDS as commands
     (repo.path / "sub").mkdir()
     (repo.path / "top.txt").write_text("t")
     git("add", "top.txt", cwd=str(repo.path))  # staged outside the synced folder

@@ -1,7 +1,7 @@
 """retry.py: the backoff and the log-once helper, without any I/O."""
 import logging
 
-from autosync.retry import Backoff, Trouble, one_line
+from autosync.core.retry import Backoff, Trouble, one_line
 
 log = logging.getLogger("autosync.test_retry")
 

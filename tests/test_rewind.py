@@ -2,9 +2,9 @@
 import os
 from types import SimpleNamespace
 
-from autosync import guarded
-from autosync.ignore import Ignore
-from autosync.rewind import EXECUTABLE, LINK, Rewind, same
+from autosync.core import guarded
+from autosync.core.ignore import Ignore
+from autosync.tools.rewind import EXECUTABLE, LINK, Rewind, same
 
 PLAIN = "100644"
 

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from autosync import copies, guarded, settle
-from autosync.history import HistoryError
+from autosync.core import copies, guarded
+from autosync.tools import conflicts as settle
+from autosync.tools.history import HistoryError
 from conftest import git, tree
 from test_conflicts import committed, cut_off, reconnect, share, sync_both
 from test_sync import settle as settled, write
@@ -177,7 +178,7 @@ def test_a_write_while_settling_is_kept(machines, remote, monkeypatch, capsys):
 def test_a_path_is_resolved_without_the_history_commands(tmp_path, monkeypatch):
     """history.relative needs only the folder (conflicts --keep and restore name a path
     the same way), not a History with logcmd and listcmd."""
-    from autosync.history import relative
+    from autosync.tools.history import relative
     folder = str(tmp_path / "sync")
     os.makedirs(os.path.join(folder, "sub"))
     monkeypatch.chdir(os.path.join(folder, "sub"))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from autosync.config import load
+from autosync.core.config import load
 from conftest import Machine, Remote, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 def notify_from(folder, *args):
     """autosync-notify with no --config or --socket, run where a user (or a git hook) would."""
-    return subprocess.run([sys.executable, "-m", "autosync.notify"] + list(args), cwd=folder,
+    return subprocess.run([sys.executable, "-m", "autosync.tools.notify"] + list(args), cwd=folder,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
 
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from autosync import sizes
+from autosync.core import sizes
 from conftest import Machine, git, wait_until
 from test_thin import ThinRemote, thin_machine
 

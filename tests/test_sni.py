@@ -8,8 +8,8 @@ import time
 import pytest
 from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
 
-from autosync import sni
-from autosync.traystate import View
+from autosync.desktop import sni
+from autosync.desktop.traystate import View
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync import problems, sshlink, sshremote
+from autosync.core import problems, sshremote
+from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS
 SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshremote.REMOTE_SCRIPT)
@@ -46,7 +47,7 @@ def test_an_ssh_remote_is_watched_over_ssh(url, argv):
 ])
 def test_a_local_remote_is_watched_here_without_ssh(url, path):
     assert sshremote.default_watch(url, "/home/me/Sync") == \
-        [sys.executable, "-m", "autosync.remote", "watch", path]
+        [sys.executable, "-m", "autosync.ssh.remote", "watch", path]
 
 
 @pytest.mark.parametrize("url, error", [
@@ -295,7 +296,7 @@ def server_watches(sshd):
     for pid in descendants(sshd.proc.pid):
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if b"autosync.remote" in f.read().split(b"\0"):
+                if b"autosync.ssh.remote" in f.read().split(b"\0"):
                     found.append(pid)
         except OSError:
             pass
@@ -403,7 +404,7 @@ def test_a_remote_on_a_local_path_is_watched_without_ssh(ssh_machines, remote, m
     a, b = ssh_machines(None, "a", "b")
     for m in (a, b):
         wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
-    assert "watching the remote: %s -m autosync.remote watch %s" % (sys.executable, remote.path) \
+    assert "watching the remote: %s -m autosync.ssh.remote watch %s" % (sys.executable, remote.path) \
         in b.logtext()
     with open(os.path.join(a.path, "local.txt"), "w") as f:
         f.write("no ssh\n")
@@ -442,7 +443,7 @@ def test_folders_on_one_server_share_nothing(sshd, tmp_path):
 def test_the_watch_command_ends_with_a_killed_link(tmp_path):
     # A link killed outright (SIGKILL) must not leave its ssh running on the server.
     pidfile = tmp_path / "pid"
-    code = ("import sys; from autosync import sshlink; from fakes import config\n"
+    code = ("import sys; from autosync.ssh import link as sshlink; from fakes import config\n"
             "link = sshlink.Link(config(%r), argv=lambda cfg: (['sh', '-c', 'echo $$ > %s; "
             "exec sleep 60'], 'x'))\nlink.start()\nimport time; time.sleep(60)\n"
             % (str(tmp_path), pidfile))

@@ -1,8 +1,8 @@
 """What goes into a commit: staging, rescans, what is held back, nested repositories."""
 import os
 
-from autosync.commands import CommandFailed
-from autosync.staging import arg, expand_moves, why_not_staged
+from autosync.core.commands import CommandFailed
+from autosync.committer.staging import arg, expand_moves, why_not_staged
 
 
 def test_a_leading_dash_never_reads_as_an_option():

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from autosync.stopflag import StopFlag
+from autosync.core.stopflag import StopFlag
 from conftest import ROOT
 
 
@@ -77,7 +77,7 @@ def test_only_the_signals_asked_for_are_taken():
 
 PROGRAM = """
 import os, select, signal, sys
-from autosync.stopflag import StopFlag
+from autosync.core.stopflag import StopFlag
 r, w = os.pipe()
 os.set_blocking(w, False)
 flag = StopFlag(wake=lambda: os.write(w, b"x")).install()

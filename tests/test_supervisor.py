@@ -338,8 +338,11 @@ def test_a_config_warning_is_said_once_per_start(machines, remote):
 
 # --- What the main command understands -----------------------------------------------------
 
+MODULES = {"notify": "tools.notify", "tray": "desktop.tray"}  # the rest: python -m autosync.X
+
+
 def run_module(module, *args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "autosync." + module] + list(args), cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "autosync." + MODULES.get(module, module)] + list(args), cwd=cwd,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -312,8 +312,8 @@ def test_overflowing_kernel_queue_means_rescan_and_nothing_lost(machines, remote
 
 
 def test_pulled_event_says_what_came_from_where(machines, remote):
-    from autosync.config import load
-    from autosync.protocol import connect
+    from autosync.core.config import load
+    from autosync.core.protocol import connect
     a = machines("a", hostname="laptop")
     b = machines("b")
     events = connect(load(b.config).socket)

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from autosync import gitpull, thin
-from autosync.commands import Template
+from autosync.core import gitpull, thin
+from autosync.core.commands import Template
 from conftest import Machine, Remote, git, tree, wait_until
 from test_init import Joined, init, listing, ok
 

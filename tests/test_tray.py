@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from autosync import config, sni, tray
+from autosync.core import config
+from autosync.desktop import sni, tray
 from conftest import wait_until
 from dbus_session import Host, WatcherRecorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter

@@ -3,9 +3,9 @@ import time
 
 import pytest
 
-from autosync.history import Version
-from autosync import traystate
-from autosync.traystate import LOOKS, View, summary
+from autosync.tools.history import Version
+from autosync.desktop import traystate
+from autosync.desktop.traystate import LOOKS, View, summary
 
 NOW = time.time()
 

@@ -133,7 +133,7 @@ def test_a_listener_of_another_user_in_the_right_place_is_refused(nobody, squat,
 
 
 def excludes_file(machine):
-    from autosync.config import load
+    from autosync.core.config import load
     return load(machine.config).socket + ".exclude"
 
 
@@ -180,7 +180,7 @@ def test_a_removed_excludes_file_never_unignores_anything(machines, remote):
 
 def test_stopping_removes_only_what_the_daemon_made(machines, remote):
     a = machines("a")
-    from autosync.config import load
+    from autosync.core.config import load
     cfg = load(a.config)
     for path in (cfg.pidfile, cfg.socket, excludes_file(a)):
         assert os.path.exists(path), path

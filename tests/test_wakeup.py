@@ -18,11 +18,11 @@ import pytest
 from jeepney import DBusAddress, HeaderFields, new_signal
 from jeepney.io.blocking import open_dbus_connection
 
-from autosync import client
-from autosync.config import load
-from autosync.pause import state_file
-from autosync.retry import Backoff
-from autosync.wakeup import CONNECTED_GLOBAL, NETWORK, WOKE, Listener, Wakeups
+from autosync.core import client
+from autosync.core.config import load
+from autosync.core.pause import state_file
+from autosync.core.retry import Backoff
+from autosync.committer.wakeup import CONNECTED_GLOBAL, NETWORK, WOKE, Listener, Wakeups
 from conftest import git, wait_until
 from dbus_session import FakeLogind, FakeNetworkManager, SessionBus, system_bus  # noqa: F401
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from autosync import guarded
-from autosync.watcher import Watcher
+from autosync.core import guarded
+from autosync.watcher.watcher import Watcher
 from conftest import git, wait_until
 
 
@@ -180,7 +180,7 @@ def test_a_file_open_for_writing_is_not_committed_by_the_rescan_after_a_pull(mac
 def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
     """Written during the pull and still open at its end: neither the rescan nor
     the replay takes it before its writer closes it."""
-    from autosync.batch import Batch
+    from autosync.watcher.batch import Batch
     watcher.cfg.pulllock = pulllock
     sent = []
     watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
@@ -203,7 +203,7 @@ def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
 def test_the_rescan_after_a_pull_says_why(watcher):
     """The empty batch after a pull is told apart from a start or a restarted committer:
     its reason is "drained" (protocol.RESCANS)."""
-    from autosync.batch import Batch
+    from autosync.watcher.batch import Batch
     watcher.cfg.pulllock = "conservative"
     sent = []
     watcher.request = lambda message: sent.append(message) or {"ok": True}
@@ -218,7 +218,7 @@ def test_after_the_own_guarded_pull_the_paths_it_touched_are_sent_not_a_rescan(w
     batch; a file still open waits in the open batch. No rescan of the whole folder
     (issue 21): it is asked for only after any other pullcmd, or when the pull touched
     a .gitignore."""
-    from autosync.batch import Batch
+    from autosync.watcher.batch import Batch
     sent = []
     watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
     for name in ("pulled.txt", "local.txt"):
@@ -239,7 +239,7 @@ def test_after_the_own_guarded_pull_the_paths_it_touched_are_sent_not_a_rescan(w
 
 def sent_after_a_pull_of(watcher, rel, content, event):
     """What the watcher sends when a pull (finished by `event`) wrote `rel`."""
-    from autosync.batch import Batch
+    from autosync.watcher.batch import Batch
     sent = []
     watcher.send = lambda changes, rescan=False: sent.append((changes, rescan))
     with open(os.path.join(watcher.root, rel), "w") as f:

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from autosync import watchlimit
-from autosync.config import load
-from autosync.notifications import Summariser
-from autosync.protocol import connect
+from autosync.watcher import watchlimit
+from autosync.core.config import load
+from autosync.core.summary import Summariser
+from autosync.core.protocol import connect
 from conftest import wait_until
 from test_sync import settle, write
 from test_watcher import watches_of

@@ -20,10 +20,10 @@ import xmpp as xmpppy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from autosync import xmpp as ax  # noqa: E402
-from autosync import xmpp_session  # noqa: E402
-from autosync import config  # noqa: E402
-from autosync.config import Xmpp  # noqa: E402
+from autosync.xmpp import listener as ax
+from autosync.core import xmpp_session
+from autosync.core import config
+from autosync.core.config import Xmpp
 from fakes import FakeCommitter  # noqa: E402
 from prosody import DOMAIN, prosody_certs, prosody_factory, prosody_server  # noqa: E402,F401
 

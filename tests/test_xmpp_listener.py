@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from autosync import xmpp as ax
-from autosync.config import Xmpp
+from autosync.xmpp import listener as ax
+from autosync.core.config import Xmpp
 from fakes import FakeXmpp, Replaced
 
 ME = "me@example.org"

@@ -130,8 +130,8 @@ def test_a_description_of_a_pushed_commit_reaches_the_other_machine_by_itself(
     in `dvcs-autosync log` without being asked to pull."""
     import subprocess
     import sys
-    from autosync.config import load
-    from autosync.protocol import connect
+    from autosync.core.config import load
+    from autosync.core.protocol import connect
     a, b = xmpp_machines(("a", 0), ("b", 0))
     write(a, "notes.txt", b"from a\n")
     arrives(b, "notes.txt", b"from a\n")

@@ -1,0 +1,637 @@
+"""One synced folder's DVCS operations: commit, merge, push, pull.
+
+Runs the configured command strings (any DVCS) plus the few git-only
+safeguards (conflicts.py, recovery.py). It decides nothing about when: the
+committer calls it from its worker thread and hears back through `report`,
+a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
+"""
+import logging
+import os
+import re
+import shlex
+import time
+import typing
+
+from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
+from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, recovery
+from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.core.copies import copy_name, read_copy_name, told
+from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
+from autosync.committer.staging import Staging, expand_moves
+
+# git commit's words when the index holds nothing new (exit 1): not a failure.
+NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|nothing added to commit|no changes added "
+                               r"to commit)", re.M)
+log = logging.getLogger("autosync.repository")
+
+PUSH_TRIES = 3  # pushes per round; between them a pull merges what the remote has
+LEFTOVER_WAIT = 120.0  # seconds a killed committer's last command may take to finish
+CONFLICTS_KEPT = 100  # conflict copies listed in the status
+SAFE_AGAIN = 5.0  # seconds before a blocked repository is looked at again
+PLAIN_STATUS = "git diff --cached --quiet"  # the shipped statuscmd (see nothing_staged)
+
+
+# git's subcommands that never make conflict entries in the index (see merge_cleared).
+STAGING_COMMANDS = frozenset(("add", "rm", "mv", "commit", "diff", "status"))
+
+
+def plain_git(text, subcommands):
+    """Is every line of a command string `git SUBCOMMAND ...` with one of `subcommands`,
+    no shell in it? (An empty one runs nothing: plain too.)"""
+    for line in (l.strip() for l in text.split("\n")):
+        if not line:
+            continue
+        if SHELL_CHARS.intersection(line):
+            return False
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return False
+        if len(words) < 2 or words[0] != "git" or words[1] not in subcommands:
+            return False
+    return True
+
+
+class Report(typing.Protocol):
+    """What the repository tells whoever decides when (the committer)."""
+
+    def state(self, name):
+        """What the repository is doing now (protocol.STATES)."""
+
+    def status(self, **fields):
+        """Fields of the status that changed."""
+
+    def failed(self, op, error, retry=None, quiet=False):
+        """op failed; retry "commit", "pull" or "push" later; quiet: already said,
+        only look again later."""
+
+    def succeeded(self, op):
+        """op worked: its backoff starts afresh."""
+
+    def look_again(self, seconds):
+        """A commit may be possible later (a rebase ends)."""
+
+    def committed(self, message, listed):
+        """A commit was made; listed: the files it records."""
+
+    def pulled(self, ok):
+        """A pull ended."""
+
+    def event(self, name, **fields):
+        """Something subscribers should hear of (protocol.EVENTS)."""
+
+    def last_error(self):
+        """The last failure said, for a request's reply."""
+
+
+class Repository:
+    def __init__(self, cfg, report):
+        self.cfg, self.folder, self.host = cfg, cfg.path, cfg.hostname
+        self.report = report
+        self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
+        # What the folder was at start: a vanished or replaced one is never committed.
+        # Another clone of the same remote put in its place is taken on (safe()).
+        self.where = recovery.Folder(self.folder, recovery.remote_of(self.cmd.get("remoteurlcmd")))
+        self.gitdir = git.git_dir(self.folder)  # None: not git, no built-in resolution
+        self.blocked = None  # why nothing may be committed now, or None
+        self.commit_error = None  # why the last commit failed or left something out
+        self.told_no_upstream = False  # said once that unpushed() counts without one
+        self.pushed_rev = None  # git: the upstream revision after the last push
+        self.conflicts = []  # conflict copies made, newest last
+        self.pushed_new = False  # the last push took a new revision to the remote
+        self.merged = None  # the merge commit the last pull made here, if any
+        self.notes_owed = False  # git: a description (note) the remote does not have yet
+        self.clean_index = None  # git: the index file merge_cleared need not read (index_mine)
+        # Every git command we run (startupcmd above all) leaves out what the watcher does.
+        self.excludes = None
+        if self.gitdir:
+            self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
+            git_environment.use_excludes(self.excludes.where)
+        self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+        # The folder is the whole working tree (not a folder inside one): git's lists of
+        # what is staged (--relative) then speak of all that a commit records.
+        self.at_top = bool(self.gitdir) and git.is_top(self.folder)
+        # The commit's command strings are plain git add/rm/commit lines, which make no
+        # conflict entries in the index (see merge_cleared).
+        self.own_commands = all(plain_git(self.cmd[name].text, STAGING_COMMANDS) for name in
+                                ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
+                                 "statuscmd", "commitcmd"))
+        # A plain `git pull` is done by gitpull.py: it never overwrites a write it did not see.
+        fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
+        self.guarded = None if fetch is None else \
+            gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
+        # git: a batch committed from its changed paths, without rewriting the whole index
+        # (quickcommit.py; only with the shipped command strings, else never taken).
+        self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top) \
+            if self.gitdir else None
+        self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
+
+    def close(self):
+        """The daemon stops: what it made goes (its socket is the server's)."""
+        if self.excludes:
+            self.excludes.remove()
+        if self.fsmonitor:
+            self.fsmonitor.close()
+
+    # --- safety ------------------------------------------------------------------------
+
+    def safe(self, op):
+        """May the repository be touched? Says why not once, and checks again later."""
+        marker = self.where.marker
+        problem = self.where.problem()
+        if problem is None and self.where.marker != marker:
+            self.follow_clone()
+        if problem is None and self.gitdir and gitmerge.rebasing(self.gitdir):
+            problem = ("the repository is in the middle of a rebase: finish it (git rebase "
+                       "--continue) or abort it (git rebase --abort); nothing is committed "
+                       "until then")
+        told, self.blocked = self.blocked, problem
+        if problem is None:
+            if told:
+                log.warning("the repository is usable again: syncing resumes")
+                self.report.succeeded("folder")
+            return True
+        if problem != told:  # the watcher's report of a folder away is told already
+            self.report.failed("folder", problem + "; not committing",
+                               quiet=problem == self.where.away)
+        self.report.look_again(SAFE_AGAIN)
+        return False
+
+    def follow_clone(self):
+        """The folder is another clone of our remote now: use its git dir from now on."""
+        gitdir = git.git_dir(self.folder)
+        if gitdir == self.gitdir or not (gitdir and self.gitdir):
+            return
+        self.gitdir = self.staging.gitdir = gitdir
+        if self.guarded is not None:
+            self.guarded.gitdir = gitdir
+        self.excludes = self.staging.excludes = excludes.Excludes(self.cfg, gitdir,
+                                                                  self.excludes.where)
+        if self.fsmonitor:
+            self.fsmonitor.follow(gitdir)
+
+    def locked(self):
+        return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))
+
+    def clear_lock(self):
+        """Remove an index.lock that a killed git left behind (never a live one)."""
+        if self.gitdir and self.where.marker:
+            recovery.clear_stale_lock(os.path.join(self.gitdir, "index.lock"),
+                                      os.path.dirname(self.where.marker))
+
+    def recover(self):
+        """At start: let a killed committer's last command finish, and undo its damage."""
+        recovery.wait_for_leftovers(self.folder, LEFTOVER_WAIT)
+        self.clear_lock()
+        self.settle_index()  # a quick commit's index entries a killed daemon still owed
+        # Whether or not a leftover was seen: a killed pull may have died before we
+        # started. A recorded merge (MERGE_HEAD) is finished by merge_cleared instead.
+        # (No commit yet, as in a clone of an empty remote: no pull can have run.)
+        if self.gitdir and not gitmerge.merging(self.gitdir) and self.head():
+            try:
+                gitmerge.undo_killed_pull(self.folder)
+            except RuntimeError as e:
+                log.error("%s", e)
+        self.keep_leftover_writes()
+        if self.gitdir:
+            self.count_conflicts()
+
+    # --- commits -----------------------------------------------------------------------
+
+    def commit(self, changes, rescan=False, note=None, text=None):
+        """Stage and commit one batch (`text`: the user's description); True if a commit
+        was made."""
+        self.report.state("committing")
+        if not self.safe("commit"):
+            return False
+        self.settle_index()
+        # Never stage over a merge that stopped (killed mid-pull): that would commit markers.
+        if self.gitdir and not self.merge_cleared():
+            return False
+        self.clear_lock()
+        self.commit_error = None
+        if rescan and self.fsmonitor:  # git looks at every file, not at what was sent
+            self.fsmonitor.journal.invalidate()
+            self.fsmonitor.publish()
+        changes = self.staging.prepare(changes)
+        if self.quick is not None and not rescan:
+            before = time.time()
+            quick = self.quick.commit(changes, lambda listed: commit_message(
+                self.host, listed, note, self.context(), text))
+            if quick is not None:  # else: not for this batch, the usual path follows
+                if self.own_commands:
+                    self.index_mine()  # untouched since merge_cleared looked at it
+                message, listed = quick
+                if not listed:
+                    self.held_back([])
+                    return False  # nothing to commit
+                return self.committed(message, listed, [], before)
+        try:
+            # A rescan that finds everything itself needs only the moves (git records
+            # them) from the batch: an overflow's batch lists every file in the folder.
+            held = self.staging.stage(changes, moves_only=rescan and self.staging.rescan_finds_all())
+            if held or rescan:
+                # Something went wrong path by path, or events were missed:
+                # let the DVCS find every change itself.
+                held = self.staging.rescan()
+            # What the commit records, read once (issue 21: each read is the whole index):
+            # for the gitlinks check, the plain statuscmd and the message.
+            staged = git.staged_changes(self.folder) if self.gitdir else None
+            if staged is not None and self.staging.unstage_gitlinks(staged):
+                staged = git.staged_changes(self.folder)
+            if self.nothing_staged(staged):
+                self.held_back(held)
+                return False  # nothing to commit
+            listed = staged if staged is not None else expand_moves(self.folder, changes)
+            message = commit_message(self.host, listed, note or (rescan and "rescan"),
+                                     self.context(), text)
+            before = time.time()
+            self.cmd["commitcmd"].run(message, cwd=self.folder)
+        except (CommandFailed, RuntimeError) as e:
+            if isinstance(e, CommandFailed) and e.name == "commitcmd" and \
+                    NOTHING_TO_COMMIT.search(e.output or ""):
+                # A status check that greps `git status` (the original's) took a file
+                # made after the add for a change ("nothing added to commit but
+                # untracked files present"): that file's own batch commits it.
+                self.held_back(held)
+                return False
+            # Tried again with backoff (a rescan): a lock in the way passes, and a cause
+            # the user fixes (a git identity, a full disk) must clear by itself.
+            self.report.failed("commit", e, retry="commit")
+            self.commit_error = "commit: %s" % e
+            return False
+        finally:
+            if self.gitdir and self.own_commands:
+                self.index_mine()
+        if self.quick is not None and self.quick.shipped:
+            self.quick.committed_usual_way(self.head())
+        return self.committed(message, listed, held, before)
+
+    def committed(self, message, listed, held, before):
+        """A commit was made: said, with what it means (conflict copies, a mass delete)."""
+        if not self.held_back(held):
+            self.report.succeeded("commit")
+        self.report.committed(message, listed)
+        if any(read_copy_name(c["path"]) or read_copy_name(c.get("src", ""))
+               for c in listed):
+            self.count_conflicts()  # a copy made, settled or removed
+        notice = massdelete.notice(self.cfg, self.gitdir, listed, before)
+        if notice:
+            self.report.status(mass_delete=notice)
+            self.report.event("mass-delete", **notice)
+        return True
+
+    def head(self):
+        """The revision checked out (git: hex digits), for amend(); None with another DVCS."""
+        rev = git.head(self.folder) if self.gitdir else None
+        return os.fsdecode(rev) if rev else None
+
+    def amend(self, message, rev):
+        """Reword our last commit, which is not pushed (the committer knows), to `message`
+        with amendcmd; -> its new revision ("" with another DVCS than git), or None when
+        that cannot be done: no amendcmd, or (git) the commit is not `rev` any more."""
+        template = self.cmd.get("amendcmd")
+        if template is None or template.empty or not self.safe("commit") \
+                or (self.gitdir and self.head() != rev):
+            return None
+        self.settle_index()  # git commit --amend records the index
+        self.report.state("committing")
+        try:
+            template.run(message, cwd=self.folder)
+        except CommandFailed as e:
+            self.report.failed("commit", e)
+            return None
+        return self.head() or ""
+
+    def describe_pushed(self, rev, text):
+        """Put `text` on commit `rev`, pushed already, as a note that travels with the
+        branch (gitnotes.py); -> the commit's subject, or None when that cannot be done
+        (not git, or no such commit here): the text then goes on the next commit."""
+        if not self.gitdir or not self.safe("commit"):
+            return None
+        try:
+            subject = gitnotes.add(self.folder, rev, text)
+        except RuntimeError as e:
+            log.warning("the description of %s could not be added: %s", rev[:12], e)
+            return None
+        if subject is not None:
+            self.notes_owed = not gitnotes.push(self.folder)
+            if not self.notes_owed:  # announced (XMPP) like a push: the others pull it now
+                self.report.event("pushed", url=self.remote_url(), source="notes", rev="")
+        return subject
+
+    def held_back(self, held):
+        held = self.staging.hold_back(held)
+        self.commit_error = self.staging.error
+        return held
+
+    def nothing_staged(self, staged):
+        """statuscmd's answer: True when there is nothing to commit. The shipped
+        `git diff --cached --quiet`, on a folder that is the whole working tree, asks
+        what `staged` (git's list of what the commit records, or None) says already:
+        not run again. Any other statuscmd (the original's `git status | grep`) runs."""
+        if staged is not None and self.at_top and \
+                self.cmd["statuscmd"].text.strip() == PLAIN_STATUS:
+            return not staged
+        return self.cmd["statuscmd"].run(cwd=self.folder, check=False).returncode == 0
+
+    def context(self):
+        """The output of contextcmd (off unless configured), for the commit message."""
+        template = self.cmd.get("contextcmd")
+        if template is None or template.empty:
+            return None
+        try:
+            return template.output(cwd=self.folder, timeout=10) or None
+        except CommandFailed as e:
+            log.warning("%s", e)
+            return None
+
+    def settle_index(self):
+        """A quick commit's index entries brought up to date (quickcommit.py): the
+        committer's next step after the push, and before any command that reads the index."""
+        if self.quick is None or self.blocked:
+            return
+        known = self.clean_index is not None and git.index_stat(self.gitdir) == self.clean_index
+        try:
+            # With git's fsmonitor, the index written here keeps the hook's token (without
+            # the setting git would drop it, and the next add would look at every file).
+            if self.quick.settle(self.fsmonitor.env() if self.fsmonitor else None) and known:
+                self.index_mine()  # update-index of stage 0 entries: no conflict entries
+        except (quickcommit.NotQuick, OSError) as e:
+            log.warning("the index was not brought up to date after a commit: %s", e)
+
+    # --- merges (git) ------------------------------------------------------------------
+
+    def merge_cleared(self):
+        """No merge is left half-done (git): finish a stopped one, undo an interrupted one.
+
+        Looking for an interrupted one reads the whole index (`ls-files -u`): skipped
+        while the index file is the one our own commands left after the last look
+        (index_mine), since they make no conflict entries; any other writer of the
+        index (the user's git, a pullcmd of the user's) replaces the file, and the
+        next look reads it."""
+        if gitmerge.merging(self.gitdir):
+            return self.finish_merge()
+        seen = git.index_stat(self.gitdir)
+        if seen is not None and seen == self.clean_index:
+            return True
+        try:
+            gitmerge.undo_interrupted_merge(self.folder)
+        except RuntimeError as e:
+            self.report.failed("merge", e, retry="commit")
+            return False
+        self.clean_index = None  # until our own commands are done with it (index_mine)
+        return True
+
+    def index_mine(self):
+        """Our own git commands (add, rm, commit, the guarded pull's index) are done with
+        an index that merge_cleared found without conflict entries: the file as it is now
+        needs no look for them. (A command of the user's that wrote it in the instant
+        since would be missed until the index changes again.)"""
+        self.clean_index = git.index_stat(self.gitdir)
+
+    def finish_merge(self):
+        """A merge stopped on conflicts: keep both versions of each file and commit it."""
+        try:
+            copies = gitmerge.resolve(self.folder)
+            message = merge_message(self.host, copies)
+            self.cmd["commitcmd"].run(message, cwd=self.folder)
+        except (CommandFailed, RuntimeError, OSError) as e:
+            self.report.failed("merge", e, retry="commit")
+            return False
+        self.report.succeeded("merge")
+        self.merged = self.head()
+        self.merge_committed(copies, made=True)
+        return True
+
+    def merge_committed(self, copies, beside=(), made=False):
+        """A merge that kept both versions was committed (`made`: by this daemon, even
+        without a copy): told as a commit that adds the copies; then each copy announced,
+        with `beside` (copies of files changed here while the pull ran)."""
+        if copies or made:
+            self.report.committed(merge_message(self.host, copies),
+                                  [{"action": "added", "path": c["copy"]} for c in copies])
+        self.announce(list(copies) + list(beside))
+
+    def announce(self, copies):
+        """Each conflict copy told once: a `conflict` event, the log (git's merges
+        said it already, through copies.keep_both), and the status."""
+        for c in copies:
+            if not self.gitdir:
+                told(c)
+                self.conflicts = (self.conflicts + [c["copy"]])[-CONFLICTS_KEPT:]
+            self.report.event("conflict", **c)
+        if copies or not self.gitdir:  # git: the index says (a whole read), when it changed
+            self.count_conflicts()
+
+    def count_conflicts(self):
+        """The status lists the conflict copies the folder holds now (git: the tracked
+        ones, read from the index; another DVCS: those made by this daemon)."""
+        if self.gitdir:
+            self.settle_index()
+            found = [c.copy for c in map(read_copy_name,
+                                         git.tracked_files(self.folder)) if c]
+            self.conflicts = found[-CONFLICTS_KEPT:]
+        self.report.status(conflicts=list(self.conflicts))
+
+    def merged_elsewhere(self, before, after):
+        """Conflict copies that another machine's merges, pulled just now, kept: told here
+        too (read back from their commit messages)."""
+        if not (self.gitdir and before and after and before != after):
+            return []
+        out = git.git(self.folder, "log", "-z", "--format=%H%n%B",
+                          b"%s..%s" % (before, after), check=False) or b""
+        copies = []
+        for message in os.fsdecode(out).split("\0"):
+            rev, _, message = message.strip("\n").partition("\n")
+            lines = message.split("\n")
+            host = host_of(lines[0])
+            if not host or rev == self.merged:
+                continue  # the merge this pull made: its copies were told then
+            for line in lines[1:]:
+                found = MERGED_COPY.fullmatch(line)
+                if found:
+                    copies.append({"path": found.group(1), "copy": found.group(2),
+                                   "host": host, "source": "pulled"})
+        return copies
+
+    # --- the remote --------------------------------------------------------------------
+
+    def push(self, expect_new=True):
+        """Push now (pulling in between when rejected, never forcing); True if it worked.
+
+        `pushed_new` then says whether a new revision reached the remote: git says so
+        by the upstream branch moving (`pushed_rev` is where to); for another DVCS it
+        is `expect_new` (commits were made since the last push)."""
+        self.pushed_new = False
+        if not self.safe("push"):
+            return False
+        if self.gitdir and git.head(self.folder) is None:
+            return True  # no commit yet (a clone of an empty remote): nothing to push
+        before = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        for attempt in range(1, PUSH_TRIES + 1):
+            self.report.state("pushing")
+            try:
+                self.cmd["pushcmd"].run(cwd=self.folder)
+                break
+            except CommandFailed as e:
+                error = e
+            # Rejected because the remote moved on (merge and try again), or unreachable
+            # (then the pull fails too): never a force push.
+            if attempt == PUSH_TRIES or not self.pull()["ok"]:
+                self.report.failed("push", error, retry="push")
+                return False
+        self.report.succeeded("push")
+        if self.notes_owed:  # the remote was away when a description was given
+            self.notes_owed = not gitnotes.push(self.folder)
+        after = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        self.pushed_new = after != before if after is not None else expect_new
+        self.pushed_rev = os.fsdecode(after) if after else None
+        return True
+
+    def unpushed(self):
+        """How many commits the remote lacks, read from git (docs/protocol.md, `unpushed`);
+        None with another DVCS, which cannot say (the committer counts its commits)."""
+        counted = git.unpushed(self.folder) if self.gitdir else None
+        if counted is None:
+            return None
+        count, upstream = counted
+        if not upstream and not self.told_no_upstream:
+            self.told_no_upstream = True
+            log.warning("the branch checked out has no upstream branch: commits on no remote "
+                        "branch count as not pushed (to set one: git push -u origin HEAD)")
+        return count
+
+    def upstream(self):
+        """The upstream branch's revision as our last push or fetch left it (git), or None."""
+        rev = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        return os.fsdecode(rev) if rev else None
+
+    def remote_url(self):
+        try:
+            return self.cmd["remoteurlcmd"].output(cwd=self.folder)
+        except CommandFailed as e:
+            log.warning("%s", e)
+            return ""
+
+    def keep_leftover_writes(self):
+        """Bytes a killed write of ours (a pull, restore or settle) had moved aside: gone
+        if history has them, else kept as a conflict copy. -> the copies."""
+        in_history = None
+        if self.gitdir:
+            def in_history(data):
+                oid = git.git(self.folder, "hash-object", "--stdin", data=data, check=False)
+                return bool(oid) and git.git(self.folder, "cat-file", "-e",
+                                                 oid.decode().strip(), check=False) is not None
+
+        def copy(path):
+            return copy_name(path, self.host, time.time(),
+                                       lambda name: not os.path.lexists(name))
+        # A copy is a conflict copy by name: the rescan commits it, status counts it.
+        return recovery.leftover_writes(self.folder, in_history, copy)
+
+    def run_guarded_pull(self):
+        """gitpull.py's pull; True if it went well."""
+        self.report.state("pulling")
+        self.keep_leftover_writes()  # a restore killed while the committer ran
+        if not self.merge_cleared():  # a merge left half-done by hand or by a kill
+            return False
+        try:
+            result = self.guarded.run()
+        except (CommandFailed, gitpull.PullFailed, RuntimeError, OSError) as e:
+            self.report.failed("pull", e, retry="pull")
+            return False
+        self.merged = result["merge"]
+        self.index_mine()  # gitpull wrote the index with stage 0 entries only
+        # An empty remote is where every sync begins: waited on, not a failure.
+        self.report.status(waiting="the remote is empty: waiting for the first change"
+                           if result.get("empty") else None)
+        self.merge_committed(result["merged"], result["beside"])
+        self.report.succeeded("pull")
+        return True
+
+    def run_pull(self):
+        """pullcmd, then the merge finished if it stopped on conflicts; True if all went well."""
+        if self.guarded is not None:
+            return self.run_guarded_pull()
+        for attempt in (1, 2):
+            self.report.state("pulling")
+            try:
+                output = self.cmd["pullcmd"].run(cwd=self.folder).output
+                error = None
+            except CommandFailed as e:
+                error = e
+            if error is not None and self.unrelated(error):
+                # Two machines that began on an empty remote: merged like any other
+                # divergence (both versions kept below), never refused again and again.
+                try:
+                    output = self.unrelated(error).run(cwd=self.folder).output
+                    error = None
+                except CommandFailed as e:
+                    error = e
+            if self.gitdir and gitmerge.merging(self.gitdir):
+                return self.finish_merge()
+            if error is None:
+                # A pullcmd's helper (autosync-hgmerge) that merged and kept both versions.
+                self.merge_committed(hgmerge.reported(output))
+                self.report.succeeded("pull")
+                return True
+            # Local changes the merge would overwrite: commit them and try once more.
+            if attempt == 1 and self.commit([], rescan=True, note="changes made before a pull"):
+                continue
+            self.report.failed("pull", error, retry="pull")
+            return False
+
+    def unrelated(self, error):
+        """pullcmd with --allow-unrelated-histories, when git refused to merge unrelated
+        histories and pullcmd is one `git pull` line; else None."""
+        text = self.cmd["pullcmd"].text.strip()
+        if (self.gitdir and "unrelated histories" in str(error) and "\n" not in text
+                and text.startswith("git pull") and not SHELL_CHARS.intersection(text)):
+            return Template("pullcmd", text + " --allow-unrelated-histories")
+        return None
+
+    def pull(self):
+        """Pull now; -> the reply to a pull request."""
+        if not self.safe("pull"):
+            return {"ok": False, "pulled": False, "error": self.blocked}
+        self.settle_index()
+        self.report.event("pull-started")
+        before = git.head(self.folder) if self.gitdir else None
+        self.merged = None
+        ok = self.run_pull()
+        # guarded: every write the pull made went through gitpull.py's guarded writer
+        # (no command of the user's ran): the watcher's events of the pull are a full
+        # account of what changed, and it stages them instead of asking for a rescan.
+        self.report.event("pull-finished", ok=ok, guarded=self.guarded is not None)
+        self.report.pulled(ok)
+        if ok:
+            # git can say what came in; for another DVCS the event says only that it ran.
+            after = git.head(self.folder) if self.gitdir else None
+            names = git.changed_names(self.folder, before, after) if self.gitdir else []
+            news = git.pulled(self.folder, before, after, names) if self.gitdir else {}
+            if self.fsmonitor:
+                self.fsmonitor.pulled(names)
+            self.report.event("pulled", **news)
+            elsewhere = self.merged_elsewhere(before, after)
+            for c in elsewhere:
+                log.warning("conflict in %s (merged on %s): both versions kept, the other "
+                            "as %s", c["path"], c["host"], c["copy"])
+            self.announce(elsewhere)
+            if self.gitdir and not elsewhere and (after and not before or
+                                                  any(map(read_copy_name, names))):
+                self.count_conflicts()  # a copy pulled in, or settled on another machine
+            if self.gitdir:  # descriptions of pushed commits, from every machine
+                try:
+                    gitnotes.fetch(self.folder)
+                except RuntimeError as e:
+                    log.warning("descriptions (git notes) not merged: %s", e)
+        # conservative: the watcher set aside the events of the pull; once it has read
+        # every event up to pull-finished it sends the paths they name (guarded) or asks
+        # for a rescan (any other pullcmd): a rescan here could run before an edit made
+        # the instant the pull ended. With no watcher connected, the rescan at its start
+        # does the same.
+        result = {"ok": ok, "pulled": ok}
+        if not ok:
+            result["error"] = self.report.last_error()
+        return result

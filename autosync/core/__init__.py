@@ -1,0 +1,1 @@
+"""Shared by more than one program; imports nothing outside core/."""

@@ -1,0 +1,149 @@
+"""Conflict copies: their names, and the keep-both policy every merge follows.
+
+When two machines changed the same file, both versions are kept: the newer
+one at the path, the other beside it as a conflict copy named
+`name (conflict from HOST YYYY-MM-DD HHMMSS).ext` (HOST made the version in
+the copy, at that time). "Newer" is the side whose last change touching the
+path is later, ties broken by the larger commit (changeset) id: it depends
+on the two commits only, so every machine picks the same winner and they
+converge instead of trading copies.
+
+The policy is written here once (keep_both) for every DVCS: git's merge in
+the working tree (conflicts.py), git's merge in objects (gitpull.py) and
+Mercurial's (hgmerge.py) each supply only "the two versions and their last
+change" and "write a version" (a Place). This module runs no DVCS command.
+"""
+import collections
+import logging
+import os
+import re
+import time
+import typing
+
+from autosync.core.paths import METADATA
+
+log = logging.getLogger("autosync.copies")
+
+BOTH_SIDES = "both sides"   # the "host" of the winner's copy when a folder took the name
+
+
+def copy_name(path, host, stamp, free):
+    """`dir/name (conflict from HOST 2026-12-03 101502).ext`, the first one free(name) accepts."""
+    folder, base = os.path.split(path)
+    stem, ext = os.path.splitext(base)
+    if stem.startswith(".") and not ext:  # .bashrc: the whole name is the stem
+        stem, ext = base, ""
+    when = time.strftime("%Y-%m-%d %H%M%S", time.localtime(stamp))
+    host = host.replace("/", "_")
+    for n in range(1, 1000):
+        extra = "" if n == 1 else " %d" % n
+        tail = " (conflict from %s %s%s)%s" % (host, when, extra, ext)
+        name = os.path.join(folder, _fit(stem, NAME_MAX - len(os.fsencode(tail))) + tail)
+        if free(name):
+            return name
+    raise RuntimeError("no free conflict name for %s" % path)
+
+
+NAME_MAX = 255  # bytes of one file name on Linux file systems
+
+
+def _fit(stem, room):
+    """The stem cut to at most `room` bytes, whole characters (a copy of a copy of a
+    long name would pass the file system's limit and stall the merge)."""
+    while len(os.fsencode(stem)) > room and len(stem) > 1:
+        stem = stem[:-max(1, (len(os.fsencode(stem)) - room) // 4)]
+    return stem
+
+
+Copy = collections.namedtuple("Copy", "copy path host time")
+# copy_name's pattern; the greedy stem takes a copy of a copy as a copy of a copy.
+COPY_NAME = re.compile(r"(?P<stem>.+) \(conflict from (?P<host>.+) "
+                       r"(?P<when>\d{4}-\d\d-\d\d \d{6})(?: \d+)?\)(?P<ext>[^/]*)", re.S)
+
+
+def read_copy_name(rel):
+    """copy_name read back: a conflict copy's path -> Copy (its original's path, the host
+    and unix time of the version it holds), or None for any other name."""
+    folder, base = os.path.split(rel)
+    found = COPY_NAME.fullmatch(base)
+    if not found:
+        return None
+    try:
+        stamp = time.mktime(time.strptime(found.group("when"), "%Y-%m-%d %H%M%S"))
+    except (ValueError, OverflowError):
+        return None
+    return Copy(rel, os.path.join(folder, found.group("stem") + found.group("ext")),
+                found.group("host"), stamp)
+
+
+def find_copies(folder):
+    """Every conflict copy below `folder` (DVCS metadata skipped), sorted by path."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in METADATA)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            copy = read_copy_name(os.path.relpath(os.path.join(root, name), folder))
+            if copy:
+                found.append(copy)
+    return sorted(found)
+
+
+# --- the keep-both policy ---------------------------------------------------------------
+
+class Place(typing.Protocol):
+    """What a DVCS's merge supplies to keep_both. A version is whatever the DVCS
+    writes back (a blob's mode and id, hg's flags and bytes); None is "deleted"."""
+
+    def last_change(self, side: str, version) -> tuple:
+        """(time, commit id, host) of the last commit on `side` ("ours" or "theirs")
+        that touched this version's path."""
+
+    def taken(self, rel: str) -> bool:
+        """Is there something at rel already (so a copy may not take the name)?"""
+
+    def is_folder(self, rel: str) -> bool:
+        """Has a folder taken the conflicted path's name meanwhile?"""
+
+    def holds(self, rel: str, version) -> bool:
+        """Does rel already hold exactly this version (a copy written before a crash)?"""
+
+    def write(self, rel: str, version) -> None:
+        """Put the version at rel."""
+
+
+def keep_both(path, ours, theirs, place):
+    """Settle one conflicted path, keeping every version -> (the conflict copy as
+    {"path", "copy", "host"} or None, the paths written).
+
+    * both sides have a version: the newer at the path (or, when a folder took the
+      name, at a copy named for "both sides"), the other beside it as a conflict
+      copy; a name that already holds the loser is used again (a crash before the
+      commit), the loser written first;
+    * one side deleted it, the other changed it: the change stays;
+    * both deleted it: nothing to write."""
+    if ours is not None and theirs is not None:
+        mine, other = place.last_change("ours", ours), place.last_change("theirs", theirs)
+        ours_wins = mine[:2] > other[:2]
+        win, lose = (ours, theirs) if ours_wins else (theirs, ours)
+        stamp, _, host = other if ours_wins else mine
+        target = path
+        if place.is_folder(path):
+            target = copy_name(path, BOTH_SIDES, stamp, lambda n: not place.taken(n))
+        copy = copy_name(path, host, stamp, lambda n: n != target and (
+            not place.taken(n) or place.holds(n, lose)))
+        place.write(copy, lose)
+        place.write(target, win)
+        made = {"path": path, "copy": copy, "host": host}
+        told(made)
+        return made, [copy, target]
+    if ours is not None or theirs is not None:
+        place.write(path, ours if ours is not None else theirs)
+        log.warning("%s was changed on one side and deleted on the other: kept", path)
+        return None, [path]
+    return None, []
+
+
+def told(copy):
+    """The one log line of a conflict copy made ({"path", "copy", "host"})."""
+    log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
+                            copy["path"], copy["host"], copy["copy"])

@@ -1,0 +1,1 @@
+"""autosync-desktop (notifications) and autosync-tray (the status icon)."""

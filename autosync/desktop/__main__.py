@@ -1,0 +1,6 @@
+"""python -m autosync.desktop"""
+import sys
+
+from autosync.desktop.notifier import main
+
+sys.exit(main())

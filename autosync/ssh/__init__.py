@@ -1,0 +1,1 @@
+"""autosync-sshlink (here) and autosync-remote (on the server): the link without XMPP."""

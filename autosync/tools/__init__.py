@@ -1,0 +1,1 @@
+"""The command-line tools: autosync-notify, dvcs-autosync log/restore/conflicts/init."""

@@ -1,0 +1,1 @@
+"""autosync-watcher: inotify events, batched, sent to the committer."""

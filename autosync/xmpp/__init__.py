@@ -1,0 +1,1 @@
+"""autosync-xmpp: pushes announced to the other machines, and heard from them."""
