@@ -367,8 +367,18 @@ def cpu_burners():
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "e2e: runs the real suite on real repositories")
+    config.addinivalue_line("markers", "e2e: in tests/e2e/: the real programs on real repositories")
     config.addinivalue_line("markers", "slow: left out of tests/run.sh (tests/run.sh -m slow runs them)")
+
+
+E2E = os.path.join(HERE, "e2e") + os.sep
+
+
+def pytest_collection_modifyitems(config, items):
+    # End-to-end by folder, never by hand: `-m e2e` / `-m "not e2e"` select tests/e2e/.
+    for item in items:
+        if str(item.fspath).startswith(E2E):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture
@@ -387,3 +397,35 @@ def spawn():
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def hg(*args, cwd=None):
+    return subprocess.run(("hg",) + args, cwd=cwd, check=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE).stdout.decode()
+
+
+@pytest.fixture
+def central(tmp_path, private_home, monkeypatch):
+    # The example's pullcmd calls autosync-hgmerge: the checkout's launcher.
+    monkeypatch.setenv("PATH", os.path.join(ROOT, "bin") + os.pathsep + os.environ["PATH"])
+    with open(os.path.join(str(private_home), ".hgrc"), "w") as f:
+        f.write("[ui]\nusername = Test <test@example.org>\n")
+    path = str(tmp_path / "central")
+    hg("init", path)
+    seed = str(tmp_path / "seed")
+    hg("clone", "-q", path, seed)
+    with open(os.path.join(seed, "README"), "w") as f:
+        f.write("synced folder\n")
+    hg("add", "-q", "README", cwd=seed)
+    hg("commit", "-q", "-m", "first", cwd=seed)
+    hg("push", "-q", cwd=seed)
+    return path
+
+
+@pytest.fixture
+def committer(tmp_path):
+    from autosync.committer.committer import Committer
+    from fakes import FakeRepository, FakeServer, config
+    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=0.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    return c

@@ -5,7 +5,7 @@ import pytest
 
 from autosync.watcher.batch import SETTLE, SETTLE_MAX, Batch, Tree
 from autosync.core.ignore import Ignore
-from test_ignore import make
+from helpers import make_files
 
 
 def close(root, tree, ignore, steps):
@@ -18,7 +18,7 @@ def close(root, tree, ignore, steps):
 @pytest.fixture
 def folder(tmp_path):
     root = str(tmp_path)
-    make(root, {"a.txt": "a", "dir/b.txt": "b", "dir/c.txt": "c"})
+    make_files(root, {"a.txt": "a", "dir/b.txt": "b", "dir/c.txt": "c"})
     tree, ignore = Tree(), Ignore(root)
     for rel in tree.scan(root, "", ignore):
         tree.add(rel)
@@ -27,7 +27,7 @@ def folder(tmp_path):
 
 def test_created_then_removed_in_one_batch_is_nothing(folder):
     root, tree, ignore = folder
-    make(root, {"tmp.txt": "x"})
+    make_files(root, {"tmp.txt": "x"})
     os.unlink(os.path.join(root, "tmp.txt"))
     assert close(root, tree, ignore, [lambda b: b.touch("tmp.txt")]) == []
 
@@ -36,7 +36,7 @@ def test_backup_dance_is_one_modification(folder):
     root, tree, ignore = folder
     p = lambda r: os.path.join(root, r)
     os.rename(p("a.txt"), p("a.bak"))
-    make(root, {"a.txt": "new"})
+    make_files(root, {"a.txt": "new"})
     os.unlink(p("a.bak"))
     changes = close(root, tree, ignore, [lambda b: b.move("a.txt", "a.bak", False),
                                          lambda b: b.touch("a.txt"),
@@ -160,7 +160,7 @@ def test_a_file_still_written_at_maxwait_waits_twice_as_long_each_time(tmp_path)
 
 def test_what_a_batch_leaves_out_is_not_recorded(folder):
     root, tree, ignore = folder
-    make(root, {"part.iso": "half"})
+    make_files(root, {"part.iso": "half"})
     changes = close(root, tree, ignore, [lambda b: b.touch("part.iso"), lambda b: b.touch("a.txt")])
     assert [c["path"] for c in changes] == ["a.txt", "part.iso"]
     tree2 = Tree()
@@ -178,7 +178,7 @@ def test_a_file_created_and_held_open_empty_does_not_hold_the_batch(folder):
     the batch closes after the settle time as usual."""
     root, tree, ignore = folder
     b = Batch()
-    make(root, {"app.lock": "", "a.txt": "changed"})
+    make_files(root, {"app.lock": "", "a.txt": "changed"})
     b.touch("app.lock", now=1.0)
     b.was_created(now=1.0)
     b.opened_new("app.lock")
@@ -206,5 +206,5 @@ def test_a_rescan_asked_at_start_waits_for_a_file_being_written(folder):
     assert batch.due(100.2, None, 10.0) == pytest.approx(9.8)  # open: only at maxwait
     batch.closed("new.txt")
     assert batch.due(100.2, None, 10.0) == 0.0
-    make(root, {"new.txt": "whole"})
+    make_files(root, {"new.txt": "whole"})
     assert batch.rescan and [c["path"] for c in batch.close(root, tree, ignore)] == ["new.txt"]

@@ -29,13 +29,6 @@ def test_bad_changes_are_refused(change):
         check_change(change)
 
 
-@pytest.fixture
-def committer(tmp_path):
-    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=0.0, syncmethod="none"),
-                  server=FakeServer, repository=FakeRepository)
-    return c
-
-
 def test_a_batch_is_queued_and_shown_pending(committer):
     reply = committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     assert reply == {"ok": True, "queued": 1}

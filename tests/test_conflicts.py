@@ -1,169 +1,190 @@
-"""End-to-end: two real clients change the same files while apart; both versions survive."""
+"""dvcs-autosync conflicts: listing the conflict copies and settling one, after a
+real two-machine conflict."""
 import os
-import re
-import socket
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
 
-from autosync.core import gitmerge as conflicts
-from conftest import git, tree, wait_until
-from test_sync import settle, write
+from autosync.core import copies, guarded
+from autosync.tools import conflicts as settle
+from autosync.tools.history import HistoryError
+from conftest import git, tree
+from helpers import committed, cut_off, reconnect, share, sync_both
+from helpers import settle as settled, write
 
-pytestmark = pytest.mark.e2e
-
-HOST = re.escape(socket.gethostname())
-STAMP = r"\d{4}-\d\d-\d\d \d{6}"
-
-
-def cut_off(machine):
-    """This machine alone loses the remote (the others keep it)."""
-    url = git("config", "--get", "remote.origin.url", cwd=machine.path).decode().strip()
-    git("remote", "set-url", "origin", url + ".unreachable", cwd=machine.path)
-    return url
+STAMP = time.mktime((2026, 12, 3, 10, 15, 2, 0, 0, -1))
 
 
-def reconnect(machine, url):
-    git("remote", "set-url", "origin", url, cwd=machine.path)
+def test_pick_wants_one_copy(tmp_path):
+    found = [copies.read_copy_name(copies.copy_name("f.txt", "x", STAMP + i, lambda n: True))
+             for i in (0, 1)]
+    assert settle.pick(found, found[1].copy) == found[1]
+    with pytest.raises(HistoryError, match="has 2 conflict copies: name the copy"):
+        settle.pick(found, "f.txt")
+    with pytest.raises(HistoryError, match="g.txt has no conflict copy"):
+        settle.pick(found, "g.txt")
+    assert settle.pick(found[:1], "f.txt") == found[0]
 
 
-def committed(machine):
-    """Wait until everything written on machine is committed (pushed or not)."""
-    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
-        machine.status()) and not machine.dirty(), 30, 0.1, machine.name + " to commit")
+def test_note_is_one_bounded_line():
+    copy = copies.Copy("c", "x" * 400 + "\n", "h", STAMP)
+    text = settle.note(copy, "theirs")
+    assert text.startswith("conflict settled: kept their version of ")
+    assert len(text) <= settle.TEXT_MAX and text.isprintable()
 
 
-def share(a, b, remote):
-    """What a wrote is pushed, then pulled by b: both start from the same tree."""
-    settle(a, remote)
-    b.notify("pull")
-    settle(b, remote)
+def conflicts_cmd(machine, *args):
+    return subprocess.run([sys.executable, "-m", "autosync.supervisor", "conflicts",
+                           "--config", machine.config] + list(args), cwd="/",
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def sync_both(a, b, remote):
-    """b pushes (rejected, merges, pushes again); then a pulls the merge."""
-    assert b.notify("sync").returncode == 0
-    settle(b, remote)
-    a.notify("pull")
-    settle(a, remote)
+def test_without_a_daemon_nothing_is_settled(tmp_path):
+    folder = tmp_path / "f"
+    git("init", "-q", str(folder))
+    copy = copies.copy_name("a.txt", "x", STAMP, lambda n: True)
+    (folder / "a.txt").write_text("mine\n")
+    (folder / copy).write_text("theirs\n")
+    cfgfile = tmp_path / "c.autosync"
+    cfgfile.write_text("[autosync]\npath = %s\nsocket = %s\nsyncmethod = none\n"
+                       "notifymethod = none\n" % (folder, tmp_path / "s.sock"))
+    os.chmod(cfgfile, 0o600)
+    done = subprocess.run([sys.executable, "-m", "autosync.supervisor", "conflicts", "--keep",
+                           "theirs", "a.txt", "--config", str(cfgfile)], cwd="/",
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith("dvcs-autosync conflicts: no dvcs-autosync runs for ")
+    assert (folder / copy).read_text() == "theirs\n" and (folder / "a.txt").read_text() == "mine\n"
+    bad = subprocess.run([sys.executable, "-m", "autosync.supervisor", "conflicts", "--keep",
+                          "mine", "--config", str(cfgfile)], stderr=subprocess.PIPE, text=True)
+    assert bad.returncode == 2 and "--keep and PATH go together" in bad.stderr
 
 
-def copies(files, stem, ext):
-    pattern = re.compile(r"%s \(conflict from %s %s\)%s$" % (re.escape(stem), HOST, STAMP,
-                                                             re.escape(ext)))
-    return {p: c for p, c in files.items() if pattern.match(p)}
-
-
-def never_mid_merge_nor_markers(remote, *machines):
-    for m in machines:
-        assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
-    history = remote.log("-p", "--all", "--format=")
-    assert "<<<<<<<" not in history and ">>>>>>>" not in history
-
-
-def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
-    a, b = machines("a", "b", dvcs=commands)
-    for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):
-        write(a, name, b"base of %s\n" % name.encode())
-    write(a, "pic.bin", b"\x89PNG\0base\xff")
-    share(a, b, remote)
-    url = cut_off(b)
-    # b, apart: its versions are committed first, so they are the older ones.
-    write(b, "notes.txt", b"b's notes\n")
-    write(b, "gone-on-a.txt", b"b changed this\n")
-    os.unlink(os.path.join(b.path, "gone-on-b.txt"))
-    write(b, "new.txt", b"b made this\n")
-    write(b, "pic.bin", b"\x89PNG\0from b\xfe")
-    committed(b)
-    time.sleep(1.1)  # commit times have one-second resolution
-    write(a, "notes.txt", b"a's notes\n")
-    os.unlink(os.path.join(a.path, "gone-on-a.txt"))
-    write(a, "gone-on-b.txt", b"a changed this\n")
-    write(a, "new.txt", b"a made this\n")
-    write(a, "pic.bin", b"\x89PNG\0from a\xfd")
-    settle(a, remote)
-    reconnect(b, url)
-    sync_both(a, b, remote)
-
-    files = tree(a)
-    assert tree(b) == files
-    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
-    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
-    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats deleted
-    assert files["gone-on-b.txt"] == b"a changed this\n"
-    assert files["new.txt"] == b"a made this\n"  # added on both sides
-    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
-    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
-    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
-    assert len(files) == 9  # README + 5 files + 3 copies, nothing else
-    assert remote.files() == {k.encode(): v for k, v in files.items()}
-    never_mid_merge_nor_markers(remote, a, b)
-
-    # Told once per conflict: status, event log line, and the merge commit says it.
-    status = b.status()
-    assert sorted(status["conflicts"]) == sorted(
-        p for p in files if "(conflict from" in p)
-    assert b.logtext().count("conflict in notes.txt") == 1
-    assert "3 conflicts" in remote.log("--format=%s")
-    # a only fast-forwarded to b's merge: told all the same, from the merge's message.
-    assert sorted(a.status()["conflicts"]) == sorted(status["conflicts"])
-    assert a.logtext().count("conflict in notes.txt (merged on") == 1
-
-
-def test_merging_side_keeps_its_newer_version(machines, remote, commands):
-    a, b = machines("a", "b", dvcs=commands)
+@pytest.mark.e2e
+def test_list_and_settle_both_ways_after_a_real_conflict(machines, remote):
+    a = machines("a", hostname="hosta")
+    b = machines("b", hostname="hostb")
+    assert conflicts_cmd(a).stdout == "no conflict copies in %s\n" % a.path
     write(a, "doc/plan.md", b"v1\n")
+    write(a, "list.txt", b"v1\n")
     share(a, b, remote)
     url = cut_off(b)
     write(a, "doc/plan.md", b"a's plan\n")
-    settle(a, remote)
-    time.sleep(1.1)
+    write(a, "list.txt", b"a's list\n")
+    settled(a, remote)
+    time.sleep(1.1)  # b's versions are the newer ones: they stay at the paths
     write(b, "doc/plan.md", b"b's plan\n")
+    write(b, "list.txt", b"b's list\n")
     committed(b)
     reconnect(b, url)
     sync_both(a, b, remote)
     files = tree(a)
     assert tree(b) == files
-    assert files["doc/plan.md"] == b"b's plan\n"
-    found = {p: c for p, c in files.items() if p.startswith("doc/plan (conflict from ")}
-    assert list(found.values()) == [b"a's plan\n"] and list(found)[0].endswith(").md")
-    never_mid_merge_nor_markers(remote, a, b)
-    # Syncing goes on afterwards.
-    write(a, "after.txt", b"after\n")
-    share(a, b, remote)
-    assert tree(b)["after.txt"] == b"after\n"
+    plan_copy, list_copy = sorted(p for p in files if "(conflict from hosta " in p)
+
+    # Both machines list the two copies: from hosta, a's version, "mine" on a only.
+    for machine, whose in ((a, "mine"), (b, "theirs")):
+        listed = conflicts_cmd(machine)
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert len(lines) == 3 and lines[2].startswith("2 conflict copies; settle one with")
+        for line, copy, path in zip(lines, (plan_copy, list_copy), ("doc/plan.md", "list.txt")):
+            assert line.endswith("  hosta  %-6s  %s  (copy of %s)" % (whose, copy, path))
+
+    # On a: keep mine (a's plan, in the copy), keep theirs (b's list, at the path).
+    done = conflicts_cmd(a, "--keep", "mine", "doc/plan.md")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "doc/plan.md now holds the version from hosta\ncommitted and pushed\n"
+    done = conflicts_cmd(a, "--keep", "theirs", list_copy)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "kept list.txt as it is; removed %s\ncommitted and pushed\n" % list_copy
+    b.notify("pull")
+    settled(b, remote)
+    files = tree(b)
+    assert tree(a) == files
+    assert files["doc/plan.md"] == b"a's plan\n" and files["list.txt"] == b"b's list\n"
+    assert not [p for p in files if "conflict from" in p]
+    assert conflicts_cmd(b).stdout == "no conflict copies in %s\n" % b.path
+    # The versions dropped stay in history; the commits say what was settled.
+    log = remote.log("-p", "--format=%B")
+    assert "+b's plan" in log and "+a's list" in log
+    assert "conflict settled: kept my version of doc/plan.md" in log
+    assert "conflict settled: kept their version of list.txt" in log
 
 
-def test_both_sides_pick_the_same_winner(tmp_path, remote):
-    """The winner depends on the commits only, not on which machine merges."""
-    from autosync.core import gitmerge as conflicts
-    clones = []
-    for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
-        path = str(tmp_path / name)
-        git("clone", "-q", remote.path, path)
-        with open(os.path.join(path, "f.txt"), "wb") as f:
-            f.write(text)
-        git("add", "f.txt", cwd=path)
-        git("commit", "-q", "-m", "autosync on %s: 1 added" % name, cwd=path)
-        clones.append(path)
-    x, y = clones
-    git("fetch", "-q", y, "HEAD:other", cwd=x)
-    git("fetch", "-q", x, "HEAD:other", cwd=y)
-    results = []
-    for path in (x, y):
-        git("merge", "-q", "--no-edit", "other", cwd=path, check=False)
-        made = conflicts.resolve(path)
-        with open(os.path.join(path, "f.txt"), "rb") as f:
-            results.append((f.read(), made[0]["host"]))
-        assert not git("diff", "--cached", "--name-only", "--diff-filter=U", cwd=path)
-    assert results[0] == results[1]  # same content at the path, same host in the copy name
+# --- settling never writes over an edit that is not in history ----------------------------
+
+def conflicted(a, remote):
+    """a.txt (this machine's version) and a copy of it from hostb (the other's), committed."""
+    copy = copies.copy_name("a.txt", "hostb", STAMP, lambda n: True)
+    write(a, "a.txt", b"mine\n")
+    write(a, copy, b"theirs\n")
+    settled(a, remote)
+    return copy
 
 
-def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
-    """Before the first commit there is no HEAD to compare with: nothing to put back, and
-    no `git diff HEAD` error at every start."""
-    folder = str(tmp_path / "fresh")
-    git("init", "-q", folder)
-    with open(os.path.join(folder, "f.txt"), "w") as f:
-        f.write(">>>>>>> " + "a" * 40 + "\n")
-    assert conflicts.undo_killed_pull(folder) == []
+@pytest.mark.e2e
+def test_keep_while_paused_refuses_and_the_edit_survives(machines, remote):
+    a = machines("a", hostname="hosta")
+    copy = conflicted(a, remote)
+    a.notify("pause")
+    write(a, "a.txt", b"edited while paused\n")
+    done = conflicts_cmd(a, "--keep", "theirs", "a.txt")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
+        "dvcs-autosync conflicts: the daemon could not commit the folder first, so nothing "
+        "was settled: syncing is paused since "), done.stderr
+    assert a.read("a.txt") == b"edited while paused\n" and a.read(copy) == b"theirs\n"
+    a.notify("resume")
+    settled(a, remote)
+    assert remote.files()[b"a.txt"] == b"edited while paused\n"
+
+
+@pytest.mark.e2e
+def test_a_write_while_settling_is_kept(machines, remote, monkeypatch, capsys):
+    """An editor writes to a.txt between the check of it and the swap that puts the
+    other version there: a.txt keeps the editor's bytes, the copy stays, nothing settled."""
+    a = machines("a", hostname="hosta")
+    copy = conflicted(a, remote)
+    path = os.path.join(a.path, "a.txt")
+    editors = []
+
+    def type_into_a(rel):
+        editor = threading.Thread(target=lambda: open(path, "ab").write(b"typed meanwhile\n"))
+        editor.start()
+        editors.append((rel, editor))
+        time.sleep(0.2)  # the editor now waits in open() for the writer's lease
+
+    monkeypatch.setattr(guarded.Writer, "checked", staticmethod(type_into_a))
+    code = settle.main(["conflicts", "--keep", "theirs", "a.txt", "--config", a.config])
+    for _, editor in editors:
+        editor.join(5)
+    out = capsys.readouterr()
+    assert [rel for rel, _ in editors] == ["a.txt"], "settled without the guarded writer's check"
+    assert a.read("a.txt") == b"mine\ntyped meanwhile\n" and a.read(copy) == b"theirs\n"
+    assert code == 1 and out.err == "dvcs-autosync conflicts: a.txt changed just now, so " \
+        "nothing was settled: run this again once the daemon has committed it\n"
+    settled(a, remote)
+    assert remote.files()[b"a.txt"] == b"mine\ntyped meanwhile\n"
+    # Once committed, the same command settles it.
+    monkeypatch.setattr(guarded.Writer, "checked", None)
+    assert settle.main(["conflicts", "--keep", "theirs", "a.txt", "--config", a.config]) == 0
+    assert a.read("a.txt") == b"theirs\n" and a.read(copy) is None
+
+
+def test_a_path_is_resolved_without_the_history_commands(tmp_path, monkeypatch):
+    """history.relative needs only the folder (conflicts --keep and restore name a path
+    the same way), not a History with logcmd and listcmd."""
+    from autosync.tools.history import relative
+    folder = str(tmp_path / "sync")
+    os.makedirs(os.path.join(folder, "sub"))
+    monkeypatch.chdir(os.path.join(folder, "sub"))
+    assert relative(folder, "a.txt") == "sub/a.txt"
+    assert relative(folder, folder) == "."
+    monkeypatch.chdir(str(tmp_path))
+    assert relative(folder, "photos/a.jpg") == "photos/a.jpg"  # from the folder, elsewhere
+    with pytest.raises(HistoryError, match="not inside the synced folder"):
+        relative(folder, "../x")

@@ -2,13 +2,11 @@
 not see. Real git repositories; the user's write is injected at the worst moment, between
 the guarded writer's check of a file and its swap (guarded.Writer.checked)."""
 import os
-import subprocess
 
 import pytest
 
 from autosync.core import git as gitrepo, gitpull
 from autosync.core.copies import read_copy_name
-from autosync.core.guarded import Writer
 from conftest import Remote, git, wait_until, write_during_checkout
 
 
@@ -241,7 +239,7 @@ def test_the_daemon_keeps_a_write_made_after_its_pull_checked_the_file(machines,
     pull checks every file first and then writes them in order, so a plain `git pull`
     run as a command loses this write; the guarded pull keeps it and the pulled
     version as a conflict copy."""
-    from test_sync import settle, write as put
+    from helpers import settle, write as put
     a, b = machines("a", "b")
     put(a, "a.txt", b"a 1\n")
     put(a, "z.txt", b"z 1\n")

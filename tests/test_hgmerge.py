@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import tree
-from test_mercurial import central, hg  # noqa: F401 (central is a fixture)
+from conftest import hg
 
 pytestmark = pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")
 

@@ -16,7 +16,7 @@ from autosync.core import guarded
 from autosync.tools import history
 from autosync.core.protocol import Server
 from conftest import git, tree, wait_until
-from test_conflicts import share
+from helpers import share
 
 
 def run(*args, cwd=None):

@@ -4,14 +4,7 @@ import subprocess
 
 from autosync.core.ignore import Ignore
 from conftest import git
-
-
-def make(root, files):
-    for rel, content in files.items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(content)
+from helpers import make_files
 
 
 GITIGNORES = {
@@ -28,11 +21,11 @@ PATHS = ["a.log", "keep.log", "build/out.o", "src/build/x.o", "x/cache/c", "cach
 def test_ignore_rules_agree_with_git(tmp_path):
     root = str(tmp_path / "repo")
     git("init", "-q", root)
-    make(root, GITIGNORES)
-    make(root, {p: "x" for p in PATHS})
+    make_files(root, GITIGNORES)
+    make_files(root, {p: "x" for p in PATHS})
     with open(os.path.join(root, ".git", "info", "exclude"), "a") as f:
         f.write("excluded-by-info\n")
-    make(root, {"excluded-by-info": "x"})
+    make_files(root, {"excluded-by-info": "x"})
     ignore = Ignore(root)
     for rel in PATHS + ["excluded-by-info"]:
         by_git = subprocess.run(["git", "check-ignore", "-q", "--no-index", rel],
@@ -51,9 +44,9 @@ def test_ignorepath_metadata_and_editor_junk(tmp_path):
 
 def test_a_changed_gitignore_is_read_again(tmp_path):
     root = str(tmp_path)
-    make(root, {".gitignore": "*.a\n"})
+    make_files(root, {".gitignore": "*.a\n"})
     ignore = Ignore(root)
     assert ignore("x.a") and not ignore("x.b")
-    make(root, {".gitignore": "*.b\n"})
+    make_files(root, {".gitignore": "*.b\n"})
     ignore.forget("")
     assert ignore("x.b") and not ignore("x.a")

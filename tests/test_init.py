@@ -8,56 +8,13 @@ import stat
 import subprocess
 import sys
 
-import pytest
 
-from conftest import Machine, Remote, git, tree, wait_until
+from conftest import Remote, git, tree, wait_until
 from prosody import prosody_certs, prosody_factory  # noqa: F401 (fixtures)
-from test_sync import write
-from test_unrelated import EmptyRemote
+from helpers import write
+from helpers import EmptyRemote
+from helpers import Joined, init, listing, ok
 
-pytestmark = pytest.mark.e2e
-
-
-def init(*args, env=None, stdin=subprocess.DEVNULL):
-    argv = [sys.executable, "-m", "autosync.supervisor", "init"] + [str(a) for a in args]
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env, stdin=stdin, timeout=120)
-
-
-class Joined(Machine):
-    """A machine whose folder and config `init` made: the suite runs on them as written."""
-
-    def __init__(self, base, name):
-        self.name = name
-        self.path = str(base / name)
-        self.config = str(base / (name + ".autosync"))
-        self.log = str(base / (name + ".log"))
-        self.proc = None
-
-    def init(self, remote, *more, **options):
-        result = init(getattr(remote, "path", remote), self.path, "--config", self.config,
-                      *more, **options)
-        return result
-
-
-def ok(result):
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
-
-
-def listing(folder):
-    """Every path below folder (.git included) with a hash of its content and its mode."""
-    found = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            full = os.path.join(root, name)
-            st = os.lstat(full)
-            digest = ""
-            if stat.S_ISREG(st.st_mode):
-                with open(full, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            found[os.path.relpath(full, folder)] = (st.st_mode, digest)
-    return found
 
 
 def config_lines(machine):

@@ -12,8 +12,8 @@ import pytest
 
 from autosync.core import config, largefiles
 from conftest import ROOT, git, wait_until
-from test_annex import annex, annex_bytes
-from test_mercurial import use_example
+from helpers import annex, annex_bytes
+from helpers import use_example
 
 SIZE = 300 * 1000
 

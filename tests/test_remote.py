@@ -10,7 +10,6 @@ from conftest import ROOT, Remote, git
 
 from autosync.ssh import remote as ar
 
-pytestmark = pytest.mark.e2e
 
 
 def watch(spawn, path):

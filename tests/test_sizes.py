@@ -7,7 +7,7 @@ import pytest
 
 from autosync.core import sizes
 from conftest import Machine, git, wait_until
-from test_thin import ThinRemote, thin_machine
+from helpers import ThinRemote, thin_machine
 
 
 def cpu_seconds(pid):

@@ -3,7 +3,6 @@
 remote when restore, log or a pull needs them, in one fetch, and the remote away is one
 line with nothing written. Real git, a real bare remote on disk, the real programs."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -11,43 +10,15 @@ import pytest
 
 from autosync.core import gitpull, thin
 from autosync.core.commands import Template
-from conftest import Machine, Remote, git, tree, wait_until
-from test_init import Joined, init, listing, ok
+from conftest import Machine, git, tree
+from helpers import Joined, listing, ok
+from helpers import ThinRemote, thin_machine
 
-pytestmark = pytest.mark.e2e
 
 
 def run(*args):
     return subprocess.run([sys.executable, "-m", "autosync.supervisor"] + [str(a) for a in args],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
-
-
-class ThinRemote(Remote):
-    """A bare remote that serves partial clones (uploadpack.allowFilter), with a history:
-    notes.txt in three versions, and a folder of five files changed twice."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        git("config", "uploadpack.allowFilter", "true", cwd=self.path)
-        seed = self.path + ".seed"
-        self.revs = []
-        for n in (1, 2, 3):
-            with open(os.path.join(seed, "notes.txt"), "w") as f:
-                f.write("notes, version %d\n" % n)
-            os.makedirs(os.path.join(seed, "photos"), exist_ok=True)
-            for i in range(5):
-                with open(os.path.join(seed, "photos", "p%d.txt" % i), "w") as f:
-                    f.write("photo %d, version %d\n" % (i, n))
-            git("add", "-A", cwd=seed)
-            git("commit", "-q", "-m", "version %d" % n, cwd=seed)
-            self.revs.append(git("rev-parse", "HEAD", cwd=seed).decode().strip())
-        git("push", "-q", "origin", "HEAD:main", cwd=seed)
-
-    def away(self):
-        os.rename(self.path, self.path + ".away")
-
-    def back(self):
-        os.rename(self.path + ".away", self.path)
 
 
 def missing_blobs(folder):
@@ -68,14 +39,6 @@ def blob(folder, rev, path):
 @pytest.fixture
 def thin_remote(tmp_path):
     return ThinRemote(tmp_path / "remote.git")
-
-
-def thin_machine(tmp_path, remote, name="thin"):
-    machine = Joined(tmp_path, name)
-    out = ok(machine.init(remote, "--thin"))
-    assert "thin: the current files only" in out
-    assert "--thin" in out.split("On the next machine run:")[1]  # the next one is thin too
-    return machine
 
 
 def test_a_thin_machine_keeps_the_current_files_only(tmp_path, thin_remote):

@@ -11,11 +11,12 @@ import pytest
 from autosync.core import guarded
 from autosync.watcher.watcher import Watcher
 from conftest import git, wait_until
+from helpers import watches_of
 
 
 def test_a_folders_own_times_change_no_file(machines, remote):
     """tar sets its folders' times at the end: that is no modification of what they hold."""
-    from test_sync import settle, write
+    from helpers import settle, write
     a = machines("a")
     for i in range(3):
         write(a, "x/f%d" % i, b"%d\n" % i)
@@ -100,21 +101,9 @@ def test_moves_into_and_out_of_editor_junk_name_only_the_real_file(watcher):
     assert [(c["action"], c["path"]) for c in changes] == [("modified", "b.txt")]
 
 
-def watches_of(pid):
-    """The inotify watches a process holds, as the kernel counts them."""
-    count = 0
-    for fd in os.listdir("/proc/%d/fdinfo" % pid):
-        try:
-            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                count += sum(1 for line in f if line.startswith("inotify wd:"))
-        except OSError:
-            pass  # closed meanwhile
-    return count
-
-
 def test_symlinks_are_committed_as_links(machines, remote):
     """The real suite: links to /usr and a loop are synced as links (mode 120000), quickly."""
-    from test_sync import settle, write
+    from helpers import settle, write
     a = machines("a")
     write(a, "unpacked/deep/file.txt", b"x\n")
     os.symlink("/usr", os.path.join(a.path, "unpacked", "deep", "usr"))
@@ -149,7 +138,7 @@ def history_of(remote, name):
 
 def test_a_file_open_for_writing_is_committed_once_closed(machines, remote):
     """Shipped defaults: 2.4 s of writing (maxwait 3 in these tests) is one commit, whole."""
-    from test_sync import settle
+    from helpers import settle
     a = machines("a")
     settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     chunks = [b"part %d\n" % i for i in range(6)]
@@ -161,7 +150,7 @@ def test_a_file_open_for_writing_is_committed_once_closed(machines, remote):
 def test_a_file_open_for_writing_is_not_committed_by_the_rescan_after_a_pull(machines, remote):
     """Another machine pushes while the file is written; this one pulls meanwhile.
     The rescan after that pull must not commit the half-written file."""
-    from test_sync import settle, write
+    from helpers import settle, write
     a, b = machines("a", "b")
     chunks = [b"part %d\n" % i for i in range(6)]
 
@@ -273,7 +262,7 @@ def away(machine):
 
 
 def test_the_folder_moved_away_and_back_syncs_on_without_a_restart(machines, remote):
-    from test_sync import settle, write
+    from helpers import settle, write
     a = machines("a")
     watcher = a.children()["watcher"]
     os.rename(a.path, a.path + ".x")
@@ -297,7 +286,7 @@ def test_the_folder_moved_away_and_back_syncs_on_without_a_restart(machines, rem
 
 
 def test_a_fresh_clone_in_its_place_syncs_on_without_a_restart(machines, remote):
-    from test_sync import settle, write
+    from helpers import settle, write
     a = machines("a")
     write(a, "before.txt", b"before\n")
     settle(a, remote)
@@ -320,7 +309,7 @@ def test_a_fresh_clone_in_its_place_syncs_on_without_a_restart(machines, remote)
 
 
 def test_a_folder_replaced_by_another_repository_stops_the_daemon(machines, remote, tmp_path):
-    from test_sync import settle
+    from helpers import settle
     a = machines("a")
     settle(a, remote)
     shutil.rmtree(a.path)
@@ -339,7 +328,7 @@ def test_a_folder_replaced_by_another_repository_stops_the_daemon(machines, remo
 # --- what is committed is what the writer meant (issue 18, item 7) ------------------------
 
 def test_a_file_created_and_held_open_is_never_committed_empty(machines, remote):
-    from test_sync import settle
+    from helpers import settle
     a = machines("a")
     settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     with open(os.path.join(a.path, "download.part"), "wb") as f:
@@ -354,7 +343,7 @@ def test_a_file_written_for_long_makes_few_versions(machines, remote):
     down: 6 MB over 12 s with maxwait 2, the same six maxwaits of writing. Versions at
     2 s and 6 s (each wait doubles) and the whole file at its close: 3, where one every
     maxwait made 6."""
-    from test_sync import settle
+    from helpers import settle
     a = machines("a", maxwait="2")
     settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     chunks = [bytes([65 + i % 26]) * 100_000 for i in range(60)]
@@ -368,7 +357,7 @@ def test_a_file_written_for_long_makes_few_versions(machines, remote):
 def test_a_file_held_open_empty_holds_nothing_else_back(machines, remote):
     """A lock file an application keeps open, empty, for its whole life: other changes
     are committed as usual (not at maxwait), the lock file once its writer closes it."""
-    from test_sync import settle, write
+    from helpers import settle, write
     a = machines("a", maxwait="30")
     settle(a, remote)  # the start-up rescan takes what is on disk, open or not
     with open(os.path.join(a.path, "app.lock"), "wb"):
@@ -385,7 +374,7 @@ def test_a_link_pointed_at_another_clone_is_noticed_by_its_identity(machines, re
     """The synced folder is a symbolic link; pointed elsewhere, no inotify event says so
     (as with a disk mounted over the folder): the look at its identity does. The other
     clone is taken on, with its own git dir."""
-    from test_sync import settle
+    from helpers import settle
     link = str(tmp_path / "Sync")
     a = machines("a", start=False, path=link)
     os.symlink(a.path, link)

@@ -15,8 +15,8 @@ from autosync.core.config import load
 from autosync.core.summary import Summariser
 from autosync.core.protocol import connect
 from conftest import wait_until
-from test_sync import settle, write
-from test_watcher import watches_of
+from helpers import settle, write
+from helpers import watches_of
 
 LIMIT = 12
 SET_LIMIT = 'echo %d > /proc/sys/user/max_inotify_watches && exec "$@"'

@@ -16,9 +16,8 @@ import time
 import pytest
 
 from conftest import wait_until
-from test_mercurial import central, hg  # noqa: F401 (central is a fixture)
+from conftest import hg
 
-pytestmark = pytest.mark.e2e
 
 SECRET = "secret-salary-2026"   # in every file and folder name
 TEXT = "Zebra-bonus-payroll"    # the description

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from conftest import ROOT, git, wait_until
-from test_mercurial import use_example
+from helpers import use_example
+from helpers import annex, annex_bytes, folder_bytes
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")]
@@ -19,24 +20,9 @@ pytestmark = [pytest.mark.e2e,
 SIZE = 5 * 1000 * 1000
 
 
-def annex(path, *args):
-    return git("-C", path, "annex", *args)
-
-
 def git_bytes(repo):
     """Bytes of the repository's git objects (compressed, as stored), not the annex's content."""
     return folder_bytes(os.path.join(repo, "objects"))
-
-
-def folder_bytes(folder):
-    total = 0
-    for root, _, names in os.walk(folder):
-        total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
-    return total
-
-
-def annex_bytes(repo):
-    return folder_bytes(os.path.join(repo, "annex", "objects"))
 
 
 def test_large_file_versions_travel_through_the_annex(machines, remote):

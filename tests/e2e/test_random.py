@@ -19,21 +19,19 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import time
 
 import pytest
 
-from autosync.core import client, protocol
+from autosync.core import protocol
 from autosync.core.copies import COPY_NAME
 from autosync.core.config import load
-from autosync.core.retry import Backoff
 from conftest import git, wait_until
-from test_mercurial import central  # noqa: F401 (a fixture)
-from test_conflicts import cut_off, reconnect, tree
-from test_sync import write
+from conftest import tree
+from helpers import cut_off, reconnect
+from helpers import write
+from helpers import HOOK, Pulls, history_blobs, quiet, remote_main
 
-pytestmark = pytest.mark.e2e
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
 SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if s.strip()]
@@ -45,8 +43,6 @@ MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
 READFREQUENCY = os.environ.get("AUTOSYNC_READFREQUENCY", "")  # not set: as shipped
 BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
 HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
-HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hooks",
-                    "post-receive")
 # Operation -> weight. "race": one machine writes a file, another writes the same file
 # 0-300 ms later, while its own pull of the first one's change may be running (issue 17).
 KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "rename-folder": 1,
@@ -109,15 +105,6 @@ def committed(machine):
     """Wait until everything written on machine is committed (pushed or not)."""
     wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
         status(machine)) and not machine.dirty(), 30, 0.05, machine.name + " to commit")
-
-
-def remote_main(remote):
-    """The remote's main, read from its ref file (cheap enough to poll every few ms)."""
-    try:
-        with open(os.path.join(remote.path, "refs", "heads", "main")) as f:
-            return f.read().strip()
-    except FileNotFoundError:  # packed, or a Mercurial remote: ask
-        return None
 
 
 class World:
@@ -259,74 +246,6 @@ class World:
                 self.offline[name] = (url, left - 1)
 
 
-class Pulls:
-    """Each machine's pulls (pull-started to pull-finished), from its committer's events,
-    so a run can say how many race writes landed during the writer's own pull."""
-
-    def __init__(self, machines):
-        self.events = {m.name: [] for m in machines}
-        self.subs = [client.Subscription(load(m.config).socket,
-                                         lambda e, seen=self.events[m.name]: seen.append(e),
-                                         backoff=Backoff(0.05, 0.5)).start()
-                     for m in machines]
-
-    def count(self, name):
-        """How many pulls this machine has started so far."""
-        return sum(e.get("event") == "pull-started" for e in list(self.events[name]))
-
-    def durations(self):
-        found = []
-        for seen in self.events.values():
-            started = None
-            for e in list(seen):
-                if e.get("event") == "pull-started":
-                    started = e.get("time")
-                elif e.get("event") == "pull-finished" and started is not None:
-                    found.append(e.get("time", 0) - started)
-                    started = None
-        return found
-
-    def during(self, name, when):
-        started = None
-        for e in list(self.events[name]):
-            if e.get("event") == "pull-started":
-                started = e.get("time")
-            elif e.get("event") == "pull-finished" and started is not None:
-                if started <= when <= e.get("time", 0):
-                    return True
-                started = None
-        return started is not None and started <= when  # still pulling at the end
-
-    def close(self):
-        for sub in self.subs:
-            sub.close()
-
-
-def git_head(machine):
-    return git("rev-parse", "HEAD", cwd=machine.path)
-
-
-def quiet(machines, remote, timeout=120, head=git_head):
-    """Sync until every machine has the remote's head and nothing left to do."""
-    def converged():
-        for m in machines:
-            m.notify("sync", check=False)
-        for m in machines:
-            m.notify("pull", check=False)
-        heads = {head(m) for m in machines}
-        return len(heads) == 1 and all(m.settled(remote) for m in machines)
-    wait_until(converged, timeout, 0.5, "the machines to converge")
-
-
-def history_blobs(remote):
-    """Every file content reachable from the remote's main, concatenated."""
-    objects = git("--git-dir", remote.path, "rev-list", "--objects", "main")
-    ids = b"\n".join(line.split()[0] for line in objects.splitlines())
-    out = subprocess.run(["git", "--git-dir", remote.path, "cat-file", "--batch"], input=ids + b"\n",
-                         stdout=subprocess.PIPE, check=True).stdout
-    return out.decode("utf-8", "replace")
-
-
 def conflict_copies(remote):
     """Every conflict copy ever added on the remote's main (some are deleted later)."""
     # -m: copies are added by merge commits, which git log shows no diff for otherwise.
@@ -409,7 +328,8 @@ def test_more_seeds_converge_and_lose_nothing(seed, machines, remote, commands, 
 @pytest.mark.slow  # two to five minutes: the suite must stay well under 15
 def test_three_mercurial_machines_random_operations_converge_and_lose_nothing(tmp_path, central):
     """The same with Mercurial clones and the example's commands (autosync-hgmerge)."""
-    from test_mercurial import HgMachine, hg, notify_hook
+    from conftest import hg
+    from helpers import HgMachine, notify_hook
     print("AUTOSYNC_SEED=%d AUTOSYNC_HG_OPS=%d" % (SEED, HG_OPS))
     ms = [HgMachine(tmp_path, name, central) for name in ("a", "b", "c")]
     for m in ms:

@@ -10,17 +10,14 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import wait_until
-from test_sync import settle, write
+from helpers import settle, write
 
-pytestmark = pytest.mark.e2e
 
 STRANGER = 4242  # a uid no test machine uses
 SYSTEM_PYTHON = "/usr/bin/python3"  # stdlib only; root's own interpreter may be unreachable

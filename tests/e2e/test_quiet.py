@@ -3,12 +3,10 @@ import os
 import signal
 import time
 
-import pytest
 
 from conftest import wait_until
-from test_sync import settle, write
+from helpers import settle, write
 
-pytestmark = pytest.mark.e2e
 
 QUIET = 65  # seconds: longer than the 60 s after which the committer used to drop clients
 

@@ -23,7 +23,6 @@ import pytest
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.e2e
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 PROGRAMS = {

@@ -4,21 +4,9 @@ histories" for ever, with status "idle"). Real daemons, a real bare remote."""
 import pytest
 
 from conftest import Machine, git, tree, wait_until
-from test_sync import write
+from helpers import write
+from helpers import EmptyRemote
 
-pytestmark = pytest.mark.e2e
-
-
-class EmptyRemote:
-    """A bare repository with no commit at all, as `git init --bare` leaves it."""
-
-    def __init__(self, path):
-        self.path = str(path)
-        git("init", "-q", "--bare", "-b", "main", self.path)
-
-    def head(self):
-        return git("--git-dir", self.path, "rev-parse", "-q", "--verify", "main",
-                   check=False).strip()
 
 
 # The shipped pullcmd and the original's (both the guarded pull), and a `git pull` that

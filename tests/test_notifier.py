@@ -17,7 +17,7 @@ from autosync.desktop.describer import Describer
 from autosync.desktop.notifier import DBusNotifications, Desktop
 from autosync.core.summary import Summariser
 from conftest import ROOT, git, wait_until
-from test_describe import committed, log_of, subject
+from helpers import commits_made, log_of, subject
 from dbus_session import Recorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter
 
@@ -206,7 +206,7 @@ def test_the_describe_action_end_to_end_rewords_the_commit(recorder, machines):
                  describecmd="echo Holiday photos")
     with open(os.path.join(a.path, "beach.jpg"), "w") as f:
         f.write("sand\n")
-    committed(a, 1)
+    commits_made(a, 1)
     [saved] = recorder.wait_for(1)
     assert saved.summary == "a: 1 file saved" and saved.actions
     recorder.invoke(1, "describe")

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT, Machine, git, wait_until
-from test_mercurial import use_example
+from helpers import use_example
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not (shutil.which("git-remote-gcrypt") and shutil.which("gpg")),

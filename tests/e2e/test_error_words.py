@@ -3,11 +3,9 @@ real suite, real git, and the status's `last_error` (what the log and the notifi
 say too) holding git's reasons and advice, not only its last line."""
 import os
 
-import pytest
 
 from conftest import git, wait_until
 
-pytestmark = pytest.mark.e2e
 
 
 def write(machine, rel, text):

@@ -7,13 +7,12 @@ import signal
 import subprocess
 import time
 
-import pytest
 
 from conftest import git, wait_until
-from test_conflicts import committed, cut_off, never_mid_merge_nor_markers, reconnect, share, tree
-from test_sync import settle, write
+from conftest import tree
+from helpers import committed, cut_off, never_mid_merge_nor_markers, reconnect, share
+from helpers import settle, write
 
-pytestmark = pytest.mark.e2e
 
 PULL = "git pull -q --no-rebase --no-edit"
 

@@ -37,9 +37,8 @@ from conftest import Machine, Remote, git, wait_until
 from dbus_session import Recorder, SessionBus
 from prosody import DOMAIN, prosody_certs, prosody_factory  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.e2e
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from conftest import HERE  # tests/, where data/ is
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")
 PASSWORD = "0riginal-Pa55-never-logged"
 ALSONOTIFY = "if set, another XMPP id that will get notified when something happens"

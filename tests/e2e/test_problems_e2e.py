@@ -2,13 +2,11 @@
 and the log, is told once when it starts and once when it ends, and clears by itself."""
 import os
 
-import pytest
 
 from conftest import wait_until
 from dbus_session import Host, Recorder, WatcherRecorder, bus  # noqa: F401 (a fixture)
-from test_sync import write
+from helpers import write
 
-pytestmark = pytest.mark.e2e
 
 
 def refuse_pushes(remote, why):

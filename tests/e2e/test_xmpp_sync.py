@@ -8,9 +8,8 @@ import pytest
 
 from conftest import wait_until
 from prosody import prosody_certs, prosody_factory, prosody_server  # noqa: F401 (fixtures)
-from test_sync import write
+from helpers import write
 
-pytestmark = pytest.mark.e2e
 
 PASSWORD = "s3cret-for-tests"
 

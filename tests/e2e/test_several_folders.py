@@ -6,12 +6,10 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 from autosync.core.config import load
 from conftest import Machine, Remote, wait_until
 
-pytestmark = pytest.mark.e2e
 
 
 def notify_from(folder, *args):

@@ -4,9 +4,7 @@ A hostile but common ~/.gitconfig, a file the daemon's user cannot read, a
 user's file that merely holds conflict markers, a project checked out inside
 the synced folder, an editor's swap file present during a rescan.
 """
-import json
 import os
-import select
 import shlex
 import subprocess
 import sys
@@ -16,72 +14,15 @@ import pytest
 
 from autosync.core import git_environment
 from conftest import ROOT, git, tree, wait_until
-from test_conflicts import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect
-from test_sync import settle, write
+from helpers import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect
+from helpers import settle, write
+from helpers import Events
 
-pytestmark = pytest.mark.e2e
 
 HOSTILE = (("pull.rebase", "true"), ("pull.ff", "only"), ("merge.ff", "only"),
            ("color.ui", "always"), ("status.showUntrackedFiles", "no"),
            ("merge.conflictStyle", "zdiff3"), ("diff.renames", "false"),
            ("core.pager", "less"), ("commit.verbose", "true"))
-
-
-SUBSCRIBE = """
-import sys
-from autosync.core.protocol import connect
-conn = connect(sys.argv[1])
-assert conn.request({"cmd": "subscribe"}, timeout=10)["ok"]
-print("subscribed", flush=True)
-while True:
-    line = conn.reader.readline()
-    if line is None:
-        break
-    print(line.decode(), flush=True)
-"""
-
-
-class Events:
-    """A subscriber on a machine's socket, as the daemon's own user: what the committer
-    publishes (a client of another user is refused, so it runs as one)."""
-
-    def __init__(self, machine):
-        argv = [sys.executable, "-c", SUBSCRIBE, machine_socket(machine)]
-        if machine.user is not None:
-            argv = machine.user.command(argv[1:])
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     env=dict(os.environ, PYTHONPATH=ROOT))
-        assert self.proc.stdout.readline() == b"subscribed\n"
-        self.seen = []
-
-    def wait_for(self, predicate, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = self.proc.stdout.readline()
-            assert line, "the committer went away"
-            event = json.loads(line)
-            self.seen.append(event)
-            if predicate(event):
-                return event
-        raise AssertionError("no such event; seen: %s" % self.seen)
-
-    def close(self):
-        """After the daemon stopped: every event it published is in `seen`."""
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        for line in self.proc.stdout.read().splitlines():
-            if line.strip():
-                self.seen.append(json.loads(line))
-
-
-def machine_socket(machine):
-    from autosync.core.config import load
-    return machine.settings.get("socket") or load(machine.config).socket
 
 
 def test_divergence_and_conflict_with_a_hostile_gitconfig(machines, remote, commands):

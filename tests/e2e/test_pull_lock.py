@@ -10,9 +10,8 @@ import pytest
 from autosync.core.config import load
 from autosync.core.protocol import connect
 from conftest import git, wait_until, write_during_checkout
-from test_sync import settle, write
+from helpers import settle, write
 
-pytestmark = pytest.mark.e2e
 
 ROUNDS = 20
 

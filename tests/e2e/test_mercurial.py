@@ -6,123 +6,17 @@ machines changing the same file while apart keep both versions, as with git."""
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ROOT, Machine, tree, wait_until
-from test_conflicts import committed, copies, share, sync_both
+from conftest import wait_until
+from helpers import committed, copies, share, sync_both
+from helpers import HgMachine, dvcs_autosync, notify_hook
+from conftest import hg
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")]
-
-EXAMPLES = os.path.join(ROOT, "docs", "examples")
-
-
-def hg(*args, cwd=None):
-    return subprocess.run(("hg",) + args, cwd=cwd, check=True, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE).stdout.decode()
-
-
-def dvcs_autosync(*args):
-    return subprocess.run([sys.executable, "-m", "autosync.supervisor"] + list(args),
-                          check=True, stdout=subprocess.PIPE, text=True).stdout
-
-
-def example_dvcs_section(name="mercurial.autosync"):
-    """The [dvcs] section of an example in docs/examples, as written (continuation lines and all)."""
-    text = open(os.path.join(EXAMPLES, name)).read()
-    return text[text.index("\n[dvcs]"):text.index("\n[xmpp]")]
-
-
-def use_example(machine, name):
-    """Rewrite a conftest Machine's config: its [autosync] settings, the example's [dvcs]."""
-    lines = ["[autosync]"] + ["%s = %s" % kv for kv in machine.settings.items()]
-    with open(machine.config, "w") as f:
-        f.write("\n".join(lines) + "\n" + example_dvcs_section(name))
-
-
-class HgMachine(Machine):
-    """A Machine whose folder is an hg clone and whose commands are the example's."""
-
-    def __init__(self, base, name, central):
-        self.name, self.central = name, central
-        self.path = str(base / name)
-        self.config = str(base / (name + ".autosync"))
-        self.log = str(base / (name + ".log"))
-        hg("clone", "-q", central, self.path)
-        self.settings = dict(path=self.path, syncmethod="none", notifymethod="none",
-                             readfrequency="0.2", maxwait="3", pushdelay="0", pullinterval="0",
-                             ignorepath=".hg")
-        self.proc = None
-        self.write_config()
-
-    def write_config(self):
-        use_example(self, "mercurial.autosync")
-
-    def dirty(self):
-        return hg("status", cwd=self.path).splitlines()
-
-    def settled(self, central):
-        s = self.status()
-        if s.get("state") != "idle" or s.get("pending") or s.get("unpushed") or self.dirty():
-            return False
-        return hg("id", "-i", "-r", ".", cwd=self.path) == hg("id", "-i", "-r", "tip", cwd=central)
-
-    def files(self):
-        return tree(self)
-
-    def cut_off(self):
-        """This machine alone loses the central repository (the others keep it)."""
-        hgrc = os.path.join(self.path, ".hg", "hgrc")
-        text = open(hgrc).read()
-        with open(hgrc, "w") as f:
-            f.write(text.replace("default = " + self.central,
-                                 "default = " + self.central + ".unreachable"))
-        return self.central
-
-    def reconnect(self, url=None):
-        hgrc = os.path.join(self.path, ".hg", "hgrc")
-        text = open(hgrc).read()
-        with open(hgrc, "w") as f:
-            f.write(text.replace(".unreachable", ""))
-
-    def head(self):
-        return hg("id", "-i", "-r", ".", cwd=self.path)
-
-    def never_mid_merge(self):
-        """No merge in progress, nothing unresolved, one head."""
-        assert hg("log", "-r", "p2()", "-T", "x", cwd=self.path) == ""
-        assert hg("resolve", "-l", cwd=self.path) == ""
-        assert hg("heads", "-T", "x", cwd=self.path) == "x"
-
-
-@pytest.fixture
-def central(tmp_path, private_home, monkeypatch):
-    # The example's pullcmd calls autosync-hgmerge: the checkout's launcher.
-    monkeypatch.setenv("PATH", os.path.join(ROOT, "bin") + os.pathsep + os.environ["PATH"])
-    with open(os.path.join(str(private_home), ".hgrc"), "w") as f:
-        f.write("[ui]\nusername = Test <test@example.org>\n")
-    path = str(tmp_path / "central")
-    hg("init", path)
-    seed = str(tmp_path / "seed")
-    hg("clone", "-q", path, seed)
-    with open(os.path.join(seed, "README"), "w") as f:
-        f.write("synced folder\n")
-    hg("add", "-q", "README", cwd=seed)
-    hg("commit", "-q", "-m", "first", cwd=seed)
-    hg("push", "-q", cwd=seed)
-    return path
-
-
-def notify_hook(central, machines):
-    """What a user puts in the central repository's .hg/hgrc (like hooks/post-receive)."""
-    notify = "PYTHONPATH=%s %s -m autosync.tools.notify" % (ROOT, sys.executable)
-    calls = "; ".join("%s --config %s pushed >/dev/null 2>&1" % (notify, m.config)
-                      for m in machines)
-    with open(os.path.join(central, ".hg", "hgrc"), "a") as f:
-        f.write("[hooks]\nchangegroup.autosync = %s; true\n" % calls)
 
 
 def test_two_mercurial_clones_stay_in_sync(tmp_path, central):

@@ -13,12 +13,10 @@ import os
 import shutil
 import time
 
-import pytest
 
 from conftest import git, tree, wait_until
-from test_random import HOOK, Pulls, history_blobs, quiet, remote_main
+from helpers import HOOK, Pulls, history_blobs, quiet, remote_main
 
-pytestmark = pytest.mark.e2e
 
 FILES = 3000
 TRIALS = int(os.environ.get("AUTOSYNC_RACE_TRIALS", "3"))

@@ -4,13 +4,11 @@ The text goes on top of our last commit while it is not pushed (amendcmd), and o
 of the next commit once it is; `dvcs-autosync log` shows it."""
 import os
 import subprocess
-import sys
 
-import pytest
 
-from conftest import git, wait_until
+from conftest import git
+from helpers import commits_made, log_of, subject
 
-pytestmark = pytest.mark.e2e
 
 
 def write(machine, rel, text):
@@ -18,27 +16,10 @@ def write(machine, rel, text):
         f.write(text)
 
 
-def subject(where, rev="HEAD"):
-    return git("log", "-1", "--format=%s", rev, cwd=where).decode().strip()
-
-
-def committed(machine, count):
-    """Wait until the machine made `count` commits of its own since it started."""
-    wait_until(lambda: len(git("log", "--format=%h", "origin/main..HEAD",
-                               cwd=machine.path).split()) >= count or None, 20,
-               what="%d commits on %s" % (count, machine.name))
-
-
-def log_of(machine, *args):
-    return subprocess.run([sys.executable, "-m", "autosync.supervisor", "log", "--config",
-                           machine.config] + list(args), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, check=True).stdout
-
-
 def test_describe_before_and_after_the_push(machines, remote):
     a = machines("a", pushdelay="60")  # a minute to describe the commit before it goes
     write(a, "tax.txt", "2025\n")
-    committed(a, 1)
+    commits_made(a, 1)
     before = git("rev-parse", "HEAD", cwd=a.path).strip()
     out = a.notify("describe", "Tax", "forms", "for", "2025").stdout
     assert out.startswith("described the last commit ") and "(not pushed yet)" in out
@@ -79,13 +60,13 @@ def test_describe_refuses_what_is_not_one_line(machines):
 def test_without_amendcmd_the_text_always_waits_for_the_next_commit(machines, remote):
     a = machines("a", pushdelay="60", dvcs={"amendcmd": ""})
     write(a, "a.txt", "a\n")
-    committed(a, 1)
+    commits_made(a, 1)
     first = subject(a.path)
     assert a.notify("describe", "Draft").stdout.strip() == \
         "the text goes at the top of the next commit"
     assert subject(a.path) == first
     write(a, "b.txt", "b\n")
-    committed(a, 2)
+    commits_made(a, 2)
     assert subject(a.path).startswith("Draft (autosync on ")
 
 

@@ -8,25 +8,12 @@ import time
 
 import pytest
 
-from conftest import git, wait_until
+from conftest import ROOT, git, wait_until
+from helpers import settle, write
 
-pytestmark = pytest.mark.e2e
 
 HOSTILE = ["$(touch pwned)", "`touch pwned`", "a;b", "*", "-rf", "--exec=x", "with space",
            'quote"s', "new\nline", os.fsdecode(b"bad\xffname")]
-
-
-def write(machine, rel, content):
-    path = os.path.join(machine.path, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(content)
-
-
-def settle(machine, remote, timeout=60):
-    # Let the watcher's open batch close (tens of milliseconds) before judging.
-    time.sleep(0.5)
-    wait_until(lambda: machine.settled(remote), timeout, 0.1, "%s to settle" % machine.name)
 
 
 def test_hostile_names_are_committed_and_pushed_as_they_are(machines, remote, tmp_path):
@@ -181,7 +168,7 @@ def test_killed_watcher_is_restarted_and_misses_nothing(machines, remote):
 def test_two_machines_sync_through_the_post_receive_hook(machines, remote, pulllock):
     a, b = machines("a", "b", pulllock=pulllock)
     hook = os.path.join(remote.path, "hooks", "post-receive")
-    shutil.copy(os.path.join(os.path.dirname(os.path.dirname(__file__)), "hooks", "post-receive"),
+    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"),
                 hook)
     for m in (a, b):
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
@@ -197,7 +184,7 @@ def test_two_machines_sync_through_the_post_receive_hook(machines, remote, pulll
 def test_post_commit_hook_pushes_a_manual_commit_once(machines, remote):
     a = machines("a", start=False)
     hook = os.path.join(a.path, ".git", "hooks", "post-commit")
-    shutil.copy(os.path.join(os.path.dirname(os.path.dirname(__file__)), "hooks", "post-commit"),
+    shutil.copy(os.path.join(ROOT, "hooks", "post-commit"),
                 hook)
     counter = os.path.join(remote.path, "pushes")
     with open(os.path.join(remote.path, "hooks", "post-receive"), "w") as f:

@@ -14,10 +14,9 @@ import sys
 import pytest
 
 from conftest import ORIGINAL_COMMANDS
-from test_real_machines import Events
-from test_sync import settle, write
+from helpers import Events
+from helpers import settle, write
 
-pytestmark = pytest.mark.e2e
 
 
 def original_sees_a_daemon(pidfile):
