@@ -3,9 +3,9 @@
 Starts the committer, then the watcher (and the XMPP listener or the ssh link, desktop
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
-go to history.py, `dvcs-autosync conflicts` to settle.py, `dvcs-autosync
-status` to notify.py (autosync-notify status), `dvcs-autosync init` to init.py,
-`dvcs-autosync expire` to largefiles.py.
+go to tools/history.py, `dvcs-autosync conflicts` to tools/conflicts.py, `dvcs-autosync
+status` to tools/notify.py (autosync-notify status), `dvcs-autosync init` to tools/init.py,
+`dvcs-autosync expire` to core/largefiles.py.
 """
 import ctypes
 import errno

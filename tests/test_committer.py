@@ -349,7 +349,7 @@ def test_another_dvcs_retries_a_failed_start_push_though_it_counted_nothing(comm
     assert committer.repo.calls.count("push") == 2
 
 
-# --- wake-ups: a resume or the network back (wakeup.py asks) --------------------------
+# --- wake-ups: a resume or the network back (committer/wakeup.py asks) --------------------------
 
 
 def test_a_wake_pulls_then_pushes_what_waits_at_once_and_several_are_one(tmp_path):
@@ -422,7 +422,7 @@ def test_a_note_needs_paths_inside_the_folder(committer):
 def test_a_batch_is_numbered_for_git_s_fsmonitor_before_the_worker_can_take_it(committer,
                                                                                 tmp_path):
     """Were the worker to commit a batch the hook's state does not have yet, git would
-    take its files for unchanged and leave them out (fsmonitor.py)."""
+    take its files for unchanged and leave them out (committer/fsmonitor.py)."""
     monitor = committer.repo.fsmonitor = FakeMonitor(str(tmp_path / "state"), committer)
     seen = []
     received = monitor.journal.received

@@ -1,7 +1,7 @@
 """copies.py: conflict copies' names written, read back and found, and the keep-both
-policy that git's merges (conflicts.py, gitpull.py) and Mercurial's (hgmerge.py) share,
-here against a Place made of dicts (the real ones: test_conflicts, test_gitpull,
-test_hgmerge, test_mercurial)."""
+policy that git's merges (core/gitmerge.py, core/gitpull.py) and Mercurial's (committer/hgmerge.py) share,
+here against a Place made of dicts (the real ones: e2e/test_keep_both, test_gitpull,
+test_hgmerge, e2e/test_mercurial)."""
 import os
 import subprocess
 import sys
@@ -135,7 +135,7 @@ def test_deleted_on_both_sides_writes_nothing():
 
 
 def test_the_mercurial_helper_loads_no_git_plumbing():
-    """autosync-hgmerge takes the policy from copies.py, not from git's conflicts.py."""
+    """autosync-hgmerge takes the policy from core/copies.py, not from git's core/gitmerge.py."""
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, autosync.committer.hgmerge; print(' '.join(sys.modules))"],
         stdout=subprocess.PIPE, text=True, check=True).stdout.split()

@@ -65,7 +65,7 @@ def test_a_config_file_named_log_is_still_a_config(tmp_path):
                             "pushed or pulled until autosync-notify resume"}, False),
 ])
 def test_restore_goes_on_only_once_the_daemon_committed_the_folder(tmp_path, reply, goes_on):
-    """The daemon's replies to `sync` (committer.py's wording), from a socket server."""
+    """The daemon's replies to `sync` (committer/committer.py's wording), from a socket server."""
     cfg = SimpleNamespace(socket=str(tmp_path / "run" / "s.sock"))
     server = Server(cfg.socket, lambda message, client: reply)
     server.start()

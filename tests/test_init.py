@@ -383,7 +383,7 @@ def test_a_push_refused_during_init_is_left_to_the_daemon(tmp_path):
 def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch):
     """No autosync-remote on the server (or ssh refused): the probe says why in ssh's
     own words, the config falls back to syncmethod none, and the way to instant sync
-    is named. (A unit test: the real sshd cases are test_sshlink.py's.)"""
+    is named. (A unit test: the real sshd cases are test_link.py's.)"""
     from autosync.tools import init as init_module
     fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
     monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: fails)

@@ -232,7 +232,7 @@ def test_login_failures_back_off_and_are_logged_loudly_once(made, caplog):
     assert 0.8 * TIMING.backoff_max <= delays[-1] <= TIMING.backoff_max + 0.01
     levels = [r.levelno for r in caplog.records if "wrong user name" in r.getMessage()]
     assert levels == [logging.ERROR] + [logging.INFO] * 4
-    # The committer hears why, so that status names the problem (problems.py).
+    # The committer hears why, so that status names the problem (core/problems.py).
     assert listener.links.pending == {"link": {"cmd": "link", "up": False, "error": server.refuse}}
     server.refuse = None
     up(listener, server)

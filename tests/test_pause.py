@@ -1,4 +1,4 @@
-"""Pause and resume: the pause file (pause.py), and end to end with real git and the
+"""Pause and resume: the pause file (core/pause.py), and end to end with real git and the
 real suite: across a restart of the suite and across another machine's push."""
 import os
 import signal

@@ -17,7 +17,7 @@ from fakes import Reports, config
 
 @pytest.fixture
 def clones(tmp_path, monkeypatch):
-    """Two clones of one remote: `quick` for quickcommit.py, `usual` for git add + commit."""
+    """Two clones of one remote: `quick` for committer/quickcommit.py, `usual` for git add + commit."""
     monkeypatch.setattr(git_environment, "_excludes", None)
     remote = Remote(tmp_path / "remote.git")
     made = {}

@@ -287,7 +287,7 @@ def whole_index_reads(commands):
 
 def test_a_commit_reads_what_is_staged_once_and_looks_for_a_killed_merge_only_when_the_index_changed(
         repo, tmp_path, monkeypatch):
-    # (a commitcmd of the user's: the usual path, not quickcommit.py's, which reads none)
+    # (a commitcmd of the user's: the usual path, not committer/quickcommit.py's, which reads none)
     r, reports = repo(statuscmd="git diff --cached --quiet", commitcmd="git commit -m %s")
     (repo.path / "a.txt").write_text("a")
     assert r.commit([{"action": "added", "path": "a.txt"}])
@@ -313,7 +313,7 @@ def test_a_conflict_left_in_the_index_by_the_users_git_is_still_undone(repo):
     path = str(repo.path)
     (repo.path / "a.txt").write_text("a\n")
     assert r.commit([{"action": "added", "path": "a.txt"}])
-    r.settle_index()  # the committer's step after a commit (quickcommit.py)
+    r.settle_index()  # the committer's step after a commit (committer/quickcommit.py)
     (repo.path / "a.txt").write_text("stashed\n")
     git("stash", "-q", cwd=path)
     (repo.path / "a.txt").write_text("committed\n")

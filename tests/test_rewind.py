@@ -10,7 +10,7 @@ PLAIN = "100644"
 
 
 class FakeHistory:
-    """What Rewind asks of history.py: the old contents and what the newest revision holds."""
+    """What Rewind asks of tools/history.py: the old contents and what the newest revision holds."""
 
     def __init__(self, root, old, newest):
         self.cfg = SimpleNamespace(path=root, ignorepath=[])

@@ -1,7 +1,7 @@
 """autosync-committer: batches -> commits, pushes and pulls.
 
 The only program of the suite that runs DVCS commands (through
-repository.py). It owns the control socket (docs/protocol.md): the watcher
+committer/repository.py). It owns the control socket (docs/protocol.md): the watcher
 sends it batches, the XMPP listener asks it to pull, and everyone may
 subscribe to what it does.
 
@@ -10,15 +10,15 @@ decides when: pushes after `pushdelay`, retries after a backoff (while git
 counts unpushed commits, or the last push failed), pulls on a timer while no
 XMPP or ssh link says when (`pullinterval`) and, slower, while one does
 (`safetypull`). Socket threads only queue work and wait for it. A resume from
-suspend or the network coming back (wakeup.py, a thread of this process)
+suspend or the network coming back (committer/wakeup.py, a thread of this process)
 asks for a pull and a push at once.
 
 While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push).
 
-The committer owns its parts: its Status and Schedule (reports.py, with
+The committer owns its parts: its Status and Schedule (committer/reports.py, with
 Reports, what the repository reports to), its Pausing and Descriptions
-(everyday.py). Requests are answered from one table, `requests`, whose names
+(committer/user_requests.py). Requests are answered from one table, `requests`, whose names
 are protocol.REQUESTS (a test keeps them equal).
 """
 import logging
@@ -183,7 +183,7 @@ class Committer:
                      RESCAN_WHY.get(reason, "no reason given"))
         monitor = getattr(self.repo, "fsmonitor", None)
         with self.cond:
-            if monitor:  # numbered before the worker can take it (fsmonitor.py)
+            if monitor:  # numbered before the worker can take it (committer/fsmonitor.py)
                 monitor.journal.received(changes, bool(message.get("rescan")))
             self.pending.add(changes, bool(message.get("rescan")))
             self.cond.notify_all()
@@ -431,7 +431,7 @@ class Committer:
                                         **({"error": error} if error else {})})
         elif push_due or woken:
             self.push()  # woken: now, not after a backoff that grew while offline
-        # A quick commit's index entries (quickcommit.py): once the change is pushed,
+        # A quick commit's index entries (committer/quickcommit.py): once the change is pushed,
         # unless its push waits long (pushdelay); a command reading the index settles too.
         with self.cond:
             push_at = self.schedule.push_at

@@ -4,7 +4,7 @@ At 100,000 files and more, every git command that reads the index lstat()s every
 file in it. With core.fsmonitor set, git asks a hook instead which paths may have
 changed since the token stored in the index (protocol version 2), and looks only at
 those. The committer knows: every batch of the watcher names what changed. The
-hook (fsmonitor_hook.py, standalone for its start-up) reads the state file the
+hook (committer/fsmonitor_hook.py, standalone for its start-up) reads the state file the
 Journal writes; the token is the number of batches received in this run, never a
 clock.
 
@@ -141,7 +141,7 @@ class Journal:
             self.dirty = True
 
     def state(self):
-        """The state file's bytes (fsmonitor_hook.py reads them)."""
+        """The state file's bytes (committer/fsmonitor_hook.py reads them)."""
         head = b"autosync-fsmonitor 1\n%s\n%d %d %d\n" % (
             self.run.encode(), self.floor, self.seq, int(self.blind))
         entries = [b"*:" + os.fsencode(p) + b"\0" for p in sorted(self.always)]

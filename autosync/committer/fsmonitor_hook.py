@@ -1,7 +1,7 @@
 """git's fsmonitor hook (protocol version 2), answered from the committer's state file.
 
-git runs it as `PYTHON -I -S fsmonitor_hook.py STATE 2 TOKEN` (core.fsmonitor, given
-by fsmonitor.py to the committer's staging commands only) before it looks at the
+git runs it as `PYTHON -I -S committer/fsmonitor_hook.py STATE 2 TOKEN` (core.fsmonitor, given
+by committer/fsmonitor.py to the committer's staging commands only) before it looks at the
 working tree: it prints a new token and a NUL, then the paths that may have changed
 since TOKEN, each NUL-ended, or `/` (look at everything). git skips the lstat() of
 every other file in the index.

@@ -1,6 +1,6 @@
 """autosync-hgmerge: merge a Mercurial working copy's two heads, keeping every version.
 
-Mercurial's counterpart of conflicts.py (the policy is copies.keep_both), run
+Mercurial's counterpart of core/gitmerge.py (the policy is copies.keep_both), run
 by the Mercurial example's `pullcmd` after `hg pull`
 (docs/examples/mercurial.autosync):
 

@@ -19,7 +19,7 @@ are kept in a file in the git dir until then, so that a daemon killed meanwhile
 settles them at its next start.
 
 Only for the shipped command strings and plain repositories: anything else
-(see QuickCommit.why_not) takes the usual path (staging.py, then commitcmd),
+(see QuickCommit.why_not) takes the usual path (committer/staging.py, then commitcmd),
 which keeps the user's commands and setup meaning what they say.
 """
 import logging
@@ -214,7 +214,7 @@ class QuickCommit:
     # --- the commit ---------------------------------------------------------------------
 
     def commit(self, changes, message_of):
-        """Commit the batch `changes` (prepared by staging.py) without the index.
+        """Commit the batch `changes` (prepared by committer/staging.py) without the index.
 
         message_of(listed) -> the commit message. -> (message, listed): committed;
         (None, []): nothing to commit; None: not made here (why logged), the usual
@@ -237,7 +237,7 @@ class QuickCommit:
             if not self.index_holds_head(head):
                 raise NotQuick("the index holds other staged changes")
             root = data.split(b"\n", 1)[0].split(b" ")[1].decode()
-            # As staging.py's commands stage them: a move's source and a removed path
+            # As committer/staging.py's commands stage them: a move's source and a removed path
             # leave the index (`git rm --cached`, even if a file is there again), then
             # what is added, modified or moved to is added.
             added = {c["path"] for c in changes if c["action"] != "removed"}

@@ -1,6 +1,6 @@
 """The committer's parts that the repository reports to: its status, its schedule.
 
-repository.py reports through a small interface (repository.Report: state,
+committer/repository.py reports through a small interface (repository.Report: state,
 status, failed, succeeded, look_again, committed, pulled, event, last_error)
 so that it decides nothing about when. Reports is that interface for
 committer.Committer, made of the parts it owns:
@@ -41,18 +41,18 @@ FIELDS = {
     "state": "starting", "path": None, "host": None,
     "last_commit": None, "last_push": None, "last_pull": None,
     "unpushed": 0, "last_error": None, "conflicts": [],
-    "failing": {},  # op -> its error, while it fails (problems.py)
+    "failing": {},  # op -> its error, while it fails (core/problems.py)
     "waiting": None,  # why there is nothing to pull yet
     "held_back": [], "nested_repositories": [],
     "watch": None,  # the watcher's report while folders have no watch
     "folder": None,  # the watcher's report while the folder is away
     "paused": None,
     "upstream": None,  # git: the upstream branch's revision
-    "syncmethod": None,  # which link (problems.py)
+    "syncmethod": None,  # which link (core/problems.py)
     "link": None,
-    "mass_delete": ABSENT,  # the last commit that removed many files (massdelete.py)
-    "history": ABSENT,  # the history's size here and on the remote (sizes.py)
-    "maintenance": ABSENT,  # the last maintenancecmd run (maintenance.py)
+    "mass_delete": ABSENT,  # the last commit that removed many files (committer/massdelete.py)
+    "history": ABSENT,  # the history's size here and on the remote (core/sizes.py)
+    "maintenance": ABSENT,  # the last maintenancecmd run (committer/maintenance.py)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".
 TRANSITIONS = {state: frozenset(STATES) - {"starting"} for state in STATES}

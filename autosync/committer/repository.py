@@ -1,7 +1,7 @@
 """One synced folder's DVCS operations: commit, merge, push, pull.
 
 Runs the configured command strings (any DVCS) plus the few git-only
-safeguards (conflicts.py, recovery.py). It decides nothing about when: the
+safeguards (core/gitmerge.py, core/recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
 a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
@@ -116,12 +116,12 @@ class Repository:
         self.own_commands = all(plain_git(self.cmd[name].text, STAGING_COMMANDS) for name in
                                 ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
                                  "statuscmd", "commitcmd"))
-        # A plain `git pull` is done by gitpull.py: it never overwrites a write it did not see.
+        # A plain `git pull` is done by core/gitpull.py: it never overwrites a write it did not see.
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
         # git: a batch committed from its changed paths, without rewriting the whole index
-        # (quickcommit.py; only with the shipped command strings, else never taken).
+        # (committer/quickcommit.py; only with the shipped command strings, else never taken).
         self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top) \
             if self.gitdir else None
         self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
@@ -305,7 +305,7 @@ class Repository:
 
     def describe_pushed(self, rev, text):
         """Put `text` on commit `rev`, pushed already, as a note that travels with the
-        branch (gitnotes.py); -> the commit's subject, or None when that cannot be done
+        branch (core/gitnotes.py); -> the commit's subject, or None when that cannot be done
         (not git, or no such commit here): the text then goes on the next commit."""
         if not self.gitdir or not self.safe("commit"):
             return None
@@ -347,7 +347,7 @@ class Repository:
             return None
 
     def settle_index(self):
-        """A quick commit's index entries brought up to date (quickcommit.py): the
+        """A quick commit's index entries brought up to date (committer/quickcommit.py): the
         committer's next step after the push, and before any command that reads the index."""
         if self.quick is None or self.blocked:
             return
@@ -600,7 +600,7 @@ class Repository:
         before = git.head(self.folder) if self.gitdir else None
         self.merged = None
         ok = self.run_pull()
-        # guarded: every write the pull made went through gitpull.py's guarded writer
+        # guarded: every write the pull made went through core/gitpull.py's guarded writer
         # (no command of the user's ran): the watcher's events of the pull are a full
         # account of what changed, and it stages them instead of asking for a rescan.
         self.report.event("pull-finished", ok=ok, guarded=self.guarded is not None)

@@ -4,7 +4,7 @@ Parts that committer.Committer owns (each uses the committer's lock, its
 Status and its repository), apart from the suite's own traffic:
 
 * Pausing: the pause and resume requests, the pause's end, a pull owed;
-  the pause itself (its file, its end) is pause.py's;
+  the pause itself (its file, its end) is core/pause.py's;
 * Descriptions: the describe request's texts, where each goes (our last
   commit reworded, a pushed one's note, or the next commit).
 """

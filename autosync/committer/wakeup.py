@@ -4,7 +4,7 @@ A laptop that slept for hours missed its other machines' announcements and
 holds commits that could not be pushed; the timer pull (`pullinterval`) may
 be minutes away, and with `syncmethod = none` and `pullinterval = 0` there is
 none. So the committer listens on the D-Bus SYSTEM bus (through jeepney, as
-desktop.py and sni.py do on the session bus) for:
+desktop/notifier.py and desktop/sni.py do on the session bus) for:
 
 * logind's `org.freedesktop.login1.Manager.PrepareForSleep(false)`: the
   machine woke up (`true`, going to sleep, does nothing);

@@ -2,7 +2,7 @@
 
 Users keep the file the original dvcs-autosync read with Python's
 RawConfigParser (indented continuation lines, `#` inside values, `key: value`),
-which configobj cannot parse. ini.py reads it by RawConfigParser's rules
+which configobj cannot parse. core/ini.py reads it by RawConfigParser's rules
 (tests compare the two), keeping each key's line for warnings; configobj gets
 the values as a dict, over the defaults, and its validator converts them.
 Every key's check and default is in one table, KEYS: the dataclasses take
@@ -61,7 +61,7 @@ KEYS = {
                             "desktop, xmpp, all or none"),
         "pulllock": Key("option('conservative', 'optimized')", "conservative",
                         "conservative or optimized"),
-        # Not set: a batch closes when its writers closed their files (batch.py).
+        # Not set: a batch closes when its writers closed their files (watcher/batch.py).
         "readfrequency": Key("seconds_or_unset", "", SECONDS, "not set"),
         "ignorepath": Key("string", ".git .svn .hg", "paths below path"),
         "maxwait": Key("seconds", 10.0, SECONDS),  # not set: readfrequency if that is longer
@@ -77,12 +77,12 @@ KEYS = {
         "describecmd": Key("string", "", "a command, or off",
                            "`%s` when zenity is installed, else off" % ZENITY),
         "tray": Key("boolean", False, "yes or no"),
-        # The repository's upkeep (maintenancecmd), at most this often (maintenance.py).
+        # The repository's upkeep (maintenancecmd), at most this often (committer/maintenance.py).
         "maintenanceinterval": Key("seconds", 3600.0, SECONDS + " (0: never)"),
-        # Files above this size go to git-annex (largefiles.py); "": off.
+        # Files above this size go to git-annex (core/largefiles.py); "": off.
         "largefiles": Key("size_or_off", "", "a size such as 10mb (kb, mb, gb), or nothing "
                           "(off)"),
-        # git's fsmonitor hook answered from the watcher's batches (fsmonitor.py);
+        # git's fsmonitor hook answered from the watcher's batches (committer/fsmonitor.py);
         # auto: on in a large tree, where it makes a commit faster.
         "fsmonitor": Key("option('auto', 'yes', 'no')", "auto", "auto, yes or no"),
     },
@@ -114,7 +114,7 @@ KEYS = {
         "watchcmd": Key("string", "", "a command of one line with at most one %s (the "
                         "remote's path)", WATCHCMD_DERIVED),
         # The repository's upkeep, run by the committer between its commands, at most
-        # every maintenanceinterval ("": never; maintenance.py).
+        # every maintenanceinterval ("": never; committer/maintenance.py).
         "maintenancecmd": _command("git maintenance run --auto --quiet", 0),
     },
     "xmpp": {

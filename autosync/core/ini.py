@@ -4,7 +4,7 @@ The original dvcs-autosync read ~/.autosync with Python's RawConfigParser:
 indented continuation lines, `#` inside values, `key: value`, a key set
 twice. configobj cannot parse that, so this module reads it by
 RawConfigParser's rules (tests compare the two), keeping each key's line
-number for warnings. What the keys mean is config.py's.
+number for warnings. What the keys mean is core/config.py's.
 """
 import re
 

@@ -3,7 +3,7 @@
 pyinotify 0.9.6 decodes file names as strict UTF-8 and dies on any other
 bytes, encodes watched paths strictly, and hides why a watch failed. The
 watcher gets names decoded as os.fsdecode does, a call when the kernel
-has no watch left (ENOSPC), said once by watchlimit.py instead of a log
+has no watch left (ENOSPC), said once by watcher/watchlimit.py instead of a log
 line per folder, and on each event whether pyinotify made it up (`made_up`:
 the IN_CREATE it invents for what a new folder already holds). pyinotify's
 own log lines never reach the log: the watcher says what they would mean.
@@ -40,7 +40,7 @@ def _add_watch_calls(wm, refused):
 class _Silent(logging.Filter):
     """pyinotify's own lines, raw (`... -unknown-path ... <Watch wd=1 ...>` when the
     synced folder is moved, one error per folder refused a watch): the watcher says
-    what they mean once, in words (watcher.py, watchlimit.py)."""
+    what they mean once, in words (watcher/watcher.py, watcher/watchlimit.py)."""
 
     def filter(self, record):
         return False

@@ -6,7 +6,7 @@ add then hands such files to git-annex's clean filter, so history keeps a
 small pointer per version and the content travels with `git annex sync
 --content`. It needs that set-up (docs/beyond-git.md, "Large files through
 git-annex": `git annex init` on every machine and the remote, the example's
-pushcmd and pullcmd); config.py refuses the key with other push and pull
+pushcmd and pullcmd); core/config.py refuses the key with other push and pull
 commands, which would leave the content on this machine only.
 
 `dvcs-autosync expire --older-than AGE` drops from the remote the content of

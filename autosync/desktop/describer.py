@@ -1,8 +1,8 @@
 """describecmd: asking the user what a change was, and telling the committer.
 
-Used by a commit notification's "Describe..." action (desktop.py) and the
-tray's "Describe the last change" (tray.py). The command runs through
-commands.py (no shell for a file name); its output goes through
+Used by a commit notification's "Describe..." action (desktop/notifier.py) and the
+tray's "Describe the last change" (desktop/tray.py). The command runs through
+core/commands.py (no shell for a file name); its output goes through
 messages.check_text, as `autosync-notify describe TEXT` does.
 """
 import logging

@@ -4,9 +4,9 @@ Item answers the bus's calls (KDE's org.kde.StatusNotifierItem, which GNOME's
 AppIndicator extension, waybar and most panels show, with Properties Get/GetAll,
 and a com.canonical.dbusmenu menu) from a traystate.View, and says what
 changed with the New* and LayoutUpdated signals. Bus holds the connection
-(through jeepney, as desktop.py's notifications): it connects with backoff,
+(through jeepney, as desktop/notifier.py's notifications): it connects with backoff,
 registers the item with the StatusNotifierWatcher, and again whenever a
-watcher appears. One thread does all of it: autosync-tray's loop (tray.py).
+watcher appears. One thread does all of it: autosync-tray's loop (desktop/tray.py).
 """
 import logging
 import os

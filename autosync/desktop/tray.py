@@ -2,7 +2,7 @@
 
 The icon, tooltip and menu (Sync now, Pause/Resume, Describe the last change,
 Recent changes, Open folder) are a StatusNotifierItem on the D-Bus session bus
-(sni.py). What they show comes from the committer's events (client.Subscription,
+(desktop/sni.py). What they show comes from the committer's events (client.Subscription,
 no polling; a `status` request each time it subscribes, so it follows a
 restarted committer), folded by traystate.View. The menu's requests go back
 over the socket from threads of their own (client.RequestQueue), so a long

@@ -3,7 +3,7 @@
 View keeps what the committer said (a `status` reply when subscribed, then
 each event) and answers with the state (idle, syncing, paused, offline,
 conflict, error), its icon and StatusNotifierItem status, the tooltip, and
-the recent changes. No D-Bus and no socket here: tray.py does the talking.
+the recent changes. No D-Bus and no socket here: desktop/tray.py does the talking.
 """
 import collections
 import os
@@ -71,7 +71,7 @@ class View:
         self.syncmethod = status.get("syncmethod")
         self.last_commit, self.last_push = status.get("last_commit"), status.get("last_push")
         pull = status.get("last_pull") or {}
-        if "failing" in status:  # what fails now, by name (problems.py)
+        if "failing" in status:  # what fails now, by name (core/problems.py)
             failing = status["failing"] or {}
             away = REMOTE_OPS + ("link",)  # the other machines are out of reach
             remote = [e for op, e in failing.items() if op in away]

@@ -64,7 +64,7 @@ def _die_with_parent():
 
 def have(path, rev):
     """Whether the repository at `path` holds the commit `rev` (read only). Not `cat-file
-    -e`: on a thin machine (a partial clone, thin.py) it fetches a missing commit by
+    -e`: on a thin machine (a partial clone, core/thin.py) it fetches a missing commit by
     itself, and the pull it stands for would never be made; rev-list with --missing
     fetches nothing."""
     return subprocess.run(["git", "rev-list", "--missing=print", "--no-walk",

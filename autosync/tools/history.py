@@ -5,7 +5,7 @@ default), so they work for any DVCS. A restore makes a file, a folder or the
 whole synced folder what it was at a moment: the running daemon commits the
 folder first (or nothing is restored), then the old files are written into
 the folder and those that did not exist then removed, never over a file that
-is not exactly in the newest commit (rewind.py), and the daemon commits the
+is not exactly in the newest commit (tools/rewind.py), and the daemon commits the
 result as one change whose message says what was restored.
 """
 import argparse
@@ -109,7 +109,7 @@ class History:
         return self.with_notes(versions)
 
     def with_notes(self, versions):
-        """git: the descriptions given after a push (notes, gitnotes.py) beside the text."""
+        """git: the descriptions given after a push (notes, core/gitnotes.py) beside the text."""
         if not self.is_git():
             return versions
         notes = gitnotes.texts(self.cfg.path)
@@ -164,7 +164,7 @@ class History:
         return version, [c for c in changes if c.path not in failed], rewind.failed
 
     def bring(self, rev, rel, entries, ignore):
-        """A thin machine (thin.py): the contents restore will read, fetched from the
+        """A thin machine (core/thin.py): the contents restore will read, fetched from the
         remote in one go before anything is read or written; HistoryError in one line
         when the remote cannot give them."""
         if not self.is_git():

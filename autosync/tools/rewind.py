@@ -9,7 +9,7 @@ everything is written within milliseconds through one guarded.Writer, which
 checks each file again up to the instant it is replaced, never writes
 through a symbolic link and never outside the folder. So the daemon's
 watcher sees one quick burst, and the sync that follows commits it.
-history.py finds the revision and lists what it held; this module only writes.
+tools/history.py finds the revision and lists what it held; this module only writes.
 """
 import collections
 import os
@@ -74,7 +74,7 @@ class Rewind:
 
     def present(self):
         """{path: os.stat_result} of what is at or below rel now (files and links)."""
-        top = self.full(self.rel)  # (history.py refuses a rel that is ignored)
+        top = self.full(self.rel)  # (tools/history.py refuses a rel that is ignored)
         try:
             st = os.lstat(top)
         except (FileNotFoundError, NotADirectoryError):  # (check_way ran just before)

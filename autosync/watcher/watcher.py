@@ -1,11 +1,11 @@
 """autosync-watcher: file events -> batches for the committer.
 
-inotify is read continuously (inotify.py), so the kernel queue does not
-overflow while we wait; the waiting happens here, in a Batch (batch.py),
+inotify is read continuously (core/inotify.py), so the kernel queue does not
+overflow while we wait; the waiting happens here, in a Batch (watcher/batch.py),
 which closes once every file written in it was closed by its writer and
 the folder was then quiet for a moment (`readfrequency`, if the user set
 it), or at `maxwait`. What is never
-synced is decided by ignore.py. The committer's events come in through a
+synced is decided by core/ignore.py. The committer's events come in through a
 client.Subscription: around its pulls the watcher sets the pull's own
 writes aside (the pull lock). SIGTERM and SIGINT are only recorded; the
 loop then hands over the open batch and stops.
@@ -251,7 +251,7 @@ class Watcher:
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(settled)
             elif event.get("guarded") and not _ignore_rules_touched(changes):
-                # conservative, after the committer's own git pull (gitpull.py, every
+                # conservative, after the committer's own git pull (core/gitpull.py, every
                 # write made through the guarded writer): every path written during the
                 # pull, by it or by anyone, is in this batch, so staging exactly these
                 # paths as they are now is what a rescan would find, without reading
@@ -286,7 +286,7 @@ class Watcher:
                  len(self.inotify), " (more have no watch: see below)"
                  if self.unwatched.tops else "", len(self.tree), time.monotonic() - started)
 
-    # --- folders without a watch (watchlimit.py) ---------------------------------
+    # --- folders without a watch (watcher/watchlimit.py) ---------------------------------
 
     def refused(self, path):
         """The kernel had no watch left for this folder: poll it, starting now."""

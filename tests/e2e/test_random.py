@@ -1,6 +1,6 @@
 """Randomized, seeded: three real clients on one bare remote; nothing is ever lost.
 
-    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/test_random.py -q -rP
+    AUTOSYNC_SEED=7 AUTOSYNC_OPS=400 python3 -m pytest tests/e2e/test_random.py -q -rP
 
 runs a longer soak (defaults: seed 1, 20 operations, three machines, in the normal
 suite, once with the suite's commands and once with the original's). With `-m slow`
