@@ -159,7 +159,7 @@ class QuickCommit:
             return "nothing in the batch"
         if any(os.path.lexists(os.path.join(self.gitdir, p)) for p in IN_PROGRESS):
             return "a merge, rebase or cherry-pick in progress"
-        if os.path.lexists(os.path.join(self.gitdir, "index.lock")):
+        if git.index_locked(self.gitdir):
             # Another git is writing the index, maybe to commit: moving HEAD under it
             # would fail its commit. The usual path waits for the lock (or clears a
             # dead process's).
@@ -395,11 +395,12 @@ class QuickCommit:
         except FileNotFoundError:
             return []
 
-    def settle(self, env=None):
+    def settle(self, settings=dict):
         """Bring the index up to date with HEAD for the paths owed, if any (the changed
         paths only: their entries set to HEAD's, those gone removed). -> True if the
         index was written. git refreshes their file times at its next `git status`.
-        env: more settings for update-index (git's fsmonitor: the index keeps its token)."""
+        settings() -> more environment for update-index (git's fsmonitor: the index
+        keeps its token), asked only when there is something to write."""
         paths = self.owed()
         if not paths:
             return False
@@ -418,7 +419,8 @@ class QuickCommit:
                     lines.append(b"%s %s\t%s\0" % (entry[0].encode(), entry[1].encode(), raw))
         finally:
             trees.close()
-        run(self.folder, "update-index", "-z", "--index-info", data=b"".join(lines), env=env)
+        run(self.folder, "update-index", "-z", "--index-info", data=b"".join(lines),
+            env=settings())
         self.owe([])
         self.clean = (git.index_stat(self.gitdir), head)
         return True

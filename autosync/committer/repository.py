@@ -171,7 +171,7 @@ class Repository:
             self.fsmonitor.follow(gitdir)
 
     def locked(self):
-        return bool(self.gitdir) and os.path.lexists(os.path.join(self.gitdir, "index.lock"))
+        return bool(self.gitdir) and git.index_locked(self.gitdir)
 
     def clear_lock(self):
         """Remove an index.lock that a killed git left behind (never a live one)."""
@@ -355,7 +355,7 @@ class Repository:
         try:
             # With git's fsmonitor, the index written here keeps the hook's token (without
             # the setting git would drop it, and the next add would look at every file).
-            if self.quick.settle(self.fsmonitor.env() if self.fsmonitor else None) and known:
+            if self.quick.settle(self.fsmonitor.env if self.fsmonitor else dict) and known:
                 self.index_mine()  # update-index of stage 0 entries: no conflict entries
         except (quickcommit.NotQuick, OSError) as e:
             log.warning("the index was not brought up to date after a commit: %s", e)

@@ -190,6 +190,11 @@ def pulled(folder, before, after, files=None):
     return {"changed": True, "files": files[:200], "count": len(files), "hosts": hosts}
 
 
+def index_locked(gitdir):
+    """Some git is writing the index now (or a killed one left its lock behind)."""
+    return os.path.lexists(os.path.join(gitdir, "index.lock"))
+
+
 def index_stat(gitdir):
     """The index file's identity and times, or None: git replaces the file at every
     write, so an unchanged answer means nobody wrote the index since."""

@@ -18,7 +18,7 @@ import stat
 import subprocess
 import time
 
-from autosync.core import guarded
+from autosync.core import git, guarded
 from autosync.core.commands import CommandFailed, environment
 from autosync.core.paths import find_marker
 
@@ -67,7 +67,7 @@ def _being_made(folder, marker):
     gitdir = _git_dir(marker)
     if gitdir is None:
         return True  # a .git file being written
-    if os.path.lexists(os.path.join(gitdir, "index.lock")):
+    if git.index_locked(gitdir):
         return True
     if os.path.exists(os.path.join(gitdir, "index")):
         return False
