@@ -25,10 +25,6 @@ def test_two_mercurial_clones_stay_in_sync(tmp_path, central):
     try:
         a.start(), b.start()
 
-        def same(what):
-            wait_until(lambda: a.settled(central) and b.settled(central)
-                       and a.files() == b.files(), 40, 0.1, what)
-
         def write(m, rel, data):
             os.makedirs(os.path.dirname(os.path.join(m.path, rel)), exist_ok=True)
             with open(os.path.join(m.path, rel), "wb") as f:
@@ -37,17 +33,17 @@ def test_two_mercurial_clones_stay_in_sync(tmp_path, central):
         write(a, "notes/todo.txt", b"buy milk\n")
         photo = os.urandom(4096)
         write(a, "photo.jpg", photo)
-        same("a's new files to reach b")
+        in_sync(central, a, b, "a's new files to reach b")
         assert b.files()["notes/todo.txt"] == b"buy milk\n"
 
         # An edit and a removal on b (hg tracks the edit itself: modifycmd is empty).
         write(b, "notes/todo.txt", b"buy milk\nand bread\n")
         os.unlink(os.path.join(b.path, "photo.jpg"))
-        same("b's edit and removal to reach a")
+        in_sync(central, a, b, "b's edit and removal to reach a")
         assert a.files() == {"README": b"synced folder\n", "notes/todo.txt": b"buy milk\nand bread\n"}
 
         os.rename(os.path.join(a.path, "notes"), os.path.join(a.path, "lists"))
-        same("a's move to reach b")
+        in_sync(central, a, b, "a's move to reach b")
         assert b.files()["lists/todo.txt"] == b"buy milk\nand bread\n"
         assert not os.path.exists(os.path.join(b.path, "notes"))
         assert hg("files", "-r", "tip", cwd=central).split() == ["README", "lists/todo.txt"]
@@ -61,7 +57,7 @@ def test_two_mercurial_clones_stay_in_sync(tmp_path, central):
         log = dvcs_autosync("log", os.path.join(a.path, "photo.jpg"), "--config", a.config)
         assert [line.split()[4:] for line in log.splitlines()] == [["removed"], ["added"]]
         dvcs_autosync("restore", os.path.join(a.path, "photo.jpg"), "--config", a.config)
-        same("the restored photo to reach b")
+        in_sync(central, a, b, "the restored photo to reach b")
         assert b.files()["photo.jpg"] == photo
     finally:
         a.stop(), b.stop()
@@ -75,6 +71,12 @@ def write(m, rel, data):
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "wb") as f:
         f.write(data)
+
+
+def in_sync(central, a, b, what):
+    """Both machines idle with the central repository, holding the same files."""
+    wait_until(lambda: a.settled(central) and b.settled(central)
+               and a.files() == b.files(), 40, 0.1, what)
 
 
 def settle(central, *machines):
@@ -192,10 +194,6 @@ def test_the_mercurial_example_restores_a_removed_folder(tmp_path, central):
     try:
         a.start(), b.start()
 
-        def same(what):
-            wait_until(lambda: a.settled(central) and b.settled(central)
-                       and a.files() == b.files(), 40, 0.1, what)
-
         notes = os.path.join(a.path, "notes")
         os.makedirs(os.path.join(notes, "old"))
         for rel, data in (("todo.txt", b"buy milk\n"), ("old/list.txt", b"bread\n"),
@@ -204,17 +202,17 @@ def test_the_mercurial_example_restores_a_removed_folder(tmp_path, central):
                 f.write(data)
         os.chmod(os.path.join(notes, "run.sh"), 0o755)
         os.symlink("todo.txt", os.path.join(notes, "latest"))
-        same("a's notes to reach b")
+        in_sync(central, a, b, "a's notes to reach b")
         wanted = a.files()
         shutil.rmtree(notes)
-        same("the removal to reach b")
+        in_sync(central, a, b, "the removal to reach b")
         assert "notes/todo.txt" not in b.files()
         commits = len(hg("log", "-T", "x\n", cwd=central).split())
 
         out = dvcs_autosync("restore", notes, "--config", a.config)
         assert out.splitlines()[:4] == ["brought back notes/%s" % n for n in
                                         ("latest", "old/list.txt", "run.sh", "todo.txt")]
-        same("the restored folder to reach b")
+        in_sync(central, a, b, "the restored folder to reach b")
         assert a.files() == b.files() == wanted
         assert os.readlink(os.path.join(b.path, "notes", "latest")) == "todo.txt"
         assert os.stat(os.path.join(b.path, "notes", "run.sh")).st_mode & 0o111
