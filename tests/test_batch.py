@@ -32,6 +32,27 @@ def test_created_then_removed_in_one_batch_is_nothing(folder):
     assert close(root, tree, ignore, [lambda b: b.touch("tmp.txt")]) == []
 
 
+def test_a_file_or_folder_the_tree_never_held_gone_again_is_told(folder):
+    """In a pull's batch that is a file the pull wrote and a writer removed before the
+    pull ended: its changes net to nothing, so the watcher asks for a rescan."""
+    root, tree, ignore = folder
+    batch = Batch()
+    batch.touch("dir/b.txt")  # known, and still there
+    make_files(root, {"new.txt": "n"})
+    batch.touch("new.txt")  # unknown, there
+    assert not batch.gone_unknown(root, tree)
+    os.unlink(os.path.join(root, "dir", "b.txt"))
+    assert not batch.gone_unknown(root, tree)  # known: the batch says "removed"
+    batch.touch("pulled.txt")  # unknown, gone
+    assert batch.gone_unknown(root, tree)
+    other = Batch()
+    other.touch("pulled-dir", isdir=True)
+    assert other.gone_unknown(root, tree)
+    other = Batch()
+    other.touch("dir", isdir=True)  # known through its files
+    assert not other.gone_unknown(root, tree)
+
+
 def test_backup_dance_is_one_modification(folder):
     root, tree, ignore = folder
     p = lambda r: os.path.join(root, r)

@@ -198,6 +198,20 @@ class Batch:
             end = min(end, quiet_end)
         return max(0.0, end - now)
 
+    def gone_unknown(self, root, tree):
+        """A file or folder touched in this batch that is gone now and that the tree never
+        held. In a pull's batch: one the pull wrote and a local writer removed before the
+        pull ended; the batch's changes cannot name that removal (created and removed
+        nets to nothing here), only git can (HEAD has it): a rescan."""
+        for rel in self.files:
+            if not tree.has(rel) and not os.path.lexists(os.path.join(root, rel)):
+                return True
+        for folder in self.dirs:
+            if folder and not os.path.lexists(os.path.join(root, folder)) and \
+                    next(tree.files_under(folder), None) is None:
+                return True
+        return False
+
     def close(self, root, tree, ignore, leave=()):
         """The changes this batch amounts to; brings the tree up to date.
 

@@ -232,12 +232,15 @@ class Watcher:
         if name == "pull-started":
             self.drain()
             self.pull_batch = Batch()
+            log.debug("a pull started: what it writes is set aside")
         elif name == "pull-finished" and self.pull_batch is not None:
             # Everything the pull wrote is queued by now: the kernel queues
             # events when the write happens, before git returns.
             self.drain()
             batch, self.pull_batch = self.pull_batch, None
+            gone = batch.gone_unknown(self.root, self.tree)  # (asked before close updates the tree)
             changes = batch.close(self.root, self.tree, self.ignore, batch.fresh)
+            log.debug("the pull finished: %d changes made while it ran", len(changes))
             self.batch.fresh |= batch.fresh  # created by a local writer, still empty
             # A file a local writer still holds open waits for its close, in
             # the open batch, whichever lock: committed half-written, it would
@@ -246,7 +249,15 @@ class Watcher:
                 self.batch.touch(rel)
                 self.batch.written(rel)
             settled = [c for c in changes if c["path"] not in batch.writing]
-            if self.cfg.pulllock == "optimized":
+            if gone:
+                # A file the pull wrote, removed before it ended: no change in the batch
+                # says so (Batch.gone_unknown); a rescan (git) finds the removal.
+                if self.batch.writing:
+                    self.send(settled)
+                    self.batch.rescan = "drained"  # once the writers closed their files
+                else:
+                    self.send(settled, rescan="drained")
+            elif self.cfg.pulllock == "optimized":
                 # Replay: what the pull wrote is already committed, so adding
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(settled)

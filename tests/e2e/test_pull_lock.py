@@ -48,6 +48,28 @@ def test_an_edit_the_instant_a_pull_wrote_the_file_is_committed(machines, remote
     assert "Traceback" not in b.logtext()
 
 
+def test_a_pulled_file_removed_before_the_pull_ended_is_removed_everywhere(machines, remote):
+    """The worst moment for a removal: b's pull has written the new file and not yet
+    said it finished (its post-merge hook runs then, and removes the file, once). The
+    pull's events net to nothing for that file (created, removed); the removal must
+    still be committed and reach the remote."""
+    a, b = machines("a", "b")
+    hook = os.path.join(b.path, ".git", "hooks", "post-merge")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\n[ -e pulled.txt ] && [ ! -e .git/removed-once ] && "
+                "rm pulled.txt && touch .git/removed-once\nexit 0\n")
+    os.chmod(hook, 0o755)
+    write(a, "pulled.txt", b"from a\n")
+    settle(a, remote)
+    b.notify("pushed", remote.path)
+    wait_until(lambda: os.path.exists(os.path.join(b.path, ".git", "removed-once")), 30,
+               0.05, "b's pull and its hook")
+    wait_until(lambda: b"pulled.txt" not in remote.files(), 30, 0.1,
+               "the removal made before the pull ended to reach the remote")
+    settle(b, remote)
+    assert b.read("pulled.txt") is None
+
+
 def test_an_edit_while_the_watcher_lags_behind_the_pull_is_committed(machines, remote):
     """The watcher is descheduled (stopped) between pull-started and pull-finished; the
     edit comes after the pull but before the watcher reads pull-finished."""
