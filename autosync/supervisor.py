@@ -11,6 +11,7 @@ import ctypes
 import errno
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,14 +103,25 @@ def other_daemon(cfg):
         file = config_of(pid, args)
         if file is None or os.path.realpath(file) == os.path.realpath(cfg.file):
             continue  # the same config: the pidfile decides (take_pidfile)
-        path = folder_of(file)
+        path = folder_of(file, environ_of(pid))
         if path and os.path.realpath(path) == mine:
             return pid, file
     return None
 
 
-def folder_of(file):
-    """The folder a config file names (its path), or None: only that key is read, since
+def environ_of(pid):
+    """{name: value} of another process's environment ({} when it cannot be read)."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            pairs = [v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v]
+    except OSError:
+        return {}
+    return {os.fsdecode(k): os.fsdecode(v) for k, v in pairs}
+
+
+def folder_of(file, env):
+    """The folder a config file names (its path) as the process with environment `env`
+    reads it (`~` is its HOME, `$VARS` its own), or None: only that key is read, since
     another daemon's file need not be one we would accept as a whole (the original's)."""
     try:
         sections = ini.parse(file, ini.read_text(file), [], secret=("xmpp",))
@@ -117,8 +129,13 @@ def folder_of(file):
     except Exception:  # whatever another file holds, it never stops ours
         return None
     value = value[0] if isinstance(value, tuple) else value
-    value = "\n".join(value) if isinstance(value, list) else str(value)
-    return config._expand(value.strip(), os.path.dirname(file))
+    value = ("\n".join(value) if isinstance(value, list) else str(value)).strip()
+    value = re.sub(r"\$(\w+)|\$\{(\w+)\}",
+                   lambda m: env.get(m.group(1) or m.group(2), m.group(0)), value)
+    if (value == "~" or value.startswith("~/")) and env.get("HOME"):
+        value = env["HOME"] + value[1:]
+    # (what is left: ~user, a path relative to the file's folder)
+    return os.path.normpath(os.path.join(os.path.dirname(file), os.path.expanduser(value)))
 
 
 def config_of(pid, args):

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ORIGINAL_COMMANDS
+from conftest import ORIGINAL_COMMANDS, wait_until
 from helpers import Events
 from helpers import settle, write
 
@@ -83,6 +83,31 @@ def test_a_second_config_for_the_folder_is_refused_beside_a_running_original(mac
     # The original gone, ours starts.
     a.start()
     assert a.status().get("state") == "idle"
+
+
+def test_a_tilde_in_another_daemons_config_is_that_daemons_home(machines, tmp_path):
+    """`path = ~/a` in a config another process runs on is that process's HOME's `a`
+    (it was ours: two daemons with other HOMEs, each refused as syncing the other's)."""
+    from autosync import supervisor
+    from autosync.core.config import load
+    a = machines("a", start=False)
+    script = tmp_path / "original" / "dvcs-autosync"
+    script.parent.mkdir()
+    script.write_text("import time\ntime.sleep(60)\n")
+    its_config = tmp_path / "original.autosync"
+    its_config.write_text("[autosync]\npath = ~/%s\n" % os.path.basename(a.path))
+    for home, same in ((os.path.dirname(a.path), True), (str(tmp_path / "elsewhere"), False)):
+        original = subprocess.Popen([sys.executable, str(script), str(its_config)],
+                                    env=dict(os.environ, HOME=home))
+        try:
+            wait_until(lambda: os.path.exists("/proc/%d/cmdline" % original.pid) and
+                       str(its_config).encode() in open("/proc/%d/cmdline" % original.pid,
+                                                        "rb").read(), 10, 0.02, "its start")
+            found = supervisor.other_daemon(load(a.config))
+            assert found == ((original.pid, str(its_config)) if same else None), (home, found)
+        finally:
+            original.kill()
+            original.wait()
 
 
 def test_stopping_leaves_a_pidfile_that_names_another_process(machines):
