@@ -297,3 +297,47 @@ def test_filtered_content_and_its_hash_without_a_path_argument(tmp_path):
         assert puller.hash_as_git(name, b"one\r\ntwo\r\n") == oid
         write(folder, name, b"changed\r\n")
         assert puller.hash_as_git(name, b"changed\r\n") != oid
+
+
+def test_the_fetch_leaves_submodules_out_only_when_there_are_none(two):
+    """Without submodules `git fetch` is told so (else it reads the whole index to look
+    for them); with a .gitmodules, or one cloned in .git/modules, it is git's default."""
+    remote, a, b = two
+    puller = gitpull.GitPull(b, gitrepo.git_dir(b), "b", ["origin"])
+    assert puller.fetch_command().text == "git fetch -q --no-recurse-submodules origin"
+    write(b, ".gitmodules", b"")
+    assert puller.fetch_command().text == "git fetch -q origin"
+    os.unlink(os.path.join(b, ".gitmodules"))
+    os.mkdir(os.path.join(gitrepo.git_dir(b), "modules"))
+    assert puller.fetch_command().text == "git fetch -q origin"
+
+
+def test_the_index_is_replaced_never_written_in_place(two):
+    """The pull's index is made beside the index (a hard link git writes anew) and
+    renamed over it: a reader holding the old index sees it whole, unchanged."""
+    remote, a, b = two
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: modified z.txt")
+    index = os.path.join(gitrepo.git_dir(b), "index")
+    held = index + ".held-by-a-reader"
+    os.link(index, held)
+    before = open(held, "rb").read()
+    pull(b)
+    assert open(held, "rb").read() == before
+    assert not os.path.samefile(held, index) and open(index, "rb").read() != before
+    assert status(b) == ""
+    assert not os.path.exists(os.path.join(gitrepo.git_dir(b), "autosync-pull-index"))
+
+
+def test_pulled_files_take_the_folders_attributes(two):
+    """diff-tree and check-attr run with an empty index (at a million files each read
+    of the index costs about 90 ms): the attributes still come from the folder."""
+    remote, a, b = two
+    write(a, ".gitattributes", b"*.txt text eol=crlf\n")
+    commit(a, "autosync on a: added .gitattributes")
+    pull(b)
+    write(a, "new.txt", b"one\ntwo\n")
+    commit(a, "autosync on a: added new.txt")
+    assert pull(b)["kept"] == []
+    assert open(os.path.join(b, "new.txt"), "rb").read() == b"one\r\ntwo\r\n"
+    assert status(b) == ""

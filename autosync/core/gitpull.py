@@ -23,6 +23,7 @@ import collections
 import logging
 import os
 import shlex
+import shutil
 import subprocess
 
 from autosync.core import gitmerge, thin
@@ -120,7 +121,8 @@ class GitPull:
         # git's paths are the whole working tree's, which may hold the synced folder.
         top = git(folder, "rev-parse", "--show-toplevel", check=False)
         self.folder = os.fsdecode(top.strip()) if top else folder
-        self.fetch = Template("pullcmd", shlex.join(["git", "fetch", "-q"] + fetch_args))
+        self.fetch_args = fetch_args
+        self.fetch = None  # a Template to run instead of fetch_command() (tests)
         self.writer = Writer(self.folder, confirm=self.hash_as_git)
         self.index_env = dict  # -> variables for the index's update (fsmonitor.attach)
 
@@ -145,7 +147,7 @@ class GitPull:
         of files changed here meanwhile, "kept": paths that kept local bytes, "merge": the
         merge commit made here (None for a fast-forward)}; PullFailed or
         CommandFailed (the fetch) when it could not be done; nothing is written then."""
-        self.fetch.run(cwd=self.folder, timeout=timeout)
+        (self.fetch or self.fetch_command()).run(cwd=self.folder, timeout=timeout)
         theirs = for_merge(self.gitdir)
         if theirs is None:
             raise PullFailed("the remote has no branch this one follows: set it with git "
@@ -175,6 +177,16 @@ class GitPull:
             self.git("update-ref", "ORIG_HEAD", head)
         self.post_merge()
         return {"merged": copies, "beside": beside, "kept": kept, "merge": merge}
+
+    def fetch_command(self):
+        """`git fetch -q` with pullcmd's remote and refs. Without submodules (no
+        .gitmodules, none cloned in .git/modules) it is told so: otherwise git reads the
+        whole index to look for them (140 ms at 1,000,000 files), to fetch nothing."""
+        words = ["git", "fetch", "-q"]
+        if not (os.path.lexists(os.path.join(self.folder, ".gitmodules")) or
+                os.path.isdir(os.path.join(self.gitdir, "modules"))):
+            words.append("--no-recurse-submodules")
+        return Template("pullcmd", shlex.join(words + self.fetch_args))
 
     def post_merge(self):
         """The repository's post-merge hook runs, as after `git pull` (its argument: 0,
@@ -238,10 +250,16 @@ class GitPull:
             if os.path.exists(index):
                 os.unlink(index)
 
+    def no_index(self):
+        """An empty index for commands that read the index without needing it here
+        (diff-tree, check-attr): at 1,000,000 files each read costs about 90 ms."""
+        return {"GIT_INDEX_FILE": os.path.join(self.gitdir, "autosync-no-index")}
+
     def diff(self, head, tree):
         """The paths that differ between HEAD and the new tree, gitlinks left out."""
         base = head or self.git("hash-object", "-t", "tree", "--stdin", data=b"").stdout.decode().strip()
-        out = self.git("diff-tree", "-r", "-z", "--no-renames", base, tree).stdout
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", base, tree,
+                       env=self.no_index()).stdout
         fields, entries = out.split(b"\0"), []
         for info, path in zip(fields[0::2], fields[1::2]):
             if not info:
@@ -291,8 +309,11 @@ class GitPull:
         crlf = self.git("config", "--get", "core.autocrlf", check=False).stdout.strip().lower()
         if crlf in (b"true", b"input"):
             return set(paths)
+        # The folder's own .gitattributes files say (git reads a file from the index
+        # only when it is missing on disk: a deletion the next commit will carry).
         out = self.git("check-attr", "-z", "--stdin", "filter", "text", "eol", "ident",
-                       "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0")
+                       "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0",
+                       env=self.no_index())
         fields, found = out.stdout.split(b"\0"), set()
         for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
             if value not in (b"unspecified", b"unset", b""):
@@ -346,9 +367,13 @@ class GitPull:
         os.close(fd)
         temp = os.path.join(self.gitdir, "autosync-pull-index")
         try:
+            if os.path.lexists(temp):  # (a pull killed here before)
+                os.unlink(temp)
             if os.path.exists(index):
-                with open(index, "rb") as src, open(temp, "wb") as dst:
-                    dst.write(src.read())
+                try:  # git writes a new file and renames it: a link leaves the index as is
+                    os.link(index, temp)
+                except OSError:  # (a file system without hard links)
+                    shutil.copyfile(index, temp)
             lines = ["%s %s\t%s" % ((e.new_mode, e.new, e.path) if not null(e.new) else
                                     ("0", e.new, e.path)) for e in entries]
             # (index_env: the fsmonitor setting, which keeps git's fsmonitor data in it)
