@@ -10,7 +10,7 @@ import os
 import sys
 
 from autosync import __version__
-from autosync.core import cli, config, problems, sizes
+from autosync.core import cli, problems, sizes
 from autosync.core.messages import check_text
 from autosync.core.pause import parse_duration
 from autosync.core.paths import find_socket, runtime_dir
@@ -78,6 +78,7 @@ def every_socket():
     found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
     default = os.path.expanduser("~/.autosync")
     if os.path.isfile(default):
+        from autosync.core import config  # (not at the top: cli.load says why)
         try:
             own = config.load(default, check_path=False).socket
         except config.ConfigError:
