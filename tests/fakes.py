@@ -257,8 +257,9 @@ class FakeRepository:
     def recover(self):
         self.calls.append("recover")
 
-    def commit(self, changes, rescan=False, note=None, text=None):
+    def commit(self, changes, rescan=False, note=None, text=None, everything=True):
         self.calls.append(("commit", sorted(c["path"] for c in changes), rescan))
+        self.everything = getattr(self, "everything", []) + [everything]
         if note:
             self.notes.append(note)
         if changes:

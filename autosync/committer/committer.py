@@ -351,7 +351,11 @@ class Committer:
             self.repo.pull()
         with self.cond:
             changes, _ = self.pending.take()
-        self.commit(changes, True, note)
+        # git's fsmonitor (a large folder) need not look at every file: on resume the
+        # watcher ran all along (an overflow meanwhile made its journal answer
+        # "everything"), and at start the journal is new, so git's token from the
+        # last run is answered with "everything" anyway.
+        self.commit(changes, True, note, everything=False)
         self.push(force=True)
 
     def idle(self):
@@ -483,10 +487,11 @@ class Committer:
             self.stopping = True
             self.cond.notify_all()
 
-    def commit(self, changes, rescan, note=None):
+    def commit(self, changes, rescan, note=None, everything=True):
         """A commit with the descriptions waiting for it; True if one was made."""
         texts = self.descriptions.take_texts()
-        made = self.repo.commit(changes, rescan, note=note, text="; ".join(texts) or None)
+        made = self.repo.commit(changes, rescan, note=note, text="; ".join(texts) or None,
+                                everything=everything)
         if not made and texts:
             self.descriptions.give_back(texts)
         return made

@@ -198,9 +198,11 @@ class Repository:
 
     # --- commits -----------------------------------------------------------------------
 
-    def commit(self, changes, rescan=False, note=None, text=None):
+    def commit(self, changes, rescan=False, note=None, text=None, everything=True):
         """Stage and commit one batch (`text`: the user's description); True if a commit
-        was made."""
+        was made. A rescan with git's fsmonitor on (issue 21) makes git look at every
+        file; not `everything`: at the files the watcher's batches named since the
+        index was last written (a resume: the watcher ran all along)."""
         self.report.state("committing")
         if not self.safe("commit"):
             return False
@@ -210,7 +212,7 @@ class Repository:
             return False
         self.clear_lock()
         self.commit_error = None
-        if rescan and self.fsmonitor:  # git looks at every file, not at what was sent
+        if rescan and everything and self.fsmonitor:  # git looks at every file
             self.fsmonitor.journal.invalidate()
             self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
