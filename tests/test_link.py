@@ -188,7 +188,10 @@ def test_a_refused_login_is_told_with_its_words_then_cleared(scripted):
     # The same refusal again is not told again; the link coming up is.
     assert s.up() == [False, True]
     assert s.starts == 3
-    assert len(s.requests("pull")) == 1  # the catch-up, once up
+    # The catch-up, once up (asked by the listener's thread just after it tells "up").
+    wait_until(lambda: s.requests("pull"), what="the catch-up pull")
+    time.sleep(0.3)
+    assert len(s.requests("pull")) == 1
 
 
 def test_a_banner_is_no_sign_of_a_running_watch(scripted):

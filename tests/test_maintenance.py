@@ -4,6 +4,7 @@ with a slow maintenance command beside a real daemon that commits and pulls."""
 import os
 import random
 import shutil
+import subprocess
 import threading
 import time
 from types import SimpleNamespace
@@ -170,8 +171,15 @@ def test_maintenance_never_overlaps_a_commit_or_a_pull(tmp_path, remote, monkeyp
                     f.write("theirs %d\n" % i)
                 git("add", "-A", cwd=other.path)
                 git("commit", "-q", "-m", "theirs %d" % i, cwd=other.path)
-                git("pull", "-q", "--no-rebase", "--no-edit", cwd=other.path)
-                git("push", "-q", cwd=other.path)
+                # a's push may land between this pull and push: pull again, as a user would
+                for _ in range(50):
+                    git("pull", "-q", "--no-rebase", "--no-edit", cwd=other.path)
+                    if subprocess.run(["git", "push", "-q"], cwd=other.path,
+                                      stderr=subprocess.DEVNULL).returncode == 0:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("other's push was refused 50 times")
                 pull = threading.Thread(target=a.notify, args=("pull",))
                 pull.start()
                 pulls.append(pull)
