@@ -275,6 +275,7 @@ def test_malformed_config_is_one_line_and_touches_nothing(tmp_path, remote, cont
 QUEUE_LIMIT = "/proc/sys/fs/inotify/max_queued_events"
 
 
+@pytest.mark.alone  # every inotify instance made meanwhile, another test's too, gets the small queue
 @pytest.mark.skipif(not os.access(QUEUE_LIMIT, os.W_OK), reason="needs root to shrink the queue")
 def test_overflowing_kernel_queue_means_rescan_and_nothing_lost(machines, remote):
     old = open(QUEUE_LIMIT).read()

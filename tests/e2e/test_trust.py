@@ -90,6 +90,7 @@ def squat():
         shutil.rmtree(s.folder, ignore_errors=True)
 
 
+@pytest.mark.alone  # /tmp/autosync-UID of `nobody` is one folder for the whole machine
 @pytest.mark.parametrize("mode", [0o777, 0o700])
 def test_a_squatted_socket_folder_gets_nothing_and_no_client_reports_success(nobody, squat,
                                                                             mode):
