@@ -336,6 +336,15 @@ class Machine:
         return ("autosync-" + other.name) in self.logtext()
 
 
+def ask(machine, request):
+    """One request on the machine's socket; -> the reply."""
+    conn = protocol.connect(machine.socket, timeout=10)
+    try:
+        return conn.request(request, timeout=600)
+    finally:
+        conn.close()
+
+
 class Events:
     """The committer's events (subscribe on its socket), recorded by a thread."""
 
@@ -1489,6 +1498,19 @@ def home(run, sizes):
         git("add", "-A", cwd=c)
         floor_rescans.append(time.monotonic() - t0)
 
+    # A resume that finds nothing (pause, then resume): the start's catch-up (a pull when
+    # the sync method asks, a rescan, a push), whose rescan may take git's fsmonitor's
+    # word for what changed while paused; until the committer is idle again.
+    resumes = []
+    for _ in range(3):
+        ask(a, {"cmd": "pause"})
+        wait_for(lambda: a.status().get("state") == "paused", 30, 0.01)
+        t0 = time.monotonic()
+        ask(a, {"cmd": "resume"})
+        if wait_for(lambda: a.status().get("state") not in ("paused", None), 30, 0.002) and \
+                wait_for(lambda: a.idle(), 600, 0.005):
+            resumes.append(time.monotonic() - t0)
+
     # A burst of new files until B has them all; bare git: write, add -A, commit, push, pull.
     a_events = Events(a)
     t0 = time.monotonic()
@@ -1527,6 +1549,10 @@ def home(run, sizes):
                         "in proportion to what changed", None))
     else:
         rows.append(row("  a rescan that finds nothing", "failed (see the log)", "", "", False))
+    rows.append(row("  a resume that finds nothing (pull, rescan, push): median of %d"
+                    % len(resumes), secs(median(resumes)) if resumes else "failed",
+                    secs(median(floor_rescans)) + " (git add -A)",
+                    "in proportion to what changed", None if resumes else False))
     rows.append(row("  %d new files until all on B" % burst_files,
                     secs(arrived) if arrived else "lost", secs(floor_burst) +
                     " (write, add -A, commit, push, pull)", "", None if arrived else False,
