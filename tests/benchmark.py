@@ -1498,9 +1498,9 @@ def home(run, sizes):
         git("add", "-A", cwd=c)
         floor_rescans.append(time.monotonic() - t0)
 
-    # A resume that finds nothing (pause, then resume): the start's catch-up (a pull when
-    # the sync method asks, a rescan, a push), whose rescan may take git's fsmonitor's
-    # word for what changed while paused; until the committer is idle again.
+    # A resume that finds nothing (pause, then resume): a pull when the sync method asks,
+    # a commit of what the watcher saw while paused (no rescan unless it missed events),
+    # a push; until the committer is idle again.
     resumes = []
     for _ in range(3):
         ask(a, {"cmd": "pause"})
@@ -1549,7 +1549,7 @@ def home(run, sizes):
                         "in proportion to what changed", None))
     else:
         rows.append(row("  a rescan that finds nothing", "failed (see the log)", "", "", False))
-    rows.append(row("  a resume that finds nothing (pull, rescan, push): median of %d"
+    rows.append(row("  a resume that finds nothing (pull, commit, push): median of %d"
                     % len(resumes), secs(median(resumes)) if resumes else "failed",
                     secs(median(floor_rescans)) + " (git add -A)",
                     "in proportion to what changed", None if resumes else False))

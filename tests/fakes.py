@@ -257,9 +257,8 @@ class FakeRepository:
     def recover(self):
         self.calls.append("recover")
 
-    def commit(self, changes, rescan=False, note=None, text=None, everything=True):
+    def commit(self, changes, rescan=False, note=None, text=None):
         self.calls.append(("commit", sorted(c["path"] for c in changes), rescan))
-        self.everything = getattr(self, "everything", []) + [everything]
         if note:
             self.notes.append(note)
         if changes:

@@ -386,19 +386,26 @@ def test_a_wake_while_paused_is_a_pull_owed_on_resume(committer):
     assert committer.repo.calls[0] == "pull"
 
 
-def test_a_resume_s_rescan_may_use_the_journal_a_users_sync_looks_at_everything(committer):
-    """With git's fsmonitor on (a large folder) the resume's rescan costs what changed
-    while paused (the watcher ran all along); `autosync-notify sync` stays the user's
-    way to have git look at every file."""
+def test_a_resume_commits_what_the_watcher_saw_and_rescans_only_after_missed_events(
+        committer):
+    """The watcher runs while paused: its batches wait in `pending`, and the resume
+    commits them (at 1,000,000 files a rescan costs seconds, these paths milliseconds);
+    a batch that asked for a rescan meanwhile (an overflow) makes it a rescan."""
     committer.handle({"cmd": "pause"}, None)
     committer.step()
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "new.txt"}]},
+                     None)
     committer.handle({"cmd": "resume"}, None)
     committer.step()
-    assert [c for c in committer.repo.calls if c[0] == "commit"] == [("commit", [], True)]
-    assert committer.repo.everything == [False]
-    assert asked(committer, SYNC, "sync")["ok"]
-    assert [c for c in committer.repo.calls if c[0] == "commit"] == [("commit", [], True)] * 2
-    assert committer.repo.everything == [False, True]
+    assert [c for c in committer.repo.calls if c[0] == "commit"] == [
+        ("commit", ["new.txt"], False)]
+    committer.handle({"cmd": "pause"}, None)
+    committer.step()
+    committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "overflow"},
+                     None)
+    committer.handle({"cmd": "resume"}, None)
+    committer.step()
+    assert [c for c in committer.repo.calls if c[0] == "commit"][1:] == [("commit", [], True)]
 
 
 def test_a_restore_s_note_goes_on_the_watcher_s_batch_when_it_comes_first(committer):

@@ -345,17 +345,16 @@ class Committer:
             self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
         self.idle()
 
-    def catch_up(self, note, pull):
-        """Pull, commit everything that changed (a rescan), push: at start and on resume."""
+    def catch_up(self, note, pull, rescan=True):
+        """Pull, commit what changed, push: at start (a rescan: nobody watched while the
+        suite was stopped) and on resume (rescan=False: the watcher ran all along, and
+        what it saw while paused waits in `pending`, so the commit costs what changed;
+        a rescan only if it asked for one meanwhile, after missed events)."""
         if pull:
             self.repo.pull()
         with self.cond:
-            changes, _ = self.pending.take()
-        # git's fsmonitor (a large folder) need not look at every file: on resume the
-        # watcher ran all along (an overflow meanwhile made its journal answer
-        # "everything"), and at start the journal is new, so git's token from the
-        # last run is answered with "everything" anyway.
-        self.commit(changes, True, note, everything=False)
+            changes, missed = self.pending.take()
+        self.commit(changes, rescan or bool(missed), note)
         self.push(force=True)
 
     def idle(self):
@@ -390,7 +389,7 @@ class Committer:
         if resuming:
             self.catch_up("changes made while paused",
                           resuming == "pull" or self.cfg.syncmethod != "none"
-                          or bool(self.cfg.pullinterval))
+                          or bool(self.cfg.pullinterval), rescan=False)
         if self.wanted["describe"] > self.done["describe"]:
             with self.cond:
                 ticket = self.wanted["describe"]
@@ -487,11 +486,10 @@ class Committer:
             self.stopping = True
             self.cond.notify_all()
 
-    def commit(self, changes, rescan, note=None, everything=True):
+    def commit(self, changes, rescan, note=None):
         """A commit with the descriptions waiting for it; True if one was made."""
         texts = self.descriptions.take_texts()
-        made = self.repo.commit(changes, rescan, note=note, text="; ".join(texts) or None,
-                                everything=everything)
+        made = self.repo.commit(changes, rescan, note=note, text="; ".join(texts) or None)
         if not made and texts:
             self.descriptions.give_back(texts)
         return made

@@ -198,11 +198,9 @@ class Repository:
 
     # --- commits -----------------------------------------------------------------------
 
-    def commit(self, changes, rescan=False, note=None, text=None, everything=True):
+    def commit(self, changes, rescan=False, note=None, text=None):
         """Stage and commit one batch (`text`: the user's description); True if a commit
-        was made. A rescan with git's fsmonitor on (issue 21) makes git look at every
-        file; not `everything`: at the files the watcher's batches named since the
-        index was last written (a resume: the watcher ran all along)."""
+        was made."""
         self.report.state("committing")
         if not self.safe("commit"):
             return False
@@ -212,7 +210,7 @@ class Repository:
             return False
         self.clear_lock()
         self.commit_error = None
-        if rescan and everything and self.fsmonitor:  # git looks at every file
+        if rescan and self.fsmonitor:  # git looks at every file, not at what was sent
             self.fsmonitor.journal.invalidate()
             self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
