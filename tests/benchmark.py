@@ -1549,8 +1549,9 @@ def home(run, sizes):
                         "in proportion to what changed", None))
     else:
         rows.append(row("  a rescan that finds nothing", "failed (see the log)", "", "", False))
-    rows.append(row("  a resume that finds nothing (pull, commit, push): median of %d"
-                    % len(resumes), secs(median(resumes)) if resumes else "failed",
+    rows.append(row("  a resume that finds nothing (%s): median of %d"
+                    % ("pull, commit, push" if run.sync == "xmpp" else
+                       "commit, push; syncmethod none: no pull", len(resumes)), secs(median(resumes)) if resumes else "failed",
                     secs(median(floor_rescans)) + " (git add -A)",
                     "in proportion to what changed", None if resumes else False))
     rows.append(row("  %d new files until all on B" % burst_files,
