@@ -31,7 +31,7 @@ def test_summary_reads_the_daemons_subject_and_keeps_others():
         "laptop: 1 added"
 
 
-@pytest.mark.parametrize("status, state, words", [
+STATES = [
     ({"state": "idle"}, "idle", "Everything is synced"),
     ({"state": "pulling"}, "syncing", "Syncing"),
     ({"state": "committing"}, "idle", "Everything is synced"),  # no event ends it: not shown
@@ -46,7 +46,13 @@ def test_summary_reads_the_daemons_subject_and_keeps_others():
     ({"paused": {"since": NOW, "until": NOW + 3600}, "last_error": "pull: x"}, "paused",
      # (the date too when the hour crosses midnight: traystate.clock, tested below)
      "Paused until %s" % traystate.clock(NOW + 3600)),
-])
+]
+
+
+# ids without the words: one holds the time, and every pytest-xdist worker must collect
+# the same names (a worker importing this a minute later would not)
+@pytest.mark.parametrize("status, state, words", STATES,
+                         ids=["%d-%s" % (i, case[1]) for i, case in enumerate(STATES)])
 def test_a_status_says_the_state(view, status, state, words):
     view.status(status)
     assert (view.name(), view.headline()[:len(words)]) == (state, words)
