@@ -341,6 +341,8 @@ class Committer:
         if self.pausing.active():
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.pausing.paused.since))
+            with self.cond:  # what changed while nobody watched: found on resume
+                self.pending.add([], rescan=True)
         else:
             self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
         self.idle()
