@@ -86,6 +86,8 @@ def test_item_registers_and_shows_idle(committer, folder, watcher, host, run_tra
     assert props["Id"] == "dvcs-autosync" and props["Category"] == "ApplicationStatus"
     assert props["Title"] == "dvcs-autosync: notes"
     assert props["ItemIsMenu"] is True and props["Menu"] == "/MenuBar"
+    # (before its status arrives the item already says idle: wait for the request first)
+    wait_until(lambda: committer.asked("status"), 10, what="the status request")
     wait_until(lambda: h.get("Status") == "Passive", 10, what="idle after the status")
     assert h.get("IconName") == "emblem-default"
     icon, pixmaps, title, text = h.get("ToolTip")
