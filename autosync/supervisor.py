@@ -11,7 +11,6 @@ import ctypes
 import errno
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -129,13 +128,8 @@ def folder_of(file, env):
     except Exception:  # whatever another file holds, it never stops ours
         return None
     value = value[0] if isinstance(value, tuple) else value
-    value = ("\n".join(value) if isinstance(value, list) else str(value)).strip()
-    value = re.sub(r"\$(\w+)|\$\{(\w+)\}",
-                   lambda m: env.get(m.group(1) or m.group(2), m.group(0)), value)
-    if (value == "~" or value.startswith("~/")) and env.get("HOME"):
-        value = env["HOME"] + value[1:]
-    # (what is left: ~user, a path relative to the file's folder)
-    return os.path.normpath(os.path.join(os.path.dirname(file), os.path.expanduser(value)))
+    value = "\n".join(value) if isinstance(value, list) else str(value)
+    return config._expand(value.strip(), os.path.dirname(file), env)
 
 
 def config_of(pid, args):

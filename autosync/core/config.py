@@ -423,9 +423,18 @@ def _build(file, values, known, warnings):
     return config
 
 
-def _expand(value, base):
-    """`~` and `$VARS` expanded; a relative path is taken from the config file's folder."""
-    return os.path.normpath(os.path.join(base, os.path.expanduser(os.path.expandvars(value))))
+def _expand(value, base, env=None):
+    """`~` and `$VARS` expanded; a relative path is taken from the config file's folder.
+    env: another process's environment (its HOME and variables), for a config file
+    that process reads (supervisor.other_daemon); None: ours."""
+    if env is None:
+        value = os.path.expandvars(value)
+    else:
+        value = re.sub(r"\$(\w+)|\$\{(\w+)\}",
+                       lambda m: env.get(m.group(1) or m.group(2), m.group(0)), value)
+        if (value == "~" or value.startswith("~/")) and env.get("HOME"):
+            value = env["HOME"] + value[1:]
+    return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
 
 
 def _ignorepath(file, value, path, warnings):
