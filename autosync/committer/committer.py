@@ -337,26 +337,25 @@ class Committer:
         url = self.repo.remote_url()
         with self.cond:
             self.url = url
+            # What changed while the suite was stopped: a rescan, now or on resume.
+            self.pending.add([], rescan=True)
         self.reports.recount(upstream=True)  # what an earlier run left unpushed
         if self.pausing.active():
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.pausing.paused.since))
-            with self.cond:  # what changed while nobody watched: found on resume
-                self.pending.add([], rescan=True)
         else:
             self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
         self.idle()
 
-    def catch_up(self, note, pull, rescan=True):
-        """Pull, commit what changed, push: at start (a rescan: nobody watched while the
-        suite was stopped) and on resume (rescan=False: the watcher ran all along, and
-        what it saw while paused waits in `pending`, so the commit costs what changed;
-        a rescan only if it asked for one meanwhile, after missed events)."""
+    def catch_up(self, note, pull):
+        """Pull, commit what `pending` holds, push: at start and on resume. A rescan when
+        it asks for one: at start (startup() asks), or after missed events; else (a
+        resume: the watcher ran all along) the commit costs what changed."""
         if pull:
             self.repo.pull()
         with self.cond:
-            changes, missed = self.pending.take()
-        self.commit(changes, rescan or bool(missed), note)
+            changes, rescan = self.pending.take()
+        self.commit(changes, bool(rescan), note)
         self.push(force=True)
 
     def idle(self):
@@ -391,7 +390,7 @@ class Committer:
         if resuming:
             self.catch_up("changes made while paused",
                           resuming == "pull" or self.cfg.syncmethod != "none"
-                          or bool(self.cfg.pullinterval), rescan=False)
+                          or bool(self.cfg.pullinterval))
         if self.wanted["describe"] > self.done["describe"]:
             with self.cond:
                 ticket = self.wanted["describe"]
