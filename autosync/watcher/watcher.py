@@ -249,19 +249,14 @@ class Watcher:
                 self.batch.touch(rel)
                 self.batch.written(rel)
             settled = [c for c in changes if c["path"] not in batch.writing]
-            if gone:
-                # A file the pull wrote, removed before it ended: no change in the batch
-                # says so (Batch.gone_unknown); a rescan (git) finds the removal.
-                if self.batch.writing:
-                    self.send(settled)
-                    self.batch.rescan = "drained"  # once the writers closed their files
-                else:
-                    self.send(settled, rescan="drained")
-            elif self.cfg.pulllock == "optimized":
+            # Both replays below need the batch's changes to say everything; a file the
+            # pull wrote and a writer removed before it ended is in none of them
+            # (Batch.gone_unknown): then the rescan.
+            if self.cfg.pulllock == "optimized" and not gone:
                 # Replay: what the pull wrote is already committed, so adding
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(settled)
-            elif event.get("guarded") and not _ignore_rules_touched(changes):
+            elif event.get("guarded") and not gone and not _ignore_rules_touched(changes):
                 # conservative, after the committer's own git pull (core/gitpull.py, every
                 # write made through the guarded writer): every path written during the
                 # pull, by it or by anyone, is in this batch, so staging exactly these
