@@ -1488,12 +1488,8 @@ def home(run, sizes):
     rescans, floor_rescans = [], []
     for _ in range(3):
         t0 = time.monotonic()
-        conn = protocol.connect(a.socket, timeout=10)
-        try:
-            if conn.request({"cmd": "sync"}, timeout=600).get("ok"):
-                rescans.append(time.monotonic() - t0)
-        finally:
-            conn.close()
+        if ask(a, {"cmd": "sync"}).get("ok"):
+            rescans.append(time.monotonic() - t0)
         t0 = time.monotonic()
         git("add", "-A", cwd=c)
         floor_rescans.append(time.monotonic() - t0)
