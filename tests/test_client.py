@@ -30,11 +30,11 @@ def committer(tmp_path):
 def subscribe(committer):
     made = []
 
-    def make():
+    def make(on_lost=None):
         got = queue.SimpleQueue()
         subscribed = []
         sub = client.Subscription(committer.path, got.put, lambda: subscribed.append(1),
-                                  backoff=Backoff(0.05, 0.2)).start()
+                                  backoff=Backoff(0.05, 0.2), on_lost=on_lost).start()
         made.append(sub)
         return sub, got, subscribed
 
@@ -88,6 +88,23 @@ def test_it_subscribes_again_after_the_committer_restarts(committer, subscribe, 
     warnings = client_log(caplog, logging.WARNING)
     assert len(warnings) == 1 and "no events from the committer" in warnings[0].getMessage()
     assert any("events again" in r.getMessage() for r in client_log(caplog))
+
+
+def test_on_lost_says_each_time_there_is_no_subscription(committer, subscribe):
+    lost = queue.SimpleQueue()
+    sub, got, subscribed = subscribe(on_lost=lost.put)
+    assert "No such file" in lost.get(timeout=2)  # nobody there yet
+    committer.start()
+    committer.wait_subscribed()
+    while not lost.empty():  # (the tries before the start)
+        lost.get()
+    committer.close()  # gone without a word, as a crash
+    assert lost.get(timeout=2) == "the committer closed the connection"
+    sub.close()
+    sub.thread.join(2)
+    told = lost.qsize()
+    time.sleep(0.3)
+    assert lost.qsize() == told  # nothing after close()
 
 
 def test_close_wakes_a_reader_that_waits_for_events(committer, subscribe):

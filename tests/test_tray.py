@@ -86,8 +86,6 @@ def test_item_registers_and_shows_idle(committer, folder, watcher, host, run_tra
     assert props["Id"] == "dvcs-autosync" and props["Category"] == "ApplicationStatus"
     assert props["Title"] == "dvcs-autosync: notes"
     assert props["ItemIsMenu"] is True and props["Menu"] == "/MenuBar"
-    # (before its status arrives the item already says idle: wait for the request first)
-    wait_until(lambda: committer.asked("status"), 10, what="the status request")
     wait_until(lambda: h.get("Status") == "Passive", 10, what="idle after the status")
     assert h.get("IconName") == "emblem-default"
     icon, pixmaps, title, text = h.get("ToolTip")
@@ -180,6 +178,28 @@ def test_it_follows_a_restarted_committer(committer, folder, watcher, host, run_
                    what="the paused state from the new committer's status")
     finally:
         again.close()
+
+
+def test_without_the_daemon_it_says_not_syncing(tmp_path, folder, watcher, host, run_tray):
+    """Started before the daemon, and after a daemon that died without a word: never
+    "Everything is synced" while nothing syncs."""
+    path = str(tmp_path / "run" / "committer.sock")
+    run_tray(fake_config(folder, socket=path))
+    h = host()
+    wait_until(lambda: "no connection to the daemon" in h.get("ToolTip")[3], 10,
+               what="the failed connection shown")
+    assert h.get("IconName") == "network-offline" and h.get("Status") == "Active"
+    assert h.get("ToolTip")[3].startswith("Not syncing: no connection to the daemon (")
+    fake = FakeCommitter(path)
+    try:
+        fake.answers["status"] = {"ok": True, "status": {"state": "idle"}}
+        fake.wait_subscribed()
+        wait_until(lambda: h.get("IconName") == "emblem-default", 10, what="idle once there")
+        fake.close()  # no "stopping": as a crash
+        wait_until(lambda: h.get("IconName") == "network-offline", 10, what="offline again")
+        assert h.get("ToolTip")[3].startswith("Not syncing: no connection to the daemon (")
+    finally:
+        fake.close()
 
 
 def test_a_watcher_that_appears_later_gets_the_item(bus, committer, folder, run_tray, caplog):

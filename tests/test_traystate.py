@@ -23,6 +23,19 @@ def test_every_state_has_an_icon_and_a_status():
     assert {status for _, status in LOOKS.values()} == {"Active", "Passive", "NeedsAttention"}
 
 
+def test_before_the_first_status_and_after_a_lost_connection_it_does_not_say_synced(tmp_path):
+    fresh = View(str(tmp_path))
+    assert fresh.name() == "offline" and fresh.headline() == "Not syncing: waiting for the daemon"
+    fresh.status({"state": "idle"})
+    assert fresh.name() == "idle" and fresh.headline() == "Everything is synced"
+    fresh.lost("the committer closed the connection")  # a crash: no "stopping" came
+    assert fresh.name() == "offline"
+    assert fresh.headline() == ("Not syncing: no connection to the daemon "
+                                "(the committer closed the connection)")
+    fresh.status({"state": "idle"})  # subscribed again
+    assert fresh.name() == "idle"
+
+
 def test_summary_reads_the_daemons_subject_and_keeps_others():
     assert summary("autosync on laptop: 2 added, 1 moved\n\nadded: a") == "laptop: 2 added, 1 moved"
     assert summary("fixed the index by hand") == "fixed the index by hand"
@@ -105,7 +118,9 @@ def test_events_move_the_state(view):
     assert after("failed", op="merge", error="x") == "error"
     assert after("committed", message="m", changes=[], count=1) == "paused"
     assert after("resumed") == "syncing"
-    assert after("stopping") == "offline" and view.headline() == "Offline: the daemon stopped"
+    assert after("stopping") == "offline" and view.headline() == "Not syncing: the daemon stopped"
+    view.lost("the committer closed the connection")  # (what follows a stop)
+    assert view.headline() == "Not syncing: the daemon stopped"
     view.status({"state": "idle", "link": "up"})
     assert after("link", up=False) == "offline" and "no XMPP link" in view.headline()
     assert after("link", up=True) == "idle"

@@ -83,15 +83,18 @@ class Subscription:
 
     Whenever the committer goes away it subscribes again, with backoff (the
     first delay short); after each subscription it calls `on_subscribed()`,
-    since a restarted committer has forgotten what it was told. `conn` is
-    the live connection, None while there is none.
+    since a restarted committer has forgotten what it was told, and each time
+    a subscription ends or fails, `on_lost(why)` (whoever shows the state must
+    not go on showing the last one). `conn` is the live connection, None while
+    there is none.
     """
 
     def __init__(self, path, deliver, on_subscribed=None, backoff=None, logger=None,
-                 name="committer-events"):
+                 name="committer-events", on_lost=None):
         self.path = path
         self.deliver = deliver
         self.on_subscribed = on_subscribed
+        self.on_lost = on_lost
         self.backoff = backoff or Backoff(0.2, 10.0)
         self.log = logger or log
         self.trouble = Trouble(self.log, logging.WARNING)
@@ -116,6 +119,8 @@ class Subscription:
             streamed, reason = self._listen()
             if self.closed.is_set():
                 return
+            if self.on_lost:
+                self.on_lost(reason)
             if streamed:  # it worked until now: the first, short delay comes next
                 self.log.info("the committer's events stopped (%s); subscribing again", reason)
             else:  # before the first subscription the committer may just not be up yet

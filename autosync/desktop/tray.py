@@ -44,7 +44,8 @@ class Tray:
         self.inbox = client.Inbox()
         self.events = client.Subscription(cfg.socket, lambda e: self.inbox.put(("event", e)),
                                           on_subscribed=self._fetch_status, logger=log,
-                                          name="tray-events")
+                                          name="tray-events",
+                                          on_lost=lambda why: self.inbox.put(("lost", why)))
         # Two queues: a pause must not wait behind a long sync.
         self.syncs = client.RequestQueue(cfg.socket, 660.0, logger=log, name="tray-syncs")
         self.requests = client.RequestQueue(cfg.socket, 30.0, logger=log, name="tray-requests")

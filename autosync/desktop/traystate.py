@@ -45,7 +45,8 @@ class View:
 
     def __init__(self, folder):
         self.folder = folder
-        self.daemon = None  # why the committer is not there, or None
+        # Why the committer is not there, or None: nothing is known before its status.
+        self.daemon = "waiting for the daemon"
         self.pulling = False
         self.unpushed = 0
         self.paused = None  # {"since", "until"} while paused
@@ -90,6 +91,11 @@ class View:
         self.found_copies(status.get("conflicts") or [])
         if self.last_commit and not self.recent:
             self.recent.append((self.last_commit["time"], summary(self.last_commit["message"])))
+
+    def lost(self, why):
+        """The subscription ended or failed: nothing is synced that the tray would see."""
+        if self.daemon != "the daemon stopped":  # (a stop said so already)
+            self.daemon = "no connection to the daemon (%s)" % why
 
     def history(self, versions):
         """The last few changes from the log at start (history.Version, newest first)."""
@@ -177,7 +183,9 @@ class View:
             until = self.paused.get("until")
             return "Paused " + ("until %s" % clock(until) if until else "until resumed")
         if name == "offline":
-            return "Offline: " + (self.daemon or self.offline
+            if self.daemon:
+                return "Not syncing: " + self.daemon
+            return "Offline: " + (self.offline
                                   or "no %s link: other machines' changes come by timer"
                                   % ("ssh" if self.syncmethod == "ssh" else "XMPP"))
         return "Syncing" if name == "syncing" else "Everything is synced"
