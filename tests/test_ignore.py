@@ -2,7 +2,7 @@
 import os
 import subprocess
 
-from autosync.core.ignore import Ignore
+from autosync.core.ignore import EDITOR_JUNK_RE, EDITOR_JUNK_SPEC, Ignore
 from conftest import git
 from helpers import make_files
 
@@ -50,3 +50,27 @@ def test_a_changed_gitignore_is_read_again(tmp_path):
     make_files(root, {".gitignore": "*.b\n"})
     ignore.forget("")
     assert ignore("x.b") and not ignore("x.a")
+
+
+def test_a_gitignore_that_appears_below_looked_at_folders_counts_once_forgotten(tmp_path):
+    """The folders known to have no .gitignore down to them are asked again after one
+    appears (the watcher calls forget() for the folder whose .gitignore changed)."""
+    root = str(tmp_path)
+    ignore = Ignore(root)
+    assert not ignore("photos/2026/raw/x.cr2") and not ignore("photos/2026/y.jpg")
+    make_files(root, {"photos/.gitignore": "raw/\n"})
+    ignore.forget("photos")
+    assert ignore("photos/2026/raw/x.cr2") and not ignore("photos/2026/y.jpg")
+    make_files(root, {"photos/.gitignore": "# nothing now\n"})
+    ignore.forget("photos")
+    assert not ignore("photos/2026/raw/x.cr2")
+
+
+def test_editor_junk_in_one_expression_is_what_its_patterns_say():
+    names = ["a~", "x.swp", ".x.swa", ".swp", "a.swpx", ".a.sw", "4913", "4913x", "x4913",
+             "#a#", "#", "a#", ".#a", ".~lock.a.odt#", ".~lock.a", ".goutputstream-1",
+             "a.kate-swp", "a.tmp.1", "a.tmp", "a.tmp.x", "~a", "photo.jpg", "notes.txt",
+             "a.swo", "b.swx", "Makefile"]
+    for name in names:
+        assert bool(EDITOR_JUNK_RE.match(name)) == bool(EDITOR_JUNK_SPEC.match_file(name)), name
+    assert sum(bool(EDITOR_JUNK_RE.match(n)) for n in names) == 13

@@ -7,6 +7,7 @@ has an opinion wins.
 The watcher, history and rewind use it; it imports nothing that runs git.
 """
 import os
+import re
 
 import pathspec
 
@@ -18,6 +19,10 @@ EDITOR_JUNK = ("*~", "*.swp", "*.swx", "*.swo", ".*.sw?", "4913", "\\#*#", ".#*"
                ".goutputstream-*", "*.kate-swp", "*.tmp.[0-9]*")
 
 EDITOR_JUNK_SPEC = pathspec.GitIgnoreSpec.from_lines(EDITOR_JUNK)
+# The same patterns as one regular expression (pathspec's, their groups made plain): a
+# name is matched once, not once per pattern (at 1,000,000 files, half the watcher's start).
+EDITOR_JUNK_RE = re.compile("|".join("(?:%s)" % re.sub(r"\(\?P<\w+>", "(?:", p.regex.pattern)
+                                     for p in EDITOR_JUNK_SPEC.patterns if p.include))
 
 
 class Ignore:
@@ -27,6 +32,7 @@ class Ignore:
         self.root = root
         self.prefixes = [p.strip("/") for p in ignorepath if p.strip("/")]
         self.specs = {}  # folder -> its .gitignore's spec (None when it has none)
+        self.plain = {}  # folder -> True when neither it nor a folder above has a .gitignore
 
     def spec(self, folder):
         if folder not in self.specs:
@@ -49,13 +55,25 @@ class Ignore:
     def forget(self, folder):
         """A .gitignore changed: read it again next time."""
         self.specs.pop(folder, None)
+        self.plain.clear()  # (the folders below it too)
+
+    def no_gitignore_down_to(self, folder):
+        """Whether no .gitignore from the top down to `folder` has a pattern: then only
+        the fixed rules decide (the common case, looked up once per folder)."""
+        if folder not in self.plain:
+            above = folder.rpartition("/")[0] if folder else None
+            self.plain[folder] = self.spec(folder) is None and (
+                above is None or self.no_gitignore_down_to(above))
+        return self.plain[folder]
 
     def __call__(self, rel, isdir=False):
         parts = rel.split("/")
-        if METADATA.intersection(parts) or EDITOR_JUNK_SPEC.match_file(parts[-1]):
+        if METADATA.intersection(parts) or EDITOR_JUNK_RE.match(parts[-1]):
             return True
         if any(rel == p or rel.startswith(p + "/") for p in self.prefixes):
             return True
+        if self.no_gitignore_down_to(rel.rpartition("/")[0]):
+            return False
         # git's rule: a path is ignored if it or a folder above it is, and the
         # deepest .gitignore that has an opinion wins.
         for depth in range(1, len(parts) + 1):
