@@ -3,9 +3,10 @@
 `git add` and `git commit` each read, refresh and write the whole index: 88 MB
 at 1,000,000 files, seconds per change. Here the commit is made without it:
 
-  * the changed files are hashed by `git add` into a temporary index that holds
-    only them (git's own rules: clean filters and attributes, the executable bit,
-    symlinks, ignored files refused, a repository inside refused);
+  * the changed files are hashed by `git update-index --add` into a temporary index
+    that holds only them (git's own rules: clean filters and attributes, the
+    executable bit, symlinks, a repository inside refused), ignored ones refused
+    as git add refuses them (`git check-ignore`);
   * the trees of only the folders that hold them are read (`cat-file --batch`),
     changed and written (`mktree`), up to the root;
   * `commit-tree -p HEAD`, then `update-ref HEAD NEW OLD` (compare-and-swap:
@@ -91,6 +92,19 @@ def run(folder, *args, data=None, env=None, check=True):
             raise NotQuick("git %s: %s" % (args[0], proc.stderr.decode(errors="replace").strip()))
         return None
     return proc.stdout
+
+
+def ignored(folder, listed, env):
+    """Whether git ignores any of the NUL-ended paths `listed` (an index that holds none of
+    them: as git add sees new files); NotQuick if git cannot say."""
+    # (names, not pathspecs: it refuses the literal magic the daemon's git runs with)
+    proc = subprocess.run(("git",) + TEMP_SETTINGS + ("check-ignore", "-z", "--stdin"),
+                          cwd=folder, env=commands.environment(dict(env, GIT_LITERAL_PATHSPECS="0")),
+                          input=listed,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.returncode not in (0, 1):
+        raise NotQuick("git check-ignore: %s" % proc.stderr.decode(errors="replace").strip())
+    return proc.returncode == 0
 
 
 class Trees:
@@ -302,8 +316,15 @@ class QuickCommit:
         except FileNotFoundError:
             pass
         try:
-            run(self.folder, *TEMP_SETTINGS, "add", *commands.PATHSPEC_OPTIONS, "--",
-                data=b"".join(os.fsencode(p) + b"\0" for p in present), env=env)
+            listed = b"".join(os.fsencode(p) + b"\0" for p in present)
+            # git add refuses an ignored file; it also matches each file it finds with
+            # every pathspec (10,000 paths: 3.3 s). update-index takes the paths as they
+            # are (0.13 s) and hashes them as git add does: clean filters, attributes,
+            # the executable bit, symlinks, no path beyond a symlink.
+            if ignored(self.folder, listed, env):
+                raise NotQuick("an ignored file in the batch")
+            run(self.folder, *TEMP_SETTINGS, "update-index", "--add", "-z", "--stdin",
+                data=listed, env=env)
             out = run(self.folder, "ls-files", "-s", "-z", env=env)
         finally:
             try:
