@@ -368,6 +368,51 @@ def test_a_settle_reads_each_tree_once_however_many_paths_it_holds(repo, monkeyp
     assert git("status", "--porcelain", cwd=str(repo.path)) == b""
 
 
+def index_times(folder, path):
+    """The file times git keeps for `path` in the index (all zero: none kept)."""
+    out = git("ls-files", "--debug", "--", path, cwd=folder).decode()
+    return [line.split()[1:] for line in out.splitlines() if "time:" in line]
+
+
+def test_many_paths_settle_by_reading_the_whole_tree_when_nobody_wrote_the_index(
+        repo, tmp_path, monkeypatch):
+    monkeypatch.setattr(quickcommit, "WHOLE_TREE_FROM", 3)
+    (repo.path / "keep.txt").write_text("kept")
+    git("add", "keep.txt", cwd=str(repo.path))
+    git("commit", "-q", "-m", "keep", cwd=str(repo.path))
+    kept = index_times(str(repo.path), "keep.txt")
+    assert kept and all(t != ["0:0"] for t in kept)
+    r, _ = repo()
+    (repo.path / "README").write_text("edited, not committed")  # the user's, in no batch
+    for i in range(5):
+        (repo.path / ("n%d.txt" % i)).write_text(str(i))
+    assert r.commit([{"action": "added", "path": "n%d.txt" % i} for i in range(5)])
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    r.settle_index()
+    ran = [c[:2] for c in traced(trace)]
+    assert ["read-tree", "-m"] in ran and ["update-index", "-z"] not in ran
+    assert git("status", "--porcelain", cwd=str(repo.path)) == b" M README\n"
+    assert index_times(str(repo.path), "keep.txt") == kept  # its file times kept
+
+
+def test_an_index_written_since_the_commit_settles_path_by_path(repo, tmp_path, monkeypatch):
+    """The user staged something after our commit: reading the whole tree would drop it."""
+    monkeypatch.setattr(quickcommit, "WHOLE_TREE_FROM", 3)
+    r, _ = repo()
+    for i in range(5):
+        (repo.path / ("n%d.txt" % i)).write_text(str(i))
+    assert r.commit([{"action": "added", "path": "n%d.txt" % i} for i in range(5)])
+    (repo.path / "mine.txt").write_text("staged by the user")
+    git("add", "mine.txt", cwd=str(repo.path))
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    r.settle_index()
+    ran = [c[:2] for c in traced(trace)]
+    assert ["update-index", "-z"] in ran and ["read-tree", "-m"] not in ran
+    assert git("status", "--porcelain", cwd=str(repo.path)) == b"A  mine.txt\n"
+
+
 def test_an_amend_and_a_pull_see_the_index_settled_first(repo):
     r, reports = repo(amendcmd="git commit -q --amend -m %s")
     (repo.path / "a.txt").write_text("a")

@@ -13,7 +13,8 @@ at 1,000,000 files, seconds per change. Here the commit is made without it:
     a HEAD moved meanwhile is never overwritten).
 
 The real index then lags HEAD for those paths. It is brought up to date (settle(),
-`update-index --index-info` of the committed entries, the changed paths only)
+`update-index --index-info` of the committed entries, the changed paths only; for
+thousands of them, if nobody wrote the index since, `read-tree -m` of the commit)
 as the committer's next step after the push, and before any other command of
 the daemon that reads the index (Repository calls settle() first). The paths owed
 are kept in a file in the git dir until then, so that a daemon killed meanwhile
@@ -44,6 +45,10 @@ TEMP_INDEX = "autosync-quick-index"  # in the git dir: the temporary index of th
 TREE, GITLINK = "40000", "160000"
 # The temporary index is git's own business only: no shared index, fsmonitor or cache
 # files made in the git dir for it.
+# From this many paths, a settle reads the commit's whole tree into the index when it may
+# (settle()); fewer are updated one by one. (At 1,000,000 files: 2,000 paths one by one
+# 1.5 s, the whole tree 1.5 s; at smaller sizes both are quick.)
+WHOLE_TREE_FROM = 2000
 TEMP_SETTINGS = ("-c", "core.splitIndex=false", "-c", "core.fsmonitor=false",
                  "-c", "core.untrackedCache=false")
 
@@ -174,6 +179,8 @@ class QuickCommit:
         # any other string is the user's and keeps its meaning (the usual path runs it).
         self.shipped = at_top and all(cmd[n].text == GIT_COMMANDS[n] for n in SHIPPED)
         self.clean = None  # (index file stat, HEAD) when the index was known to hold HEAD
+        # (index file stat, commit) after a quick commit: that index holds its parent
+        self.behind = None
 
     # --- when ---------------------------------------------------------------------------
 
@@ -260,6 +267,7 @@ class QuickCommit:
             head, kind, data = trees.read("HEAD")
             if kind != "commit":
                 raise NotQuick("HEAD is no commit")
+            base = git.index_stat(self.gitdir)  # before the look: a write after it shows
             if not self.index_holds_head(head):
                 raise NotQuick("the index holds other staged changes")
             root = data.split(b"\n", 1)[0].split(b" ")[1].decode()
@@ -291,6 +299,7 @@ class QuickCommit:
                check=False) is None:
             self.owe([])
             raise NotQuick("HEAD moved meanwhile")
+        self.behind = (base, new)
         log.debug("committed %d paths from their folders' trees, the index untouched",
                   len(paths))
         return message, listed
@@ -437,23 +446,35 @@ class QuickCommit:
         paths = self.owed()
         if not paths:
             return False
+        behind, self.behind = self.behind, None
         trees = Trees(self.folder)
         try:
             head, kind, data = trees.read("HEAD")
-            root = data.split(b"\n", 1)[0].split(b" ")[1].decode()
-            zero = "0" * len(root)
-            lines = []
-            for path in paths:
-                raw = os.fsencode(path)
-                entry = trees.lookup(root, raw)
-                if entry is None or entry[0] == TREE:
-                    lines.insert(0, b"0 %s\t%s\0" % (zero.encode(), raw))  # removals first
-                else:
-                    lines.append(b"%s %s\t%s\0" % (entry[0].encode(), entry[1].encode(), raw))
+            whole = (len(paths) >= WHOLE_TREE_FROM and behind is not None
+                     and behind == (git.index_stat(self.gitdir), head))
+            if not whole:
+                root = data.split(b"\n", 1)[0].split(b" ")[1].decode()
+                zero = "0" * len(root)
+                removed, updated = [], []
+                for path in paths:
+                    raw = os.fsencode(path)
+                    entry = trees.lookup(root, raw)
+                    if entry is None or entry[0] == TREE:
+                        removed.append(b"0 %s\t%s\0" % (zero.encode(), raw))
+                    else:
+                        updated.append(b"%s %s\t%s\0" % (entry[0].encode(), entry[1].encode(),
+                                                          raw))
         finally:
             trees.close()
-        run(self.folder, "update-index", "-z", "--index-info", data=b"".join(lines),
-            env=settings())
+        if whole:
+            # Nobody wrote the index since our commit: it holds the commit's parent.
+            # Reading the commit's whole tree into it (keeping the file times of what did
+            # not change) is what the update of each path does, and costs the same for
+            # any number of them (at 1,000,000 files: 1.5 s; 10,000 paths one by one: 4.4 s).
+            run(self.folder, "read-tree", "-m", head, env=settings())
+        else:
+            run(self.folder, "update-index", "-z", "--index-info",
+                data=b"".join(removed + updated), env=settings())  # removals first
         self.owe([])
         self.clean = (git.index_stat(self.gitdir), head)
         return True
