@@ -284,7 +284,7 @@ class QuickCommit:
         if new_root == root:
             return None, []
         listed = git.raw_changes(run(self.folder, "diff-tree", "-r", "-z", "-M", "--raw",
-                                         root, new_root))
+                                     root, new_root, env=git.no_index(self.gitdir)))
         message = message_of(listed)
         subject = message.split("\n", 1)[0]
         if not subject.startswith("autosync on "):

@@ -195,6 +195,14 @@ def index_locked(gitdir):
     return os.path.lexists(os.path.join(gitdir, "index.lock"))
 
 
+def no_index(gitdir):
+    """Environment for a command that reads the index without needing it here (diff-tree
+    of two trees, check-attr): an empty one (a file that is never there). At 1,000,000
+    files each read of the real one costs about 110 ms. Attributes still come from the
+    folder's .gitattributes files."""
+    return {"GIT_INDEX_FILE": os.path.join(gitdir, "autosync-no-index")}
+
+
 def index_stat(gitdir):
     """The index file's identity and times, or None: git replaces the file at every
     write, so an unchanged answer means nobody wrote the index since."""
