@@ -380,6 +380,20 @@ def index_times(folder, path):
     return [line.split()[1:] for line in out.splitlines() if "time:" in line]
 
 
+def commit_five(r, folder):
+    for i in range(5):
+        (folder / ("n%d.txt" % i)).write_text(str(i))
+    assert r.commit([{"action": "added", "path": "n%d.txt" % i} for i in range(5)])
+
+
+def settled(r, tmp_path, monkeypatch):
+    """r's index settled -> the git commands it ran, their first two words."""
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    r.settle_index()
+    return [c[:2] for c in traced(trace)]
+
+
 def test_many_paths_settle_by_reading_the_whole_tree_when_nobody_wrote_the_index(
         repo, tmp_path, monkeypatch):
     monkeypatch.setattr(quickcommit, "WHOLE_TREE_FROM", 3)
@@ -390,13 +404,8 @@ def test_many_paths_settle_by_reading_the_whole_tree_when_nobody_wrote_the_index
     assert kept and all(t != ["0:0"] for t in kept)
     r, _ = repo()
     (repo.path / "README").write_text("edited, not committed")  # the user's, in no batch
-    for i in range(5):
-        (repo.path / ("n%d.txt" % i)).write_text(str(i))
-    assert r.commit([{"action": "added", "path": "n%d.txt" % i} for i in range(5)])
-    trace = tmp_path / "trace"
-    monkeypatch.setenv("GIT_TRACE", str(trace))
-    r.settle_index()
-    ran = [c[:2] for c in traced(trace)]
+    commit_five(r, repo.path)
+    ran = settled(r, tmp_path, monkeypatch)
     assert ["read-tree", "-m"] in ran and ["update-index", "-z"] not in ran
     assert git("status", "--porcelain", cwd=str(repo.path)) == b" M README\n"
     assert index_times(str(repo.path), "keep.txt") == kept  # its file times kept
@@ -406,15 +415,10 @@ def test_an_index_written_since_the_commit_settles_path_by_path(repo, tmp_path, 
     """The user staged something after our commit: reading the whole tree would drop it."""
     monkeypatch.setattr(quickcommit, "WHOLE_TREE_FROM", 3)
     r, _ = repo()
-    for i in range(5):
-        (repo.path / ("n%d.txt" % i)).write_text(str(i))
-    assert r.commit([{"action": "added", "path": "n%d.txt" % i} for i in range(5)])
+    commit_five(r, repo.path)
     (repo.path / "mine.txt").write_text("staged by the user")
     git("add", "mine.txt", cwd=str(repo.path))
-    trace = tmp_path / "trace"
-    monkeypatch.setenv("GIT_TRACE", str(trace))
-    r.settle_index()
-    ran = [c[:2] for c in traced(trace)]
+    ran = settled(r, tmp_path, monkeypatch)
     assert ["update-index", "-z"] in ran and ["read-tree", "-m"] not in ran
     assert git("status", "--porcelain", cwd=str(repo.path)) == b"A  mine.txt\n"
 
