@@ -3,8 +3,8 @@
 
     python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--no-peers] [--keep]
                                [--trials N] [--burst-trials N]
-                               [--onechange-files N] [--onechange-trials N] [--git-config K=V]
-                               [--setting K=V]
+                               [--onechange-files N] [--onechange-trials N] [--onechange-thin]
+                               [--git-config K=V] [--setting K=V]
 
 Not a test: nothing is asserted, the script exits 0 even when an aim is
 missed. Everything runs in a temporary folder with a private HOME: real
@@ -248,10 +248,23 @@ def commit_count(remote):
     return int(git("--git-dir", remote, "rev-list", "--count", "main"))
 
 
+def make_thin(path):
+    """Turn a full clone into what `init --thin` makes once every blob has been
+    fetched: origin a promisor remote with the blob:none filter. git then treats its
+    fetches as a thin machine's (no connectivity walk over the whole tree, blobs fetched
+    when read), without the blobless clone's checkout, which at a million files took
+    over 15 minutes here (git 2.39). The remote must serve partial clones."""
+    for key, value in (("core.repositoryformatversion", "1"),
+                       ("extensions.partialClone", "origin"),
+                       ("remote.origin.promisor", "true"),
+                       ("remote.origin.partialclonefilter", "blob:none")):
+        git("config", key, value, cwd=path)
+
+
 class Machine:
     """A clone of a remote with a config file, and the real suite running on it."""
 
-    def __init__(self, base, name, remote, xmpp=None, settings=None, ssh=None):
+    def __init__(self, base, name, remote, xmpp=None, settings=None, ssh=None, thin=False):
         self.name = name
         self.remote = remote
         self.path = os.path.join(base, name)
@@ -260,6 +273,8 @@ class Machine:
         self.socket = os.path.join(base, name + ".sock")
         self.proc = None
         git("clone", "-q", remote, self.path)
+        if thin:
+            make_thin(self.path)
         if ssh:  # git and the watch both go through the private sshd
             git("remote", "set-url", "origin", ssh.url(remote), cwd=self.path)
         lines = ["[autosync]", "path = " + self.path, "socket = " + self.socket,
@@ -413,18 +428,20 @@ class Run:
                 os.environ["GIT_SSH_COMMAND"] = self.sshd.ssh_command
         return self.sshd or None
 
-    def machine(self, name, remote, settings=FAST, via=None):
+    def machine(self, name, remote, settings=FAST, via=None, thin=False):
         """A machine on `remote`, set up for the chosen sync method, or `via` "ssh"
-        (syncmethod = ssh through the private sshd); not started."""
+        (syncmethod = ssh through the private sshd); a thin one (see make_thin) with
+        `thin`; not started."""
         xmpp = None
         if via == "ssh":
-            m = Machine(self.base, name, remote, None, settings, ssh=self.start_sshd())
+            m = Machine(self.base, name, remote, None, settings, ssh=self.start_sshd(),
+                        thin=thin)
             self.machines.append(m)
             return m
         if self.sync == "xmpp":
             self.start_prosody()
             xmpp = self
-        m = Machine(self.base, name, remote, xmpp, settings)
+        m = Machine(self.base, name, remote, xmpp, settings, thin=thin)
         self.machines.append(m)
         return m
 
@@ -639,11 +656,11 @@ def describe(delays):
                     for key in DELAY_KEYS) + " s"
 
 
-def start_pair(run, prefix, remote, settings, via=None):
+def start_pair(run, prefix, remote, settings, via=None, thin=False):
     """Two started machines on `remote`, ready and (XMPP) seeing each other, or (via
-    "ssh") each watching the remote."""
-    a = run.machine(prefix + "-a", remote, settings, via)
-    b = run.machine(prefix + "-b", remote, settings, via)
+    "ssh") each watching the remote; thin machines with `thin`."""
+    a = run.machine(prefix + "-a", remote, settings, via, thin)
+    b = run.machine(prefix + "-b", remote, settings, via, thin)
     if via == "ssh":
         for m in (a, b):
             m.start()
@@ -1347,6 +1364,13 @@ def onechange(run, sizes):
     git("clone", "-q", floor_remote, d)
     print("  (tree of %d files made in %.0f s; the floor's two clones ready after %.0f s)"
           % (files, made, time.monotonic() - started), flush=True)
+    thin = sizes.get("onechange_thin")
+    if thin:  # both remotes serve partial clones, as `init --thin` requires; bare git thin too
+        for where in (remote, floor_remote):
+            for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+                git("--git-dir", where, "config", key, "true")
+        for path in (c, d):
+            make_thin(path)
     extra = sizes.get("git_config") or []
     env_before = dict(os.environ)
     if extra:  # candidate git settings, for the suite only (git_environment keeps them)
@@ -1357,7 +1381,8 @@ def onechange(run, sizes):
         os.environ["GIT_CONFIG_COUNT"] = str(count + len(extra))
     try:
         a, b = start_pair(run, "one", remote,
-                          dict(PROFILES["defaults"], **dict(sizes.get("settings") or [])))
+                          dict(PROFILES["defaults"], **dict(sizes.get("settings") or [])),
+                          thin=thin)
     finally:
         os.environ.clear()
         os.environ.update(env_before)
@@ -1409,6 +1434,8 @@ def onechange(run, sizes):
     label = "onechange: one file changed in %d files, on B (%s)" % (files, describe(delays))
     if extra or sizes.get("settings"):
         label += " with " + ", ".join("%s=%s" % kv for kv in extra + sizes["settings"])
+    if thin:
+        label += ", thin machines"
     rows = []
     if suite:
         mine = median(suite)
@@ -1690,6 +1717,9 @@ def main():
                         "at 1,000,000)")
     p.add_argument("--onechange-trials", type=int, metavar="N",
                    help="onechange's trials (full: 10, --quick: 3)")
+    p.add_argument("--onechange-thin", action="store_true",
+                   help="onechange: the suite's two machines are thin (a promisor remote, "
+                        "blob:none), as `init --thin` makes them")
     p.add_argument("--home-files", type=int, metavar="N",
                    help="home's tree (full: 100,000, --quick: 10,000; the issue's aims are "
                         "at 1,000,000)")
@@ -1712,6 +1742,7 @@ def main():
         sizes["onechange_trials"] = args.onechange_trials
     if args.home_files:
         sizes["home_files"] = args.home_files
+    sizes["onechange_thin"] = args.onechange_thin
     sizes["git_config"] = [tuple(kv.split("=", 1)) for kv in args.git_config]
     if any(len(kv) != 2 for kv in sizes["git_config"]):
         p.error("--git-config takes KEY=VALUE")
