@@ -256,16 +256,22 @@ def test_unpushed_counts_what_the_upstream_lacks_and_without_one_what_no_remote_
     assert gitrepo.unpushed(clone) == (1, False)  # on no remote branch
 
 
-def test_hash_file_is_git_s_id_of_the_file_as_read(tmp_path):
-    """Through clean filters (CRLF to LF here), the name on stdin; None once the file no
-    longer holds what the caller read."""
+def test_hash_open_is_git_s_id_of_the_open_file(tmp_path):
+    """Through clean filters (CRLF to LF here), the name on stdin, git reading the file
+    itself; None once the path is not the open file any more, or it changed."""
     folder = str(tmp_path / "r")
     git("init", "-q", folder)
     write(os.path.join(folder, ".gitattributes"), "*.txt text eol=crlf\n")
     name = "secret salary.txt"
-    with open(os.path.join(folder, name), "wb") as f:
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
         f.write(b"one\r\n")
     expected = hashlib.sha1(b"blob 4\0one\n").hexdigest()   # the content as committed
-    assert gitrepo.hash_file(folder, name, b"one\r\n") == expected
-    assert gitrepo.hash_file(folder, name, b"other\r\n") is None
-    assert gitrepo.hash_file(folder, "gone.txt", b"") is None
+    with open(path, "rb") as held:
+        assert gitrepo.hash_open(folder, name, held.fileno()) == expected
+        os.rename(path, path + ".old")
+        with open(path, "wb") as f:
+            f.write(b"one\r\n")
+        assert gitrepo.hash_open(folder, name, held.fileno()) is None  # another file now
+    with open(path, "rb") as held:
+        assert gitrepo.hash_open(folder, "gone.txt", held.fileno()) is None

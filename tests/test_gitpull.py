@@ -290,13 +290,20 @@ def test_filtered_content_and_its_hash_without_a_path_argument(tmp_path):
     git("add", "-A", cwd=folder)
     git("commit", "-q", "-m", "first", cwd=folder)
     puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
-    for name in names:
-        oid = git("rev-parse", "HEAD:" + name, cwd=folder).decode().strip()
-        assert puller.filtered(oid, name) == b"one\r\ntwo\r\n"
-        write(folder, name, b"one\r\ntwo\r\n")   # as checked out: the same blob
-        assert puller.hash_as_git(name, b"one\r\ntwo\r\n") == oid
-        write(folder, name, b"changed\r\n")
-        assert puller.hash_as_git(name, b"changed\r\n") != oid
+    out = str(tmp_path / "out")
+    with gitpull.Blobs(puller, names) as blobs:
+        assert blobs.filtered == set(names)
+        for name in names:
+            oid = git("rev-parse", "HEAD:" + name, cwd=folder).decode().strip()
+            with open(out, "wb") as f:
+                blobs.source(name, oid, "100644")(f.fileno())
+            assert open(out, "rb").read() == b"one\r\ntwo\r\n"
+            write(folder, name, b"one\r\ntwo\r\n")   # as checked out: the same blob
+            with open(os.path.join(folder, name), "rb") as f:
+                assert puller.hash_as_git(name, f.fileno()) == oid
+            write(folder, name, b"changed\r\n")
+            with open(os.path.join(folder, name), "rb") as f:
+                assert puller.hash_as_git(name, f.fileno()) != oid
 
 
 def test_the_fetch_leaves_submodules_out_only_when_there_are_none(two):

@@ -235,13 +235,23 @@ def copy_beside(path):
     return path + " (kept)"
 
 
+def holds(data):
+    """in_history for leftover_writes: the one content history has."""
+    return lambda temp, path: open(temp, "rb").read() == data
+
+
+def entries(state):
+    """The journal's swap entries (a plan lists the temporary files of one writer)."""
+    return [p for p in state.iterdir() if not p.name.endswith(".plan")]
+
+
 def test_bytes_moved_aside_by_a_killed_write_are_kept_beside_the_path(root, state):
     from autosync.core import recovery
     temps = cut_off(root, edit=True)
     # The kill left the user's bytes under the temporary name, and the entry says where.
     assert [t.read_bytes() for t in temps] == [b"saved by an editor\n"]
-    assert len(list(state.iterdir())) == 1
-    kept = recovery.leftover_writes(str(root), lambda data: data == b"committed\n",
+    assert len(entries(state)) == 1
+    kept = recovery.leftover_writes(str(root), holds(b"committed\n"),
                                     copy_beside)
     assert kept == [str(root / "d" / "a.txt") + " (kept)"]
     assert (root / "d" / "a.txt (kept)").read_bytes() == b"saved by an editor\n"
@@ -253,7 +263,7 @@ def test_a_content_history_has_is_removed_not_copied(root, state):
     from autosync.core import recovery
     temps = cut_off(root, edit=False)
     assert [t.read_bytes() for t in temps] == [b"committed\n"]
-    assert recovery.leftover_writes(str(root), lambda data: data == b"committed\n",
+    assert recovery.leftover_writes(str(root), holds(b"committed\n"),
                                     copy_beside) == []
     assert sorted(p.name for p in (root / "d").iterdir()) == ["a.txt"]
     assert list(state.iterdir()) == []
@@ -271,8 +281,8 @@ def test_a_live_writer_and_another_folder_are_left_alone(root, state, tmp_path_f
     cut_off(root, edit=True)
     other = tmp_path_factory.mktemp("other")
     assert recovery.leftover_writes(str(other), None, copy_beside) == []
-    assert len(list(state.iterdir())) == 1 and not no_temps(root)  # another folder's
-    entry = next(state.iterdir())
+    assert len(entries(state)) == 1 and not no_temps(root)  # another folder's
+    entry = entries(state)[0]
     live = entry.with_name("%d.1" % os.getpid())
     entry.rename(live)  # as if the writer were this (live) process
     assert recovery.leftover_writes(str(root), None, copy_beside) == []

@@ -13,7 +13,8 @@ import time
 import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, recovery
+from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
+    recovery
 from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -519,8 +520,17 @@ class Repository:
         if history has them, else kept as a conflict copy. -> the copies."""
         in_history = None
         if self.gitdir:
-            def in_history(data):
-                oid = git.git(self.folder, "hash-object", "--stdin", data=data, check=False)
+            def in_history(temp, path):
+                """Is the content of the file (a link's target) at temp a blob git has?
+                Hashed by git as it reads the file (a link: here), never held whole."""
+                if os.path.islink(temp):
+                    target = os.fsencode(os.readlink(temp))
+                    oid = guarded.blob_id(len(target), [target], len(git.head(self.folder) or
+                                                                   "0" * 40)).encode()
+                else:
+                    oid = git.git(self.folder, "hash-object", "--no-filters", "--stdin-paths",
+                                  data=os.fsencode(temp) + b"\n", check=False) \
+                        if "\n" not in temp else None
                 return bool(oid) and git.git(self.folder, "cat-file", "-e",
                                                  oid.decode().strip(), check=False) is not None
 
@@ -538,9 +548,15 @@ class Repository:
             return False
         try:
             result = self.guarded.run()
-        except (CommandFailed, gitpull.PullFailed, RuntimeError, OSError) as e:
+        except gitpull.PullFailed as e:
+            # A refused tree or a path not written is its own problem, with its own fix.
+            self.report.failed(e.problem, e, retry="pull")
+            return False
+        except (CommandFailed, RuntimeError, OSError) as e:
             self.report.failed("pull", e, retry="pull")
             return False
+        for problem in ("unsafe", "unwritten"):
+            self.report.succeeded(problem)
         self.merged = result["merge"]
         self.index_mine()  # gitpull wrote the index with stage 0 entries only
         # An empty remote is where every sync begins: waited on, not a failure.

@@ -36,24 +36,26 @@ def git(folder, *args, check=True, data=None, paths=None):
     return proc.stdout
 
 
-def hash_file(folder, rel, data):
+def hash_open(folder, rel, fd):
     """The blob id git would store for the file at rel (its clean filters, line endings),
-    provided the file holds `data` (what the caller read from it); None otherwise.
+    which the caller holds open as fd; None if the file at rel is not fd's any more, or
+    changed while git read it.
 
-    git reads the file itself: its name goes on stdin (`--stdin-paths`), since `--path`
-    would show it to every local user. It is read once more after, so that the id is
-    data's even if the file changed meanwhile (None then). None for a name with a
-    newline (git reads the names line by line)."""
+    git reads the file itself, streamed: its name goes on stdin (`--stdin-paths`), since
+    `--path` would show it to every local user. None for a name with a newline (git
+    reads the names line by line)."""
     if "\n" in rel:
         return None
+    before = os.fstat(fd)
     out = git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
               check=False)
     try:
-        fd = os.open(os.path.join(folder, rel), os.O_RDONLY | os.O_NOFOLLOW)
-        with open(fd, "rb") as f:
-            same = f.read() == data
+        there = os.lstat(os.path.join(folder, rel))
     except OSError:
         return None
+    after = os.fstat(fd)
+    same = all(getattr(there, f) == getattr(before, f) == getattr(after, f)
+               for f in ("st_ino", "st_dev", "st_size", "st_mtime_ns"))
     return out.decode("ascii", "replace").strip() if out and same else None
 
 

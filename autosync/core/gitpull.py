@@ -10,12 +10,31 @@ committer pulls this way instead:
 2. the merge is made in objects only (`git merge-tree --write-tree`); a
    conflict keeps both versions by copies.keep_both's rules (the newer one at
    the path, the other as a conflict copy), written into the merged tree;
-3. the working tree is brought to the result path by path through
-   guarded.Writer: a file is replaced only if it still holds exactly what
-   HEAD holds, and not open for writing; one that changed keeps its bytes,
-   and the pulled version becomes a conflict copy beside it;
-4. only then do the index (the changed paths) and HEAD move, and the
-   post-merge hook runs, as after a `git pull`.
+3. every new path is shown to git as a checkout would add it to the index
+   (verify_path: `.git` in any spelling, `..`, a symlinked .gitmodules, with
+   the repository's core.protectNTFS/protectHFS): a tree git refuses is
+   refused whole (Unsafe), before anything is written;
+4. the working tree is brought to the result through guarded.Writer: every
+   new version is first streamed from git into a complete temporary file
+   beside its path; only when all are made is a file replaced, and only if it
+   still holds exactly what HEAD holds and is not open for writing; one that
+   changed keeps its bytes, and the pulled version becomes a conflict copy
+   beside it. A version that cannot be written (a full disk, a folder it may
+   not write, a file where a folder must go) stops the pull (Unwritten):
+   HEAD and the index stay where they were, so that no commit of this
+   machine takes the old bytes for its own change, and the pull is tried
+   again;
+5. only then do the index (the changed paths, gitlinks included) and HEAD
+   move, and the post-merge hook runs, as after a `git pull`, if it was there
+   before the pull and is not a file the pull wrote.
+
+Where this differs from git's checkout: git writes file by file and stops at
+the first failure with the index half-updated; here nothing moves unless
+every file was written. A failure after the first replacement (rare: the
+temporary files are all made first) leaves those files written and HEAD
+unmoved: the next commit records them with the other machine's content, which
+the next pull merges cleanly. A new submodule is an empty folder, as `git
+pull` leaves it; its pointer moves in the index only.
 
 Any other pullcmd (a rebase, Mercurial, a script) stays a command.
 """
@@ -29,7 +48,7 @@ import subprocess
 from autosync.core import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
 from autosync.core.commands import SHELL_CHARS, Template, environment
-from autosync.core.git import git, hash_file, no_index
+from autosync.core.git import git, hash_open, no_index
 from autosync.core.guarded import Expect, Refused, Writer
 from autosync.core.messages import merge_message
 
@@ -44,7 +63,18 @@ Entry = collections.namedtuple("Entry", "old_mode new_mode old new path")
 
 
 class PullFailed(Exception):
-    """str() says why, in one line or git's own lines."""
+    """str() says why, in one line or git's own lines; `problem`: its name in status."""
+    problem = "pull"
+
+
+class Unsafe(PullFailed):
+    """The pulled tree holds a path git would not check out: nothing of it is written."""
+    problem = "unsafe"
+
+
+class Unwritten(PullFailed):
+    """A pulled version could not be written: HEAD and the index were not moved."""
+    problem = "unwritten"
 
 
 def null(oid):
@@ -135,18 +165,19 @@ class GitPull:
                                              .strip() or "exit %d" % proc.returncode))
         return proc
 
-    def hash_as_git(self, rel, data):
-        """The blob id git would store for this content at rel (filters, line endings);
-        the name goes to git on stdin (gitrepo.hash_file)."""
-        return hash_file(self.folder, rel, data)
+    def hash_as_git(self, rel, fd):
+        """The blob id git would store for the open file at rel (filters, line endings);
+        the name goes to git on stdin (git.hash_open)."""
+        return hash_open(self.folder, rel, fd)
 
     # --- the pull ---------------------------------------------------------------------
 
     def run(self, timeout=None):
         """Fetch, merge, write. -> {"merged": copies in the merge commit, "beside": copies
         of files changed here meanwhile, "kept": paths that kept local bytes, "merge": the
-        merge commit made here (None for a fast-forward)}; PullFailed or
-        CommandFailed (the fetch) when it could not be done; nothing is written then."""
+        merge commit made here (None for a fast-forward)}; PullFailed (Unsafe, Unwritten)
+        or CommandFailed (the fetch) when it could not be done: HEAD and the index are
+        as they were then."""
         (self.fetch or self.fetch_command()).run(cwd=self.folder, timeout=timeout)
         theirs = for_merge(self.gitdir)
         if theirs is None:
@@ -162,20 +193,25 @@ class GitPull:
             new, tree = theirs, self.rev(theirs + "^{tree}")
         else:
             tree, copies = self.merge(head, theirs)
+            new = None
+        entries = self.diff(head, tree)
+        self.refuse_unsafe(entries, theirs)  # before anything is written or made
+        if new is None:
             new = self.git("commit-tree", tree, "-p", head, "-p", theirs,   # message: stdin
                            data=os.fsencode(merge_message(self.host, copies))).stdout.decode().strip()
             merge = new
-        entries = self.diff(head, tree)
         try:  # a thin machine: every new content in one fetch, before anything is written
-            thin.bring(self.folder, [e.new for e in entries], "the pulled files' contents")
+            thin.bring(self.folder, [e.new for e in entries if e.new_mode != GITLINK],
+                       "the pulled files' contents")
         except thin.Unreachable as e:
             raise PullFailed(str(e)) from None
+        hook = self.hook_before()
         kept, beside = self.write(entries, theirs)
         self.move_index(entries)
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
         if head:
             self.git("update-ref", "ORIG_HEAD", head)
-        self.post_merge()
+        self.post_merge(hook, entries)
         return {"merged": copies, "beside": beside, "kept": kept, "merge": merge}
 
     def fetch_command(self):
@@ -188,9 +224,74 @@ class GitPull:
             words.append("--no-recurse-submodules")
         return Template("pullcmd", shlex.join(words + self.fetch_args))
 
-    def post_merge(self):
+    def refuse_unsafe(self, entries, theirs):
+        """Unsafe when the new tree holds a path git itself would not check out (.git in
+        any spelling git refuses, `..`, a symlinked .gitmodules, a file and a folder of
+        one name): git is asked, by putting the new entries into an index of their own,
+        where git checks each path as a checkout does (verify_path, with the
+        repository's core.protectNTFS and core.protectHFS)."""
+        added = [e for e in entries if not null(e.new)]
+        if not added:
+            return
+        index = os.path.join(self.gitdir, "autosync-check-index")
+        if os.path.lexists(index):
+            os.unlink(index)
+        try:
+            proc = self.git("update-index", "-z", "--index-info", check=False,
+                            env={"GIT_INDEX_FILE": index},
+                            data=b"".join(b"%s %s\t%s\0" % (e.new_mode.encode(), e.new.encode(),
+                                                            os.fsencode(e.path)) for e in added))
+            # git leaves out a path it refuses ("Ignoring path ...") and goes on: the
+            # index's count of entries (its header) says whether all were taken, and
+            # only when not, the list says which.
+            refused = []
+            if entry_count(index) != len(added):
+                taken = set(self.git("ls-files", "-z", env={"GIT_INDEX_FILE": index},
+                                     check=False).stdout.split(b"\0")) \
+                    if os.path.exists(index) else set()
+                refused = [e.path for e in added if os.fsencode(e.path) not in taken] or \
+                    ["(a path git left out)"]
+        finally:
+            for leftover in (index, index + ".lock"):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
+        if refused or proc.returncode:
+            words = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise Unsafe("the pulled commit %s holds %s git refuses to check out (%s): "
+                         "nothing of it was written" % (
+                             theirs[:12], "a path" if len(refused) < 2 else "paths",
+                             ", ".join(repr(p) for p in refused[:3]) or
+                             "; ".join(w.strip() for w in words[:3])))
+
+    def hook_before(self):
+        """The post-merge hook as it is before the pull writes anything: (path, identity)
+        or None. It runs after the pull only if it is still that very file."""
+        out = self.git("rev-parse", "--git-path", "hooks/post-merge", check=False)
+        path = os.path.join(self.folder, os.fsdecode(out.stdout.strip())) \
+            if out.returncode == 0 else None
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            return None
+        return (path, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)) if st else None
+
+    def post_merge(self, hook, entries):
         """The repository's post-merge hook runs, as after `git pull` (its argument: 0,
-        not a squash). `git hook run` is git 2.36's; an older git runs none."""
+        not a squash), if it was there before the pull and is not a file the pull wrote
+        (core.hooksPath may point into the working tree). `git hook run` is git 2.36's;
+        an older git runs none."""
+        if hook is None:
+            return
+        path, identity = hook
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        written = {os.path.join(self.folder, e.path) for e in entries}
+        if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) != identity or \
+                os.path.realpath(path) in {os.path.realpath(p) for p in written}:
+            log.warning("post-merge hook %s not run: it changed during the pull", path)
+            return
         ran = self.git("hook", "run", "--ignore-missing", "post-merge", "--", "0", check=False)
         if ran.returncode:
             log.warning("post-merge hook: %s", ran.stderr.decode("utf-8", "replace").strip()
@@ -243,15 +344,15 @@ class GitPull:
                 copy, _ = keep_both(path, ours, other, InObjects(self, path, head, theirs,
                                                                     taken, lines))
                 copies += [copy] if copy else []
-            self.git("update-index", "--index-info", env=env,
-                     data=os.fsencode("\n".join(lines) + "\n"))
+            self.git("update-index", "-z", "--index-info", env=env,
+                     data=b"".join(os.fsencode(line) + b"\0" for line in lines))
             return self.git("write-tree", env=env).stdout.decode().strip(), copies
         finally:
             if os.path.exists(index):
                 os.unlink(index)
 
     def diff(self, head, tree):
-        """The paths that differ between HEAD and the new tree, gitlinks left out."""
+        """The paths that differ between HEAD and the new tree, gitlinks included."""
         base = head or self.git("hash-object", "-t", "tree", "--stdin", data=b"").stdout.decode().strip()
         out = self.git("diff-tree", "-r", "-z", "--no-renames", base, tree,
                        env=no_index(self.gitdir)).stdout
@@ -260,42 +361,10 @@ class GitPull:
             if not info:
                 break
             old_mode, new_mode, old, new, _ = info[1:].decode().split(" ")
-            if GITLINK not in (old_mode, new_mode):
-                entries.append(Entry(old_mode, new_mode, old, new, os.fsdecode(path)))
+            entries.append(Entry(old_mode, new_mode, old, new, os.fsdecode(path)))
         return entries
 
     # --- the working tree -------------------------------------------------------------
-
-    def contents(self, entries):
-        """{blob id: bytes as checked out} of the new versions, read in one run of git."""
-        wanted = [e for e in entries if not null(e.new)]
-        filtered = self.needs_filters([e.path for e in wanted])
-        found = {}
-        if wanted:
-            plain = sorted({e.new for e in wanted if e.path not in filtered})
-            out = self.git("cat-file", "--batch", data="".join(o + "\n" for o in plain).encode())
-            data, at = out.stdout, 0
-            for oid in plain:
-                header_end = data.index(b"\n", at)
-                size = int(data[at:header_end].split()[2])
-                found[oid] = data[header_end + 1:header_end + 1 + size]
-                at = header_end + 1 + size + 1
-        by_path = {e.path: found.get(e.new) for e in wanted if e.path not in filtered}
-        for e in wanted:
-            if e.path in filtered:
-                by_path[e.path] = self.filtered(e.new, e.path)
-        return by_path
-
-    def filtered(self, oid, path):
-        """A blob as checked out at path. The path goes on stdin (`--batch` with
-        --filters takes "OID PATH" as %(rest)); one object per run, since git 2.39's
-        header gives the unfiltered size: the header (the path) is cut instead."""
-        out = self.git("cat-file", "--batch=%(rest)", "--filters", "-z",
-                       data=b"%s %s\0" % (oid.encode(), os.fsencode(path))).stdout
-        header = os.fsencode(path).lstrip(b" \t\n\v\f\r") + b"\n"
-        if not out.startswith(header) or not out.endswith(b"\n"):
-            raise PullFailed("git cat-file: could not read %s for %s" % (oid, path))
-        return out[len(header):-1]
 
     def needs_filters(self, paths):
         """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""
@@ -317,38 +386,99 @@ class GitPull:
 
     def write(self, entries, theirs):
         """Bring the working tree to the new tree; -> (paths that kept local bytes,
-        conflict copies written beside them)."""
-        data = self.contents(entries)
-        kept, copies = [], []
-        # Removals first: a file may give its name to a folder.
-        for e in sorted(entries, key=lambda e: (not null(e.new), e.path)):
-            expect = None if null(e.old) else Expect(e.old_mode, oid=e.old)
-            try:
-                if null(e.new):
-                    done = self.writer.remove(e.path, expect)
-                else:
-                    done = self.writer.put(e.path, e.new_mode, data[e.path], expect) or \
-                        self.writer.holds(e.path, Expect(e.new_mode, data=data[e.path]))
-                    if not done:  # (holds: written before a pull that was killed)
-                        copies.append(self.keep_beside(e, data[e.path], theirs))
-            except (Refused, OSError) as err:
-                log.warning("%s: the pulled version was not written (%s); it is in history",
-                            e.path, getattr(err, "strerror", None) or err)
-                done = False
-            if not done:
-                kept.append(e.path)
-        return kept, copies
+        conflict copies written beside them). Unwritten when a new version could not be
+        written: then HEAD and the index are not moved, so that no commit of this machine
+        takes the old bytes for its own change.
 
-    def keep_beside(self, e, data, theirs):
+        Every new version is first made complete in a temporary file beside its path
+        (streamed from git); only when all are made is anything replaced or removed, so
+        a full disk, a folder that cannot be written or a name the file system refuses
+        leaves the folder as it was. A version whose folder a file of the old tree
+        holds is made once that file is removed."""
+        files = [e for e in entries if GITLINK not in (e.old_mode, e.new_mode)]
+        gone = {e.path for e in files if not null(e.old)}
+        later = [e for e in files if not null(e.new) and blocked(e.path, gone)]
+        first = [e for e in files if not null(e.new) and e not in later]
+        with Blobs(self, [e.path for e in files if not null(e.new)]) as blobs:
+            prepared = {}
+            try:
+                self.prepare(first, blobs, prepared)
+                kept = []
+                for e in files:  # removals first: a file may give its name to a folder
+                    if null(e.new) and not self.writer.remove(e.path, self.expect_old(e)):
+                        kept.append(e.path)
+                self.prepare(later, blobs, prepared)
+                copies = []
+                for e in sorted((e for e in files if not null(e.new)), key=lambda e: e.path):
+                    if not self.put(e, prepared.pop(e.path), blobs):
+                        kept.append(e.path)
+                        copies.append(self.keep_beside(e, blobs, theirs))
+            finally:
+                for p in prepared.values():
+                    self.writer.discard(p)
+        self.gitlinks([e for e in entries if e not in files])
+        return sorted(kept), copies
+
+    def prepare(self, entries, blobs, prepared):
+        """Each entry's new version in a temporary file beside its path."""
+        for e in entries:
+            try:
+                prepared[e.path] = self.writer.prepare(e.path, e.new_mode,
+                                                       blobs.source(e.path, e.new, e.new_mode))
+            except (Refused, OSError) as err:
+                raise Unwritten(self.cannot(e.path, err)) from None
+
+    @staticmethod
+    def expect_old(e):
+        return None if null(e.old) else Expect(e.old_mode, oid=e.old)
+
+    def put(self, e, prepared, blobs):
+        """Swap a prepared version in. -> True when the path holds it now."""
+        try:
+            return self.writer.put_prepared(prepared, self.expect_old(e), e.new) or \
+                self.writer.holds(e.path, Expect(e.new_mode, oid=e.new))
+        except (Refused, OSError) as err:  # (holds: written before a pull that was killed)
+            raise Unwritten(self.cannot(e.path, err)) from None
+
+    @staticmethod
+    def cannot(path, err):
+        why = getattr(err, "strerror", None) or str(err)
+        return "%s could not be written (%s): nothing of this pull is claimed as written " \
+               "until it is" % (path, why)
+
+    def keep_beside(self, e, blobs, theirs):
         """A file changed here while the pull ran keeps its bytes; the pulled version
         goes beside it as a conflict copy (the local change is the newer one)."""
         stamp, _, host = gitmerge.last_change(self.folder, theirs, e.path)
         copy = copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
             os.path.join(self.folder, n)))
-        self.writer.put(copy, e.new_mode, data, None)
+        try:
+            self.writer.put(copy, e.new_mode, blobs.source(e.path, e.new, e.new_mode), None)
+        except (Refused, OSError) as err:  # the pulled version is in history all the same
+            log.warning("conflict in %s: kept, but the pulled version (from %s) could not be "
+                        "written beside it (%s); it is in history", e.path, host,
+                        getattr(err, "strerror", None) or err)
         log.warning("conflict in %s: changed here while the pull ran; kept, the pulled version "
                     "(from %s) as %s", e.path, host, copy)
         return {"path": e.path, "copy": copy, "host": host}
+
+    def gitlinks(self, entries):
+        """Submodules as `git pull` leaves them: a new one an empty folder, a removed
+        one's folder removed if empty; a moved pointer changes nothing on disk."""
+        for e in entries:
+            full = os.path.join(self.folder, e.path)
+            if e.new_mode == GITLINK and not os.path.lexists(full):
+                try:
+                    fd = self.writer.folder(e.path + "/x", create=True)
+                    os.close(fd)
+                except (Refused, OSError) as err:
+                    log.warning("submodule %s: its folder was not made (%s)", e.path,
+                                getattr(err, "strerror", None) or err)
+            elif e.old_mode == GITLINK and e.new_mode != GITLINK and os.path.isdir(full):
+                try:
+                    os.rmdir(full)
+                except OSError:
+                    pass  # a checked-out submodule stays, as git leaves it
 
     def move_index(self, entries):
         """The index takes the new tree's entries for the changed paths (their stat data
@@ -369,12 +499,12 @@ class GitPull:
                     os.link(index, temp)
                 except OSError:  # (a file system without hard links)
                     shutil.copyfile(index, temp)
-            lines = ["%s %s\t%s" % ((e.new_mode, e.new, e.path) if not null(e.new) else
-                                    ("0", e.new, e.path)) for e in entries]
+            records = b"".join(b"%s %s\t%s\0" % ((e.new_mode if not null(e.new) else "0").encode(),
+                                                 e.new.encode(), os.fsencode(e.path))
+                               for e in entries)
             # (index_env: the fsmonitor setting, which keeps git's fsmonitor data in it)
-            self.git("update-index", "--index-info", env={**self.index_env(),
-                                                          "GIT_INDEX_FILE": temp},
-                     data=os.fsencode("\n".join(lines) + "\n"))
+            self.git("update-index", "-z", "--index-info",
+                     env={**self.index_env(), "GIT_INDEX_FILE": temp}, data=records)
             os.replace(temp, index)
         finally:
             for leftover in (temp, lock):
@@ -382,3 +512,105 @@ class GitPull:
                     os.unlink(leftover)
 
 
+def entry_count(index):
+    """The number of entries an index file holds (its header: "DIRC", version, count)."""
+    try:
+        with open(index, "rb") as f:
+            header = f.read(12)
+    except FileNotFoundError:
+        return 0
+    return int.from_bytes(header[8:12], "big") if header[:4] == b"DIRC" else -1
+
+
+def blocked(path, gone):
+    """Is a folder of path a file the pull removes (its temporary file must wait)?"""
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in gone for i in range(1, len(parts)))
+
+
+class Blobs:
+    """The new versions, streamed from git into the guarded writer's temporary files:
+    one `git cat-file --batch` for plain contents, read object by object in chunks;
+    `cat-file --filters` per path whose checkout filters or line endings apply. No
+    content is ever held whole (a pull of a 2 GB file stays small)."""
+
+    def __init__(self, pull, paths):
+        self.pull = pull
+        self.filtered = pull.needs_filters(paths)
+        self.proc = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.stdout.close()
+            self.proc.wait()
+
+    def source(self, path, oid, mode):
+        """What the writer's prepare() takes: a link's target as bytes, else a callable
+        that streams the content into an fd."""
+        if mode == "120000":
+            chunks = []
+            self.plain(oid, chunks.append)
+            return b"".join(chunks)
+        if path in self.filtered:
+            return lambda fd: self.with_filters(oid, path, fd)
+        return lambda fd: self.plain(oid, lambda chunk: write_all(fd, chunk))
+
+    def plain(self, oid, out):
+        if self.proc is None:
+            self.proc = subprocess.Popen(("git", "cat-file", "--batch"), cwd=self.pull.folder,
+                                         env=environment(), stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc.stdin.write(oid.encode() + b"\n")
+        self.proc.stdin.flush()
+        header = self.proc.stdout.readline().split()
+        if len(header) != 3:
+            raise PullFailed("git cat-file: %s is missing" % oid)
+        left = int(header[2])
+        while left:
+            chunk = self.proc.stdout.read(min(left, CHUNK))
+            if not chunk:
+                raise PullFailed("git cat-file: %s was cut short" % oid)
+            out(chunk)
+            left -= len(chunk)
+        self.proc.stdout.read(1)  # the newline after each object
+
+    def with_filters(self, oid, path, fd):
+        """A blob as checked out at path. The path goes on stdin (`--batch` with
+        --filters takes "OID PATH" as %(rest)); one object per run, since git 2.39's
+        header gives the unfiltered size: the header (the path) is skipped instead,
+        and the newline git puts after the content held back."""
+        proc = subprocess.Popen(("git", "cat-file", "--batch=%(rest)", "--filters", "-z"),
+                                cwd=self.pull.folder, env=environment(), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            proc.stdin.write(b"%s %s\0" % (oid.encode(), os.fsencode(path)))
+            proc.stdin.close()
+            header = os.fsencode(path).lstrip(b" \t\n\v\f\r") + b"\n"
+            if proc.stdout.read(len(header)) != header:
+                raise PullFailed("git cat-file: could not read %s for %s" % (oid, path))
+            held = b""
+            while True:
+                chunk = proc.stdout.read(CHUNK)
+                if not chunk:
+                    break
+                write_all(fd, held)
+                held = chunk
+            if not held.endswith(b"\n"):
+                raise PullFailed("git cat-file: could not read %s for %s" % (oid, path))
+            write_all(fd, held[:-1])
+        finally:
+            proc.stdout.close()
+            proc.wait()
+
+
+CHUNK = 1 << 20
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -35,6 +35,7 @@ what the user had (the caller keeps the other version elsewhere, e.g. as a
 conflict copy). `checked`, when set, is called with the path between the
 check and the swap: tests write there to prove the guard holds.
 """
+import collections
 import contextlib
 import ctypes
 import errno
@@ -66,21 +67,17 @@ def journal_dir():
 
 
 class Journal:
-    """One write in flight: where its temporary file is, and for which path."""
+    """One swap or removal in flight: where its temporary file is, for which path, and
+    the blob id of the new version it held before the swap ("" for a removal). Written
+    only once the temporary file is complete: an entry never names a partial one."""
 
-    def __init__(self, dfd, temp, name):
+    def __init__(self, dfd, temp, name, oid=""):
         self.path, self.dfd, self.temp = None, dfd, temp
         folder = os.readlink("/proc/self/fd/%d" % dfd)  # the folder as entered, no link
         entry = os.fsencode(os.path.join(folder, temp)) + b"\0" + \
-            os.fsencode(os.path.join(folder, name)) + b"\0"
-        where = journal_dir()
-        path = os.path.join(where, "%d.%d" % (os.getpid(), next(_counter)))
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        try:
-            fd = os.open(path, flags, 0o600)
-        except FileNotFoundError:
-            os.makedirs(where, mode=0o700, exist_ok=True)
-            fd = os.open(path, flags, 0o600)
+            os.fsencode(os.path.join(folder, name)) + b"\0" + oid.encode() + b"\0"
+        path = os.path.join(journal_folder(), "%d.%d" % (os.getpid(), next(_counter)))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, entry)
         finally:
@@ -104,14 +101,66 @@ class Journal:
             pass
 
 
-def read_journal(path):
-    """A journal's entry -> (temporary path, path) as bytes, or None if unreadable."""
+class Plan:
+    """The temporary files a writer has made and not yet swapped in or removed, listed
+    before each is made (`PID.N.plan`: absolute paths, NUL-terminated), so that a
+    killed write leaves none behind: they hold pulled versions only, which are in
+    history, and recovery removes the ones no Journal entry names."""
+
+    def __init__(self):
+        self.fd, self.path, self.open = None, None, 0
+
+    def add(self, folder_fd, temp):
+        if self.fd is None:
+            self.path = os.path.join(journal_folder(), "%d.%d.plan" % (os.getpid(), next(_counter)))
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                              os.O_APPEND, 0o600)
+        folder = os.readlink("/proc/self/fd/%d" % folder_fd)
+        os.write(self.fd, os.fsencode(os.path.join(folder, temp)) + b"\0")
+        self.open += 1
+
+    def done(self):
+        """One listed temporary file is gone; the list goes with the last."""
+        self.open -= 1
+        if self.open <= 0 and self.fd is not None:
+            os.close(self.fd)
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            self.fd, self.path, self.open = None, None, 0
+
+
+def journal_folder():
+    """The journal's folder, made private (0700) if it is not there."""
+    where = journal_dir()
     try:
-        with open(path, "rb") as f:
-            parts = f.read().split(b"\0")
+        os.makedirs(where, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass
+    return where
+
+
+def read_journal(path):
+    """A journal's entry -> (temporary path, path, new blob id or b"") as bytes, or None
+    if unreadable (an entry of an older version has no blob id)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            parts = f.read(1 << 16).split(b"\0")
     except OSError:
         return None
-    return (parts[0], parts[1]) if len(parts) == 3 and parts[0] and parts[1] else None
+    if len(parts) not in (3, 4) or parts[-1] or not (parts[0] and parts[1]):
+        return None
+    return parts[0], parts[1], parts[2] if len(parts) == 4 else b""
+
+
+def read_plan(path):
+    """A plan's temporary paths (bytes); [] if unreadable."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            return [p for p in f.read().split(b"\0") if p]
+    except OSError:
+        return []
 
 
 class Refused(Exception):
@@ -144,11 +193,15 @@ def rename(src_fd, src, dst_fd, dst, flags):
         raise OSError(e, os.strerror(e))
 
 
+class Prepared(collections.namedtuple("Prepared", "rel temp")):
+    """A new version waiting in its temporary file beside rel (Writer.prepare)."""
+
+
 class Writer:
     """Writes into one folder (`root`), never outside it nor through a link.
 
-    `confirm(rel, data) -> blob id`, if given, hashes a content the way git would
-    store it (clean filters, line endings) when the plain hash differs."""
+    `confirm(rel, fd) -> blob id`, if given, hashes the open file at rel the way git
+    would store it (clean filters, line endings) when the plain hash differs."""
 
     checked = None  # seam: called with rel after the check, before the swap
     swapped = None  # seam: called with rel after the swap, before it is looked at again
@@ -156,6 +209,7 @@ class Writer:
     def __init__(self, root, confirm=None):
         self.root = root
         self.confirm = confirm
+        self.plan = Plan()
 
     # --- folders -----------------------------------------------------------------------
 
@@ -197,7 +251,7 @@ class Writer:
     # --- the check -------------------------------------------------------------------
 
     def _matches(self, rel, fd, expect):
-        """Is the open regular file what `expect` says? Read in chunks."""
+        """Is the open regular file what `expect` says? Read in chunks, never whole."""
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or expect.mode == LINK \
                 or bool(st.st_mode & 0o100) != (expect.mode == EXECUTABLE):
@@ -207,13 +261,18 @@ class Writer:
                 return False
             data = os.pread(fd, st.st_size + 1, 0)
             return data == expect.data
-        chunks = []
-        for offset in range(0, max(st.st_size, 1), CHUNK):
-            chunks.append(os.pread(fd, CHUNK, offset))
-        size = sum(map(len, chunks))
-        if blob_id(size, chunks, len(expect.oid)) == expect.oid:
+        h = hashlib.sha256() if len(expect.oid) == 64 else hashlib.sha1()
+        h.update(b"blob %d\0" % st.st_size)
+        offset = 0
+        while offset < st.st_size:
+            chunk = os.pread(fd, CHUNK, offset)
+            if not chunk:
+                break
+            h.update(chunk)
+            offset += len(chunk)
+        if offset == st.st_size and h.hexdigest() == expect.oid:
             return True
-        return self.confirm is not None and self.confirm(rel, b"".join(chunks)) == expect.oid
+        return self.confirm is not None and self.confirm(rel, fd) == expect.oid
 
     def _hold(self, dfd, name, rel, expect):
         """Open the path and take a read lease -> (fd, leased, stat) if it holds `expect`,
@@ -295,20 +354,6 @@ class Writer:
 
     # --- writing -----------------------------------------------------------------------
 
-    def _temp(self, dfd, name, mode, data, perms):
-        if mode == LINK:
-            os.symlink(data, name, dir_fd=dfd)
-            return
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                     dir_fd=dfd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, perms)
-        finally:
-            os.close(fd)
-
     @staticmethod
     def _perms(mode, old):
         """The new file's permissions: the old file's, or the umask's; x wherever r
@@ -316,31 +361,95 @@ class Writer:
         perms = old & 0o777 if old is not None else 0o666 & ~UMASK
         return perms | (perms & 0o444) >> 2 if mode == EXECUTABLE else perms & ~0o111
 
-    def put(self, rel, mode, data, expect):
-        """Write `data` (a link's target for mode 120000) at rel if what is there is
-        `expect` (None: nothing may be there). -> True written, False kept as it was."""
+    def prepare(self, rel, mode, source):
+        """The new version of rel in a temporary file beside it, complete, nothing
+        replaced yet. `source`: the bytes (a link's target for mode 120000), or a
+        callable that writes the content into the fd it is given (streamed, never held
+        whole). Missing folders are made. -> a Prepared for put_prepared or discard;
+        Refused or OSError (no temporary file left behind) when it cannot be made."""
         dfd = self.folder(rel, create=True)
         name = os.path.basename(os.path.normpath(rel))
+        temp = TEMP % (os.getpid(), next(_counter))
         try:
-            old = None
+            try:
+                st = os.lstat(name, dir_fd=dfd)
+                old = st.st_mode if stat.S_ISREG(st.st_mode) else None
+            except FileNotFoundError:
+                old = None
+            self.plan.add(dfd, temp)
+            try:
+                if mode == LINK:
+                    os.symlink(source, temp, dir_fd=dfd)
+                else:
+                    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                 0o600, dir_fd=dfd)
+                    try:
+                        if callable(source):
+                            source(fd)
+                        else:
+                            view = memoryview(source)
+                            while view:
+                                view = view[os.write(fd, view):]
+                        os.fchmod(fd, self._perms(mode, old))
+                    finally:
+                        os.close(fd)
+            except BaseException:
+                self._drop(dfd, temp)
+                raise
+        finally:
+            os.close(dfd)
+        return Prepared(rel, temp)
+
+    def discard(self, prepared):
+        """A prepared version that will not be put: its temporary file goes."""
+        try:
+            dfd = self.folder(prepared.rel)
+        except (OSError, Refused):
+            self.plan.done()
+            return
+        try:
+            self._drop(dfd, prepared.temp)
+        finally:
+            os.close(dfd)
+
+    def _drop(self, dfd, temp):
+        try:
+            os.unlink(temp, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        self.plan.done()
+
+    def put(self, rel, mode, data, expect):
+        """Write `data` (a link's target for mode 120000; or a callable that writes the
+        content into an fd) at rel if what is there is `expect` (None: nothing may be
+        there). -> True written, False kept as it was."""
+        return self.put_prepared(self.prepare(rel, mode, data), expect)
+
+    def put_prepared(self, prepared, expect, oid=""):
+        """Put a prepared version at its path if what is there is `expect` (None: nothing
+        may be there); `oid`: its blob id, for the journal. The temporary file goes,
+        whatever happens. -> True written, False kept as it was."""
+        rel, temp = prepared.rel, prepared.temp
+        try:
+            dfd = self.folder(rel, create=True)
+        except BaseException:
+            self.plan.done()
+            raise
+        name = os.path.basename(os.path.normpath(rel))
+        try:
             if expect is not None:
                 try:
-                    st = os.lstat(name, dir_fd=dfd)
-                    old = st.st_mode if stat.S_ISREG(st.st_mode) else None
+                    os.lstat(name, dir_fd=dfd)
                 except FileNotFoundError:
                     expect = None  # removed here meanwhile: the new version is a change kept
-            temp = TEMP % (os.getpid(), next(_counter))
             # Only a swap can move the user's bytes aside; a new file's temporary one
-            # holds the new version only (no entry: a pull of many new files stays fast).
-            with Journal(dfd, temp, name) if expect is not None else contextlib.nullcontext():
-                self._temp(dfd, temp, mode, data, self._perms(mode, old))
+            # holds the new version only (the plan lists it; no entry of its own).
+            with Journal(dfd, temp, name, oid) if expect is not None else \
+                    contextlib.nullcontext():
                 try:
                     return self._swap_in(dfd, name, rel, temp, expect)
                 finally:
-                    try:
-                        os.unlink(temp, dir_fd=dfd)
-                    except FileNotFoundError:
-                        pass
+                    self._drop(dfd, temp)
         finally:
             os.close(dfd)
 

@@ -20,6 +20,13 @@ FIX = {
     "push": "check the remote and the network (the error has the remote's words); pushed "
             "by itself once it works",
     "pull": "check the remote and the network; pulled by itself once it works",
+    "unsafe": "someone who can push to the remote pushed it (a compromised machine, or a "
+              "tool that writes trees by hand): look at it (git log --stat FETCH_HEAD), "
+              "then remove that path in a commit there and push; nothing else is pulled "
+              "until then",
+    "unwritten": "free space, or fix what the error names (a folder's permissions, a file "
+                 "where a folder must go); the pull is tried again by itself, and no commit "
+                 "of this machine undoes the other machine's version meanwhile",
     "link": "check [xmpp] username, password and the server's certificate; until then "
             "other machines' changes come only every pullinterval",
 }

@@ -14,6 +14,7 @@ Processes are found through /proc (Linux), only the user's own are readable.
 import errno
 import logging
 import os
+import re
 import stat
 import subprocess
 import time
@@ -254,49 +255,136 @@ def _alive(pid):
     return os.path.exists("/proc/%d" % pid)
 
 
-def leftover_writes(root, in_history, copy_name):
-    """Guarded writes cut off by a killed process (guarded.Journal): between its swap
-    and its swap back, the user's bytes were under the temporary name.
+TEMP_NAME = re.compile(rb"\.autosync-write\.[0-9]+\.[0-9]+~\Z")
 
-    For each entry under `root` of a process no longer alive: a temporary file whose
-    content `in_history(data)` knows is removed; any other content is kept beside
-    its path, at `copy_name(path)` (absolute paths; a conflict copy's name), never
-    over a file. -> the paths of the copies kept."""
+
+def _private(where):
+    """The journal folder is ours alone: a real folder, owned by us, mode 0700. A
+    folder anyone else could write to (or a synced one, carried in from elsewhere)
+    could name any file: its entries are not followed."""
+    try:
+        st = os.lstat(where)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        log.warning("%s is not a private folder of this user (mode 0700): its entries are "
+                    "left alone", where)
+        return False
+    return True
+
+
+def _inside_folder(path, top):
+    """Is path (bytes, absolute) a temporary-file or file name directly in a real folder
+    under top (bytes, ending in "/"), written plainly: no `..`, no `.`, no symlinked
+    folder on the way?"""
+    if not path.startswith(top) or b"/../" in path + b"/" or b"/./" in path + b"/" or \
+            b"//" in path:
+        return False
+    folder = os.path.dirname(path)
+    return os.path.realpath(folder) == folder and (folder + b"/").startswith(top)
+
+
+def leftover_writes(root, in_history, copy_name):
+    """Guarded writes cut off by a killed process (guarded.Journal, guarded.Plan).
+
+    A swap's or a removal's entry: between its swap and its swap back, the user's bytes
+    were under the temporary name. For each entry under `root` of a process no longer
+    alive: a temporary file that holds the new version (its blob id is in the entry),
+    a beginning of it, or a content `in_history(temp, path)` knows, is removed; any
+    other content is kept beside its path, at `copy_name(path)` (absolute paths; a
+    conflict copy's name), never over a file. A plan's temporary files that no entry
+    names held pulled versions only, and are removed.
+
+    Only entries in a private journal folder (ours, 0700) are followed, and only those
+    whose paths are plain names inside `root`; anything else is one warning, and left
+    alone. -> the paths of the copies kept."""
     where = guarded.journal_dir()
+    if not _private(where):
+        return []
     try:
         names = os.listdir(where)
     except OSError:
         return []
     top = os.fsencode(os.path.realpath(root)).rstrip(b"/") + b"/"
-    kept = []
+    kept, plans, named = [], [], set()
     for name in sorted(names):
         pid = name.split(".")[0]
+        journal = os.path.join(where, name)
+        if name.endswith(".plan"):
+            if pid.isdigit() and not _alive(int(pid)):
+                plans.append(journal)
+            continue
+        entry = guarded.read_journal(journal)
+        if entry:
+            named.add(entry[0])
         if not pid.isdigit() or _alive(int(pid)):
             continue
-        journal = os.path.join(where, name)
-        entry = guarded.read_journal(journal)
         if entry and not entry[0].startswith(top):
             continue  # another folder's: its own committer sees to it
-        if entry and not _keep_leftover(os.fsdecode(entry[0]), os.fsdecode(entry[1]),
-                                        in_history, copy_name, kept):
+        if entry and not (_inside_folder(entry[0], top) and _inside_folder(entry[1], top) and
+                          os.path.dirname(entry[0]) == os.path.dirname(entry[1]) and
+                          TEMP_NAME.match(os.path.basename(entry[0]))):
+            log.warning("journal entry %s names paths it may not (outside %s, or not a "
+                        "temporary file of ours): left alone", journal, root)
+            continue
+        if entry and not _keep_leftover(entry, in_history, copy_name, kept):
             continue  # could not be kept now: the entry stays for the next start
+        named.discard(entry[0] if entry else None)
         os.unlink(journal)
+    for plan in plans:
+        temps = guarded.read_plan(plan)
+        if temps and not temps[0].startswith(top):
+            continue
+        for temp in temps:
+            if temp in named or not (_inside_folder(temp, top) and
+                                     TEMP_NAME.match(os.path.basename(temp))):
+                continue
+            try:
+                if stat.S_ISREG(os.lstat(temp).st_mode) or stat.S_ISLNK(os.lstat(temp).st_mode):
+                    os.unlink(temp)
+                    log.info("removed %s, a pulled version a cut-off write left", temp)
+            except FileNotFoundError:
+                pass
+        os.unlink(plan)
     return kept
 
 
-def _keep_leftover(temp, path, in_history, copy_name, kept):
+def _prefix_of(temp, oid, folder):
+    """Does the file temp hold the blob oid, or a beginning of it (a write cut off by a
+    power loss)? The blob is read from git in chunks."""
+    proc = subprocess.Popen(("git", "cat-file", "blob", oid), cwd=folder, env=environment(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        with open(os.open(temp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            while True:
+                mine = f.read(guarded.CHUNK)
+                if not mine:
+                    return True
+                if proc.stdout.read(len(mine)) != mine:
+                    return False
+    except OSError:
+        return False
+    finally:
+        proc.stdout.close()
+        proc.kill()
+        proc.wait()
+
+
+def _keep_leftover(entry, in_history, copy_name, kept):
+    temp, path = os.fsdecode(entry[0]), os.fsdecode(entry[1])
     try:
         st = os.lstat(temp)
     except FileNotFoundError:
         return True  # the write had finished, or not begun
-    if stat.S_ISLNK(st.st_mode):
-        data = os.fsencode(os.readlink(temp))
-    elif stat.S_ISREG(st.st_mode):
-        with open(temp, "rb") as f:
-            data = f.read()
-    else:
+    if not (stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode)):
         return True  # not ours (a folder of that name would never be a temporary file)
-    if in_history is not None and in_history(data):
+    if entry[2] and stat.S_ISREG(st.st_mode) and \
+            _prefix_of(temp, entry[2].decode(), os.path.dirname(temp)):
+        os.unlink(temp)
+        log.info("removed %s, the new version of a write that was cut off", temp)
+        return True
+    if in_history is not None and in_history(temp, path):
         os.unlink(temp)
         log.info("removed %s, left by a write that was cut off: its content is in history",
                  temp)

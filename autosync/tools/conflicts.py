@@ -78,16 +78,19 @@ def version_in(writer, rel, expect):
     try:
         if expect.mode == guarded.LINK:
             data = os.fsencode(os.readlink(name, dir_fd=fd))
+            ok = data == expect.data if expect.data is not None else \
+                guarded.blob_id(len(data), [data], len(expect.oid)) == expect.oid
         else:
             with open(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
                 data = f.read()
+                if expect.data is not None:
+                    ok = data == expect.data
+                else:
+                    ok = guarded.blob_id(len(data), [data], len(expect.oid)) == expect.oid or \
+                        (writer.confirm is not None and
+                         writer.confirm(rel, f.fileno()) == expect.oid)
     finally:
         os.close(fd)
-    if expect.data is not None:
-        ok = data == expect.data
-    else:
-        ok = guarded.blob_id(len(data), [data], len(expect.oid)) == expect.oid or \
-            (writer.confirm is not None and writer.confirm(rel, data) == expect.oid)
     if not ok:
         raise changed(rel)
     return data

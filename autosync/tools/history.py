@@ -214,10 +214,10 @@ class History:
             return guarded.Expect(mode, oid=oid)
         return guarded.Expect(mode, data=self.content(rev, path))
 
-    def confirm(self, rel, data):
-        """The blob id git would store for `data` at rel (its clean filters applied); the
-        name goes to git on stdin, off the command line (git.hash_file)."""
-        return git.hash_file(self.cfg.path, rel, data)
+    def confirm(self, rel, fd):
+        """The blob id git would store for the open file fd at rel (its clean filters
+        applied); the name goes to git on stdin, off the command line (git.hash_open)."""
+        return git.hash_open(self.cfg.path, rel, fd)
 
     def writer(self):
         """The guarded writer for the folder (`confirm` with git)."""
