@@ -55,6 +55,8 @@ def tree(machine):
     for root, dirs, files in os.walk(machine.path):
         dirs[:] = [d for d in dirs if d not in (".git", ".hg")]
         for name in files:
+            if root == machine.path and name == ".git":
+                continue  # a .git file: the repository is elsewhere
             full = os.path.join(root, name)
             with open(full, "rb") as f:
                 found[os.path.relpath(full, machine.path)] = f.read()

@@ -15,9 +15,11 @@ The same world runs on Mercurial clones with docs/examples/mercurial.autosync
 (AUTOSYNC_HG_OPS operations, default 20: hg's commands are slower, about
 2 minutes on two cores).
 """
+import errno
 import os
 import random
 import shutil
+import subprocess
 import signal
 import time
 
@@ -46,7 +48,16 @@ HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
 # Operation -> weight. "race": one machine writes a file, another writes the same file
 # 0-300 ms later, while its own pull of the first one's change may be running (issue 17).
 KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "rename-folder": 1,
-         "same-file": 3, "race": 8, "cut-off": 1, "kill": 1}
+         "same-file": 3, "race": 8, "cut-off": 1, "kill": 1, "fill": 1}
+# File names, drawn from forms that cross every pipe of git's only with -z: quotes,
+# a newline, a tab, a backslash (issue 31).
+NAME_FORMS = ("f%d.txt",) * 4 + ('"q%d".txt', "new\nline %d.txt", "tab\t%d.txt",
+                                 "back\\slash %d.txt")
+# The last machine's folder is on a small file system ("fill" leaves it this many bytes
+# for a few operations): its pulls cannot be written meanwhile (issue 31).
+SMALL_DISK = 64 << 20
+FILLED_FOR = 4
+LEFT = 4096  # one page of tmpfs: a pull's temporary files do not fit
 RACE_DELAY = 0.3
 ANCHORS = ("write", "push", "pull-started")
 # Half the races rewrite this many files besides: a longer pull, as an untar or a
@@ -73,7 +84,8 @@ def files_of(machine):
     found = []
     for root, dirs, files in os.walk(machine.path):
         dirs[:] = [d for d in dirs if d not in (".git", ".hg")]
-        found += [os.path.relpath(os.path.join(root, name), machine.path) for name in files]
+        found += [os.path.relpath(os.path.join(root, name), machine.path) for name in files
+                  if not (root == machine.path and name == ".git")]  # (a .git file)
     return sorted(found)
 
 
@@ -120,16 +132,39 @@ class World:
         self.pulls = None  # a Pulls, for the race's last anchor
         self.anchors = ("write",)  # what a race's write is timed from (see race)
         self.bulk = 0  # files a race's first change may rewrite beside its file
+        self.small = None  # (machine, mount) of the machine on a small disk
+        self.filled = 0  # operations until its disk is freed
+        self.drawn = []  # the tokens of the operation under way
 
     def token(self, machine):
         t = "%s-%d-%08x" % (machine.name, len(self.tokens), self.rng.getrandbits(32))
         self.tokens.add(t)
+        self.drawn.append(t)
         self.log[-1] += " " + t  # which operation wrote what, when one is lost
         return t
 
     def new_path(self):
         folder = self.rng.choice(["", "d0", "d1", "d2", "d1/e0", "d2/e1"])
-        return os.path.join(folder, "f%d.txt" % self.rng.randrange(15))
+        return os.path.join(folder, self.rng.choice(NAME_FORMS) % self.rng.randrange(15))
+
+    def fill(self):
+        """The small machine's disk full (a file beside its folder), until FILLED_FOR
+        operations later; then freed."""
+        if self.small is None or self.filled:
+            return
+        machine, mount = self.small
+        st = os.statvfs(mount)
+        with open(os.path.join(mount, "filler"), "wb") as f:
+            f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - LEFT))
+        self.filled = FILLED_FOR
+        self.log[-1] += " (%s's disk full)" % machine.name
+
+    def free(self, now=False):
+        if self.filled and (now or self.filled <= 1):
+            os.unlink(os.path.join(self.small[1], "filler"))
+            self.filled = 0
+        elif self.filled:
+            self.filled -= 1
 
     def do(self, n):
         kind = self.rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
@@ -140,6 +175,7 @@ class World:
             kind = "create"
         self.log.append("%d %s on %s" % (n, kind, m.name))
         began = time.monotonic()
+        self.drawn = []
         try:
             if kind == "create":
                 write(m, self.new_path(), (self.token(m) + "\n").encode())
@@ -178,12 +214,20 @@ class World:
                     os.kill(pid, signal.SIGKILL)
                     wait_until(lambda: m.children().get("committer") not in (None, pid), 30,
                                what="the committer of %s to be restarted" % m.name)
+            elif kind == "fill":
+                self.fill()
         except (FileNotFoundError, NotADirectoryError):
             pass  # a pull took the file away meanwhile
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            self.tokens.difference_update(self.drawn)  # the user's write failed: not theirs
+            self.log[-1] += " (disk full)"
         for x in touched:
             committed(x)  # so that every token written is in some commit
         self.log[-1] += " %.2f s" % (time.monotonic() - began)
         self.reconnect_due()
+        self.free()
 
     def race(self, m, existing):
         """Another machine changes a file m has; m writes the same file 0-300 ms after
@@ -265,6 +309,15 @@ def same_and_unmarked(ms):
 
 
 def random_run(seed, ops, machines, remote, commands, cpu_burners):
+    mounted = []
+    try:
+        run(seed, ops, machines, remote, commands, cpu_burners, mounted)
+    finally:  # (lazily: the daemons on it are stopped by the fixture, after)
+        for mount in mounted:
+            subprocess.run(["umount", "-l", mount])
+
+
+def run(seed, ops, machines, remote, commands, cpu_burners, mounted):
     """One run: `ops` random operations on MACHINES machines beside BURNERS busy loops,
     at the shipped delays; every content written must end in history."""
     names = [chr(ord("a") + i) for i in range(MACHINES)]
@@ -275,6 +328,8 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     # The shipped delays (conftest's shorter maxwait dropped); a 2 s timer pull on
     # top of the hook's, which adds pulls to race with.
     ms = machines(*names, start=False, pullinterval="2", dvcs=commands)
+    small = on_small_disk(ms[-1], remote)
+    mounted += [small[1]] if small else []
     for m in ms:
         del m.settings["maxwait"]
         if READFREQUENCY:  # the issue's second setting: batches ended by a quiet time
@@ -285,12 +340,13 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     pulls = Pulls(ms)
     cpu_burners(BURNERS)
     world = World(random.Random(seed), ms, remote)
-    world.pulls, world.anchors, world.bulk = pulls, ANCHORS, BULK
+    world.pulls, world.anchors, world.bulk, world.small = pulls, ANCHORS, BULK, small
     started = time.monotonic()
     try:
         for n in range(ops):
             world.do(n)
         world.reconnect_due(now=True)
+        world.free(now=True)
         quiet(ms, remote)
     finally:
         pulls.close()
@@ -312,6 +368,23 @@ def random_run(seed, ops, machines, remote, commands, cpu_burners):
     assert not lost, "contents neither on disk nor in history: %s" % lost
     for m in ms:
         assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))
+
+
+def on_small_disk(machine, remote):
+    """Move machine's folder to a small tmpfs of its own (its .git stays on the ordinary
+    disk, as a git dir of its own) -> (machine, mount); None where no tmpfs can be
+    mounted (not root)."""
+    mount = machine.path + ".small"
+    os.mkdir(mount)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % SMALL_DISK, "tmpfs", mount],
+                      stderr=subprocess.DEVNULL).returncode:
+        return None
+    shutil.rmtree(machine.path)
+    machine.path = os.path.join(mount, machine.name)
+    git("clone", "-q", "--separate-git-dir", mount + ".git", remote.path, machine.path)
+    machine.settings["path"] = machine.path
+    machine.write_config()
+    return machine, mount
 
 
 def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands,
