@@ -201,6 +201,32 @@ def test_a_file_where_the_pull_needs_a_folder_is_not_claimed_then_merged_keeping
     assert git("diff", "--cached", "--name-status", "HEAD", cwd=b) == b""  # nothing undone
 
 
+# --- pulled renames (issue 32) ---------------------------------------------------------
+
+def test_a_pulled_rename_moves_the_file_and_an_edit_here_keeps_both(two):
+    """A folder whose files all moved is renamed whole (its inode stays); a renamed file
+    changed here is not moved: the edit keeps the old name, the new name gets the
+    pulled version."""
+    remote, a, b = two
+    write(a, "single.txt", b"single\n")
+    commit(a, "autosync on a: added single.txt")
+    pull(b)
+    inode = os.stat(os.path.join(b, "d")).st_ino
+    write(b, "single.txt", b"single, edited on b\n")   # not committed yet
+    os.rename(os.path.join(a, "d"), os.path.join(a, "e"))
+    os.rename(os.path.join(a, "single.txt"), os.path.join(a, "renamed.txt"))
+    commit(a, "autosync on a: moved d to e, single.txt to renamed.txt")
+    result = pull(b)
+    assert os.stat(os.path.join(b, "e")).st_ino == inode and not os.path.exists(
+        os.path.join(b, "d"))
+    assert open(os.path.join(b, "e", "y.txt"), "rb").read() == b"y\n"
+    assert open(os.path.join(b, "renamed.txt"), "rb").read() == b"single\n"
+    assert open(os.path.join(b, "single.txt"), "rb").read() == b"single, edited on b\n"
+    assert result["kept"] == ["single.txt"]
+    git("add", "-A", cwd=b)   # what b commits next: its edit, nothing undone
+    assert git("diff", "--cached", "--name-status", "HEAD", cwd=b) == b"A\tsingle.txt\n"
+
+
 # --- 3. submodules --------------------------------------------------------------------
 
 def test_a_pulled_submodule_survives_the_next_commit(two):

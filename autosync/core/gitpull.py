@@ -352,16 +352,29 @@ class GitPull:
                 os.unlink(index)
 
     def diff(self, head, tree):
-        """The paths that differ between HEAD and the new tree, gitlinks included."""
+        """The paths that differ between HEAD and the new tree, gitlinks included; a
+        file that only changed its name (git's exact rename detection, the same mode)
+        is a removal and an addition, paired in self.renames {new path: old path}."""
         base = head or self.git("hash-object", "-t", "tree", "--stdin", data=b"").stdout.decode().strip()
-        out = self.git("diff-tree", "-r", "-z", "--no-renames", base, tree,
+        out = self.git("diff-tree", "-r", "-z", "--find-renames=100%", base, tree,
                        env=no_index(self.gitdir)).stdout
-        fields, entries = out.split(b"\0"), []
-        for info, path in zip(fields[0::2], fields[1::2]):
+        fields, entries = iter(out.split(b"\0")), []
+        self.renames = {}
+        for info in fields:
             if not info:
                 break
-            old_mode, new_mode, old, new, _ = info[1:].decode().split(" ")
-            entries.append(Entry(old_mode, new_mode, old, new, os.fsdecode(path)))
+            old_mode, new_mode, old, new, status = info[1:].decode().split(" ")
+            path = os.fsdecode(next(fields))
+            if status[:1] not in "RC":
+                entries.append(Entry(old_mode, new_mode, old, new, path))
+                continue
+            to = os.fsdecode(next(fields))
+            none = "0" * len(old)
+            if status[:1] == "R":
+                entries.append(Entry(old_mode, "000000", old, none, path))
+            entries.append(Entry("000000", new_mode, none, new, to))
+            if status == "R100" and old_mode == new_mode and GITLINK != old_mode:
+                self.renames[to] = path
         return entries
 
     # --- the working tree -------------------------------------------------------------
@@ -396,20 +409,27 @@ class GitPull:
         leaves the folder as it was. A version whose folder a file of the old tree
         holds is made once that file is removed."""
         files = [e for e in entries if GITLINK not in (e.old_mode, e.new_mode)]
+        renames = getattr(self, "renames", {})
+        moving = set(renames.values())
         gone = {e.path for e in files if not null(e.old)}
         later = [e for e in files if not null(e.new) and blocked(e.path, gone)]
-        first = [e for e in files if not null(e.new) and e not in later]
+        first = [e for e in files if not null(e.new) and e not in later and e.path not in renames]
         with Blobs(self, [e.path for e in files if not null(e.new)]) as blobs:
             prepared = {}
             try:
                 self.prepare(first, blobs, prepared)
                 kept = []
                 for e in files:  # removals first: a file may give its name to a folder
-                    if null(e.new) and not self.writer.remove(e.path, self.expect_old(e)):
+                    if null(e.new) and e.path not in moving and \
+                            not self.writer.remove(e.path, self.expect_old(e)):
                         kept.append(e.path)
-                self.prepare(later, blobs, prepared)
+                by_path = {e.path: e for e in files}
+                unmoved = self.rename(renames, by_path, kept)
+                self.prepare([e for e in later if e.path not in renames or e.path in unmoved] +
+                             [by_path[p] for p in unmoved if by_path[p] not in later],
+                             blobs, prepared)
                 copies = []
-                for e in sorted((e for e in files if not null(e.new)), key=lambda e: e.path):
+                for e in sorted((e for e in files if e.path in prepared), key=lambda e: e.path):
                     if not self.put(e, prepared.pop(e.path), blobs):
                         kept.append(e.path)
                         copies.append(self.keep_beside(e, blobs, theirs))
@@ -418,6 +438,57 @@ class GitPull:
                     self.writer.discard(p)
         self.gitlinks([e for e in entries if e not in files])
         return sorted(kept), copies
+
+    def rename(self, renames, by_path, kept):
+        """Pulled renames done by renaming the file that is here (a folder whose files
+        all moved, the folder whole), so that no file is ever under neither name. A file
+        that changed here, or whose new name is taken, is not moved: its old name is
+        removed the guarded way (kept if it changed) and its new one written.
+        -> the new paths still to write."""
+        done = set()
+        for src, dst in self.folder_renames(renames):
+            try:
+                moved = self.writer.move_folder(src, dst)
+            except (Refused, OSError):
+                moved = False
+            if moved:
+                done.update(p for p, old in renames.items() if old.startswith(src + "/"))
+        unmoved = []
+        for dst, src in sorted(renames.items()):
+            if dst in done:
+                continue
+            e = by_path[src]
+            try:
+                moved = self.writer.move(src, dst, self.expect_old(e))
+            except (Refused, OSError):
+                moved = False
+            if not moved:
+                if not self.writer.remove(src, self.expect_old(e)):
+                    kept.append(src)
+                unmoved.append(dst)
+        return unmoved
+
+    def folder_renames(self, renames):
+        """[(old folder, new folder)] whose every file in HEAD moved, under the same
+        name, into the new folder (outermost first)."""
+        levels = collections.Counter()
+        for dst, src in renames.items():
+            s, d = src, dst
+            while os.path.basename(s) == os.path.basename(d):
+                s, d = os.path.dirname(s), os.path.dirname(d)
+                if not s or not d or s == d:
+                    break
+                levels[(s, d)] += 1
+        chosen = []
+        for (s, d), count in sorted(levels.items(), key=lambda kv: kv[0][0].count("/")):
+            if any(s.startswith(c + "/") for c, _ in chosen):
+                continue
+            listed = self.git("--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only",
+                              "HEAD", "--", s + "/", env=no_index(self.gitdir)).stdout
+            files = [os.fsdecode(p) for p in listed.split(b"\0") if p]
+            if len(files) == count and all(renames.get(d + f[len(s):]) == f for f in files):
+                chosen.append((s, d))
+        return chosen
 
     def prepare(self, entries, blobs, prepared):
         """Each entry's new version in a temporary file beside its path."""

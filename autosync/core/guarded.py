@@ -496,6 +496,84 @@ class Writer:
         finally:
             self._let_go(*held[:2])
 
+    def move(self, src, dst, expect):
+        """Rename the file at src to dst (made with missing folders) if src holds
+        `expect` and nothing is at dst: one rename(2), so the file is under one name or
+        the other at every moment. -> True moved, False left as it was."""
+        sfd = self.folder(src)
+        try:
+            dfd = self.folder(dst, create=True)
+        except BaseException:
+            os.close(sfd)
+            raise
+        name = os.path.basename(os.path.normpath(src))
+        new = os.path.basename(os.path.normpath(dst))
+        try:
+            held = self._hold(sfd, name, src, expect)
+            if held is None:
+                return False
+            try:
+                if self.checked:
+                    self.checked(src)
+                try:
+                    rename(sfd, name, dfd, new, RENAME_NOREPLACE)
+                except FileExistsError:
+                    return False
+                except OSError as e:
+                    if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                        raise
+                    try:  # a hard link never replaces either
+                        os.link(name, new, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+                    except FileExistsError:
+                        return False
+                    os.unlink(name, dir_fd=sfd)
+                if self._still_ours(held, dfd, new):
+                    return True
+                try:  # someone began writing it meanwhile: back, their bytes where they were
+                    rename(dfd, new, sfd, name, RENAME_NOREPLACE)
+                except OSError:
+                    return True  # its name is taken again: it stays moved, nothing lost
+                return False
+            finally:
+                self._let_go(*held[:2])
+        finally:
+            os.close(sfd)
+            os.close(dfd)
+
+    def move_folder(self, src, dst):
+        """Rename the folder src to dst whole, when src is a real folder (not a link)
+        and nothing is at dst (missing folders above dst are made). Whatever is in it
+        moves with it: a file being written is written at its new name. -> True moved,
+        False left as it was."""
+        sfd = self.folder(src)
+        try:
+            dfd = self.folder(dst, create=True)
+        except BaseException:
+            os.close(sfd)
+            raise
+        name = os.path.basename(os.path.normpath(src))
+        try:
+            try:
+                if not stat.S_ISDIR(os.lstat(name, dir_fd=sfd).st_mode):
+                    return False
+            except FileNotFoundError:
+                return False
+            if self.checked:
+                self.checked(src)
+            try:
+                rename(sfd, name, dfd, os.path.basename(os.path.normpath(dst)),
+                       RENAME_NOREPLACE)
+            except FileExistsError:
+                return False
+            except OSError as e:
+                if e.errno in (errno.EINVAL, errno.ENOSYS):
+                    return False  # no renameat2 here: file by file instead
+                raise
+            return True
+        finally:
+            os.close(sfd)
+            os.close(dfd)
+
     def remove(self, rel, expect):
         """Remove rel if it holds `expect`, and the folders that this empties (not the
         root). -> True removed (or already gone), False kept as it was."""
