@@ -287,9 +287,10 @@ class GitPull:
             st = os.stat(path)
         except OSError:
             return
-        written = {os.path.join(self.folder, e.path) for e in entries}
-        if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) != identity or \
-                os.path.realpath(path) in {os.path.realpath(p) for p in written}:
+        real, top = os.path.realpath(path), os.path.realpath(self.folder) + "/"
+        wrote = real.startswith(top) and any(
+            os.path.realpath(os.path.join(self.folder, e.path)) == real for e in entries)
+        if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) != identity or wrote:
             log.warning("post-merge hook %s not run: it changed during the pull", path)
             return
         ran = self.git("hook", "run", "--ignore-missing", "post-merge", "--", "0", check=False)
