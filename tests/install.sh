@@ -5,7 +5,7 @@
 #     Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus, systemd-analyze,
 #     openssh (a private sshd for syncmethod = ssh), man-db; the Debian package's
 #     build tools (dpkg-dev, debhelper, dh-python, lintian) and the Debian libraries
-#     it runs on (tests/e2e/test_debian.py);
+#     it runs on (tests/e2e/test_debian.py), GNOME Keyring (a real Secret Service);
 #   * the project (and for the tests pytest) into a venv of the system's own
 #     /usr/bin/python3, $AUTOSYNC_VENV (default /opt/autosync-test/venv, where
 #     an ordinary user can run it: the tests start the daemon as `nobody`).
@@ -29,7 +29,8 @@ packages=(git prosody openssl python3-venv)
                                desktop-file-utils procps tar openssh-server openssh-client
                                man-db dpkg-dev debhelper dh-python pybuild-plugin-pyproject
                                python3-all python3-setuptools lintian python3-pyinotify
-                               python3-configobj python3-jeepney python3-pathspec python3-six)
+                               python3-configobj python3-jeepney python3-pathspec python3-six
+                               gnome-keyring)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

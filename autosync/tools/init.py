@@ -66,6 +66,9 @@ def parser():
                    help="the XMPP account all your machines log into")
     p.add_argument("--password-file", metavar="F",
                    help="read the account's password from F (its first line)")
+    p.add_argument("--password-in-file", action="store_true",
+                   help="keep the password in the config file even where a keyring (Secret "
+                        "Service) answers, which keeps it otherwise")
     p.add_argument("--fingerprint", metavar="FP",
                    help="trust the XMPP server's certificate with this SHA-256 fingerprint")
     p.add_argument("--server", metavar="HOST[:PORT]",
@@ -189,6 +192,7 @@ class Init:
         self.remote = local_path(args.remote)
         self.host = socket.gethostname()
         self.xmpp = None  # config.Xmpp of a checked account
+        self.password_kept = None  # the config's [xmpp] password: the password, or `keyring`
         self.watch_why = "not tried"  # None once the remote's watch worked (syncmethod ssh)
         self.program = installed_program()
 
@@ -581,7 +585,8 @@ class Init:
             lines.append("syncmethod = %s" % ("ssh" if self.watch_why is None else "none"))
         else:
             x = self.xmpp
-            lines += ["[xmpp]", "username = %s" % x.username, "password = %s" % x.password]
+            lines += ["[xmpp]", "username = %s" % x.username,
+                      "password = %s" % self.password_kept]
             if x.host != x.username.partition("@")[2]:
                 lines.append("host = %s" % x.host)
             if x.port != config.KEYS["xmpp"]["port"].default:
@@ -590,7 +595,29 @@ class Init:
                 lines.append("fingerprint = %s" % x.fingerprint)
         return "\n".join(lines) + "\n"
 
+    def keep_password(self):
+        """-> the config's [xmpp] password: `keyring` once the desktop's keyring keeps the
+        password (where a Secret Service answers, without --password-in-file), else the
+        password itself, as always."""
+        from autosync.core import keyring
+        x = self.xmpp
+        if not self.args.password_in_file and keyring.available():
+            try:
+                keyring.store(x.username, x.password)
+                say("The password of %s is kept in your keyring (Secret Service); the config "
+                    "file says password = keyring." % x.username)
+                return config.KEYRING
+            except keyring.KeyringError as e:
+                say("Not kept in the keyring: %s; the password goes into the config file."
+                    % e)
+        if x.password == config.KEYRING:
+            raise Refused("a password that reads %r cannot be written into the config file, "
+                          "where it names the keyring: no config written" % config.KEYRING)
+        return x.password
+
     def write_config(self):
+        if self.xmpp is not None:
+            self.password_kept = self.keep_password()
         folder = os.path.dirname(self.config)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         temp = "%s.%d.tmp" % (self.config, os.getpid())
@@ -604,7 +631,7 @@ class Init:
                 cfg = config.load(temp)
             finally:
                 del os.environ[config.WARNED]
-            if self.xmpp and cfg.xmpp.password != self.xmpp.password:
+            if self.xmpp and cfg.xmpp.password != self.password_kept:
                 raise Refused("the password cannot be written into %s as it is (leading or "
                               "trailing blanks?): nothing written" % self.config)
             if self.args.force:
