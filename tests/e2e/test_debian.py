@@ -194,6 +194,14 @@ def test_apt_installs_the_packages_and_the_demo_syncs_with_the_installed_program
                   cwd=str(tmp_path))
         assert "delete it on the desktop" in out and "-> on the laptop" in out, out
         assert run(["man", "-w", "autosync"]).strip() == "/usr/share/man/man5/autosync.5.gz"
+        # The completion bash loads for autosync-notify (a link to dvcs-autosync's file).
+        completes = run(["bash", "-c", "source /usr/share/bash-completion/completions/"
+                         "autosync-notify && complete -p autosync-notify"])
+        assert "-F _autosync_complete" in completes
+        # The user units are there to enable, enabled for no one by the install.
+        assert os.path.exists("/usr/lib/systemd/user/dvcs-autosync.service")
+        assert not os.path.lexists("/etc/systemd/user/default.target.wants/"
+                                   "dvcs-autosync.service")
     finally:
         subprocess.run(["dpkg", "--purge"] + list(PACKAGES), env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
