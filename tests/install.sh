@@ -3,7 +3,9 @@
 #   * Debian packages through apt: for the demo git, prosody, openssl (the
 #     private server's certificate) and python3-venv; for the tests also
 #     Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus, systemd-analyze,
-#     openssh (a private sshd for syncmethod = ssh);
+#     openssh (a private sshd for syncmethod = ssh), man-db; the Debian package's
+#     build tools (dpkg-dev, debhelper, dh-python, lintian) and the Debian libraries
+#     it runs on (tests/e2e/test_debian.py), GNOME Keyring (a real Secret Service);
 #   * the project (and for the tests pytest) into a venv of the system's own
 #     /usr/bin/python3, $AUTOSYNC_VENV (default /opt/autosync-test/venv, where
 #     an ordinary user can run it: the tests start the daemon as `nobody`).
@@ -24,7 +26,11 @@ python=/usr/bin/python3  # the distribution's own, whatever python3 is first on 
 
 packages=(git prosody openssl python3-venv)
 [ $mode = demo ] || packages+=(mercurial git-annex git-remote-gcrypt gnupg dbus systemd
-                               desktop-file-utils procps tar openssh-server openssh-client)
+                               desktop-file-utils procps tar openssh-server openssh-client
+                               man-db dpkg-dev debhelper dh-python pybuild-plugin-pyproject
+                               python3-all python3-setuptools lintian python3-pyinotify
+                               python3-configobj python3-jeepney python3-pathspec python3-six
+                               gnome-keyring)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

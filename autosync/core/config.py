@@ -35,6 +35,7 @@ ADDRESS = "an XMPP address like user@example.org"
 ZENITY = "zenity --entry --title=dvcs-autosync --text='What was this change?'"
 WATCHCMD_DERIVED = "made from the remote's address"  # sshlink.default_watch
 FINGERPRINT = "a SHA-256 fingerprint (64 hex digits) like sha256:AB:CD:...:EF, or nothing"
+KEYRING = "keyring"  # [xmpp] password = keyring: it is in the desktop's keyring (core/keyring.py)
 
 
 class Key(typing.NamedTuple):
@@ -540,7 +541,7 @@ def _check_working_tree(file, path):
 
 def _check_permissions(file, config, warnings):
     mode = os.stat(file).st_mode
-    if config.xmpp.password and mode & 0o077:
+    if config.xmpp.password not in ("", KEYRING) and mode & 0o077:
         warnings.append("%s is readable by others (mode %04o) and holds a password; chmod 600 it"
                         % (file, mode & 0o7777))
 

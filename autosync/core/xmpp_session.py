@@ -21,7 +21,7 @@ import time
 import xmpp
 from xmpp import transports
 
-from autosync.core import retry
+from autosync.core import keyring, retry
 from autosync.core.config import format_fingerprint
 
 NS_PING = "urn:xmpp:ping"
@@ -231,6 +231,12 @@ def probe_fingerprint(xcfg, timeout):
 
 def open_session(xcfg, timeout, handler):
     """Connect, secure and log in as `xcfg` says; returns a Session. Raises LoginError."""
+    secret = xcfg.password
+    if secret == keyring.KEYRING:  # [xmpp] password = keyring: read at each login
+        try:
+            secret = keyring.password(xcfg.username)
+        except keyring.KeyringError as e:
+            raise LoginError(str(e)) from None
     node, _, domain = xcfg.username.partition("@")
     host, port = xcfg.host or domain, int(xcfg.port)
     where = "%s:%s" % (host, port)
@@ -252,7 +258,7 @@ def open_session(xcfg, timeout, handler):
         if not {"PLAIN", "DIGEST-MD5"} & set(offered):
             raise LoginError("XMPP server %s offers no login that xmpppy can use (only %s)"
                              % (where, ", ".join(offered) or "none"))
-        if not client.auth(node, xcfg.password, xcfg.resource):
+        if not client.auth(node, secret, xcfg.resource):
             if "SASL" not in client.__dict__:  # xmpppy unplugs it after a refusal
                 raise LoginError("XMPP server %s refused the login of %s: wrong user name or password"
                                  % (where, xcfg.username))

@@ -16,6 +16,7 @@ config file (mode 0600, only what differs from the defaults), with --service the
 user unit, and the command for the next machine.
 """
 import argparse
+import functools
 import getpass
 import logging
 import os
@@ -33,6 +34,7 @@ from autosync.core import config, excludes, git, git_environment, gitpull, sshre
 from autosync.core.commands import environment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
+from autosync.tools import progress
 
 log = logging.getLogger("autosync.init")
 
@@ -42,6 +44,8 @@ LOGIN_TIMEOUT = 20.0  # seconds the XMPP check may take
 WATCH_PROBE = 5.0  # seconds the remote's watch (syncmethod = ssh) is tried for
 # The original dvcs-autosync's example statuscmd: a config holding it is the original's.
 ORIGINAL_STATUSCMD = "nothing to commit"
+# A line of git's own progress ("Receiving objects:  45% (900/2000), 1.2 MiB | ...").
+GIT_PROGRESS = re.compile(r"^(?:remote: )?[A-Z][a-z]+(?: [a-z]+)*: +\d")
 
 
 class Refused(Exception):
@@ -62,6 +66,9 @@ def parser():
                    help="the XMPP account all your machines log into")
     p.add_argument("--password-file", metavar="F",
                    help="read the account's password from F (its first line)")
+    p.add_argument("--password-in-file", action="store_true",
+                   help="keep the password in the config file even where a keyring (Secret "
+                        "Service) answers, which keeps it otherwise")
     p.add_argument("--fingerprint", metavar="FP",
                    help="trust the XMPP server's certificate with this SHA-256 fingerprint")
     p.add_argument("--server", metavar="HOST[:PORT]",
@@ -185,8 +192,14 @@ class Init:
         self.remote = local_path(args.remote)
         self.host = socket.gethostname()
         self.xmpp = None  # config.Xmpp of a checked account
+        self.password_kept = None  # the config's [xmpp] password: the password, or `keyring`
         self.watch_why = "not tried"  # None once the remote's watch worked (syncmethod ssh)
         self.program = installed_program()
+
+    @functools.cached_property
+    def progress(self):
+        """What init is doing and how far, on the terminal (nothing elsewhere)."""
+        return progress.Progress()
 
     # --- checks: nothing is written before all of them passed -------------------------
 
@@ -282,11 +295,14 @@ class Init:
 
     def check_remote(self):
         """-> whether the remote is empty (no branch yet); Refused if it cannot be read."""
+        self.progress.show("Reading the remote %s..." % self.remote)
         try:
             out = run_git("/", "ls-remote", "--heads", self.remote)
         except RuntimeError as e:
             raise Refused("cannot read the remote %s: %s; nothing touched" % (self.remote, e)) \
                 from None
+        finally:
+            self.progress.clear()
         if self.args.thin and not serves_partial_clones(self.remote):
             where = self.remote.rpartition(":")[2] if "://" not in self.remote else "REPO"
             raise Refused("--thin: the remote %s does not serve partial clones; on the server "
@@ -309,6 +325,7 @@ class Init:
                                     stderr=subprocess.PIPE, env=environment())
         except OSError as e:
             return "%s: %s" % (argv[0], e.strerror)
+        self.progress.show("Trying whether the remote can be watched (autosync-remote)...")
         try:
             if select.select([proc.stdout], [], [], WATCH_PROBE)[0] and \
                     not proc.stdout.readline().strip():
@@ -316,6 +333,7 @@ class Init:
                 return sshremote.why_it_ended(proc.returncode, proc.stderr.read())
             return None
         finally:
+            self.progress.clear()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -354,9 +372,12 @@ class Init:
     def login(self):
         """Log in once; an untrusted certificate is shown for the user to confirm."""
         from autosync.core import xmpp_session
+        self.progress.show("Logging in to %s:%s as %s..." % (self.xmpp.host, self.xmpp.port,
+                                                              self.xmpp.username))
         try:
             session = xmpp_session.open_session(self.xmpp, LOGIN_TIMEOUT, _Quiet())
         except xmpp_session.UntrustedServer as e:
+            self.progress.clear()
             if not e.fingerprint:
                 raise Refused("XMPP: %s (its certificate could not be read)" % e) from None
             if not self.confirm_certificate(str(e), e.fingerprint):
@@ -367,6 +388,8 @@ class Init:
             return self.login()
         except xmpp_session.LoginError as e:
             raise Refused("XMPP: %s; nothing touched" % e) from None
+        finally:
+            self.progress.clear()
         session.close(goodbye=True)
         say("Logged in to %s:%s as %s: the account works%s." % (
             self.xmpp.host, self.xmpp.port, self.xmpp.username,
@@ -387,7 +410,8 @@ class Init:
     def clone(self):
         parent = os.path.dirname(self.folder)
         os.makedirs(parent, exist_ok=True)
-        run_git(parent, "clone", "-q", *self.thin_options(), "--", self.remote, self.folder)
+        self.git_progress(parent, "Cloning", "clone", "-q", *self.thin_options(), "--",
+                          self.remote, self.folder)
         say("Cloned %s into %s%s." % (self.remote, self.folder, self.thin_words()))
 
     def thin_options(self):
@@ -405,8 +429,8 @@ class Init:
         # while the remote is empty) and its upstream; only its .git is taken.
         temp = tempfile.mkdtemp(prefix=".autosync-init-", dir=self.folder)
         try:
-            run_git(temp, "clone", "-q", "--no-checkout", *self.thin_options(), "--",
-                    self.remote, "repo")
+            self.git_progress(temp, "Fetching the remote's history", "clone", "-q",
+                              "--no-checkout", *self.thin_options(), "--", self.remote, "repo")
             os.rename(os.path.join(temp, "repo", ".git"), gitdir)
         finally:
             shutil.rmtree(temp, ignore_errors=True)
@@ -429,13 +453,16 @@ class Init:
                                      self.thin_words()))
         if empty:
             return
+        self.progress.show("Merging this folder's files with the remote's...")
         try:
             result = gitpull.GitPull(self.folder, gitdir, self.host, []).run()
         except (gitpull.PullFailed, RuntimeError, OSError) as e:
+            self.progress.clear()
             # The folder's files are committed: the daemon's pull merges them later.
             say("Not merged with %s yet: %s; dvcs-autosync merges when it starts (both "
                 "versions kept)." % (self.remote, e))
             return
+        self.progress.clear()
         for c in result["merged"] + result["beside"]:
             say("  %s is in both with other content: both kept, the other version as %s"
                 % (c["path"], c["copy"]))
@@ -453,16 +480,62 @@ class Init:
         git_environment.use_excludes(made.where)
         try:
             made.leave_out(git.untracked_repositories(self.folder))
-            run_git(self.folder, "add", "-A")
+            if self.progress.on:
+                self.add_all()
+            else:
+                run_git(self.folder, "add", "-A")
             changes = git.staged_changes(self.folder) or []
             if not changes:
                 return False
+            self.progress.show("Committing %s files..." % "{:,}".format(len(changes)))
             git.git(self.folder, "commit", "-q", "-F", "-",
                         data=os.fsencode(commit_message(self.host, changes, note=note)))
             return True
         finally:
+            self.progress.clear()
             git_environment.use_excludes(None)
             made.remove()
+
+    def add_all(self):
+        """`git add -A` counted on the terminal: the files it will add (and their bytes)
+        listed first, then each one git names as it adds it (--verbose)."""
+        listed = run_git(self.folder, "ls-files", "-z", "--others", "--modified",
+                         "--exclude-standard")
+        size = {}
+        for name in os.fsdecode(listed).split("\0"):
+            if name:
+                try:
+                    size[name] = os.lstat(os.path.join(self.folder, name)).st_size
+                except OSError:
+                    size[name] = 0
+        total, total_size = len(size), sum(size.values())
+        done = [0, 0]
+
+        def added(line):
+            if line.startswith("add '") and line.endswith("'"):
+                done[0] += 1
+                done[1] += size.get(line[5:-1], 0)
+                self.progress.files("Adding the files", min(done[0], total), total,
+                                    min(done[1], total_size), total_size)
+        try:
+            progress.run(self.folder, ["add", "-A", "--verbose"], on_out=added)
+        finally:
+            self.progress.clear()
+
+    def git_progress(self, folder, doing, *args):
+        """run_git(folder, *args) for a clone or a push, with git's own progress shown on
+        the terminal after `doing`."""
+        if not self.progress.on:
+            return run_git(folder, *args)
+        args = [args[0], "--progress"] + [a for a in args[1:] if a != "-q"]
+
+        def said(line):
+            if GIT_PROGRESS.match(line):
+                self.progress.show("%s: %s" % (doing, line.strip()))
+        try:
+            return progress.run(folder, args, on_err=said)
+        finally:
+            self.progress.clear()
 
     def first_commit(self):
         """The remote is empty: the first commit (the folder's files, or none) goes out, so
@@ -478,7 +551,7 @@ class Init:
     def push(self):
         branch = os.fsdecode(run_git(self.folder, "symbolic-ref", "--short", "HEAD").strip())
         try:
-            run_git(self.folder, "push", "-q", "-u", "origin", branch)
+            self.git_progress(self.folder, "Pushing", "push", "-q", "-u", "origin", branch)
             return True
         except RuntimeError as e:
             # Committed here; the daemon pushes (merging first if the remote moved on).
@@ -512,7 +585,8 @@ class Init:
             lines.append("syncmethod = %s" % ("ssh" if self.watch_why is None else "none"))
         else:
             x = self.xmpp
-            lines += ["[xmpp]", "username = %s" % x.username, "password = %s" % x.password]
+            lines += ["[xmpp]", "username = %s" % x.username,
+                      "password = %s" % self.password_kept]
             if x.host != x.username.partition("@")[2]:
                 lines.append("host = %s" % x.host)
             if x.port != config.KEYS["xmpp"]["port"].default:
@@ -521,7 +595,29 @@ class Init:
                 lines.append("fingerprint = %s" % x.fingerprint)
         return "\n".join(lines) + "\n"
 
+    def keep_password(self):
+        """-> the config's [xmpp] password: `keyring` once the desktop's keyring keeps the
+        password (where a Secret Service answers, without --password-in-file), else the
+        password itself, as always."""
+        from autosync.core import keyring
+        x = self.xmpp
+        if not self.args.password_in_file and keyring.available():
+            try:
+                keyring.store(x.username, x.password)
+                say("The password of %s is kept in your keyring (Secret Service); the config "
+                    "file says password = keyring." % x.username)
+                return config.KEYRING
+            except keyring.KeyringError as e:
+                say("Not kept in the keyring: %s; the password goes into the config file."
+                    % e)
+        if x.password == config.KEYRING:
+            raise Refused("a password that reads %r cannot be written into the config file, "
+                          "where it names the keyring: no config written" % config.KEYRING)
+        return x.password
+
     def write_config(self):
+        if self.xmpp is not None:
+            self.password_kept = self.keep_password()
         folder = os.path.dirname(self.config)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         temp = "%s.%d.tmp" % (self.config, os.getpid())
@@ -535,7 +631,7 @@ class Init:
                 cfg = config.load(temp)
             finally:
                 del os.environ[config.WARNED]
-            if self.xmpp and cfg.xmpp.password != self.xmpp.password:
+            if self.xmpp and cfg.xmpp.password != self.password_kept:
                 raise Refused("the password cannot be written into %s as it is (leading or "
                               "trailing blanks?): nothing written" % self.config)
             if self.args.force:

@@ -1,0 +1,141 @@
+"""Progress on long work (autosync/tools/progress.py): `dvcs-autosync init` of 10,000
+files shows what it is doing and how far (files, bytes) on a real pseudo-terminal, and
+writes not one progress line when its output goes to a file; the lasting lines are the
+same either way."""
+import io
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import git
+from helpers import EmptyRemote
+
+from autosync.tools import progress
+
+FILES = 10000
+ERASE = "\r\033[K"
+
+
+def folder_of_files(path):
+    """FILES small files in 100 folders; -> their bytes."""
+    total = 0
+    for i in range(FILES):
+        folder = os.path.join(path, "d%03d" % (i // 100))
+        os.makedirs(folder, exist_ok=True)
+        data = b"x" * (i % 300) + b"\n"
+        with open(os.path.join(folder, "f%05d.txt" % i), "wb") as f:
+            f.write(data)
+        total += len(data)
+    return total
+
+
+def init_argv(base):
+    return [sys.executable, "-m", "autosync.supervisor", "init", str(base / "remote.git"),
+            str(base / "folder"), "--config", str(base / "config")]
+
+
+def on_a_terminal(argv):
+    """argv run with a pseudo-terminal as its stdin, stdout and stderr -> (status, what
+    the terminal received, as text)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
+                            env=dict(os.environ, COLUMNS="200"))
+    os.close(slave)
+    received = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the last holder of the terminal's other side is gone
+            break
+        if not data:
+            break
+        received.append(data)
+    os.close(master)
+    return proc.wait(timeout=120), b"".join(received).decode("utf-8", "replace")
+
+
+def lasting(text):
+    """What the terminal shows in the end, as text: of each row what the last erase
+    (carriage return, erase to the end of the line) left (the terminal sends each
+    newline back as CR LF)."""
+    return "\n".join(row.split(ERASE)[-1] for row in text.split("\r\n"))
+
+
+def setup(base):
+    base.mkdir()
+    EmptyRemote(base / "remote.git")
+    os.mkdir(base / "folder")
+    return folder_of_files(str(base / "folder"))
+
+
+def test_init_of_many_files_counts_them_on_a_terminal_and_says_nothing_more_to_a_file(tmp_path):
+    total = setup(tmp_path / "t")
+    status, seen = on_a_terminal(init_argv(tmp_path / "t"))
+    assert status == 0, seen
+    states = re.findall(r"\r\033\[K([^\r\n]*)", seen)
+    counts = [s for s in states if s.startswith("Adding the files: ")]
+    # Shown at each whole percent: 0 to 100.
+    assert len(counts) == 101, counts[:3]
+    assert counts[-1] == "Adding the files: 10,000 of 10,000 files (%s of %s)" % (
+        progress.sizes.human(total), progress.sizes.human(total))
+    assert any(s.startswith("Pushing: Writing objects: 100% ") for s in states), states
+    assert any(s.startswith("Trying whether the remote can be watched") for s in states)
+    files = git("ls-tree", "-r", "--name-only", "main", cwd=str(tmp_path / "t" / "remote.git"))
+    assert len(files.splitlines()) == FILES
+
+    setup(tmp_path / "f")
+    out = tmp_path / "out.txt"
+    with open(out, "w") as f:
+        result = subprocess.run(init_argv(tmp_path / "f"), stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    assert result.returncode == 0
+    written = out.read_text()
+    assert "\r" not in written and "\033" not in written
+    assert "files (" not in written and "Pushing" not in written
+    # The same lasting lines, on the terminal and in the file.
+    assert lasting(seen).replace("/t/", "/f/") == written
+    assert "The remote was empty: made the first commit and pushed it." in written
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_count_is_shown_again_only_when_its_percent_changes():
+    out = Terminal()
+    shown = progress.Progress(out)
+    for done in range(1, 1001):
+        shown.files("Adding", done, 1000, done * 10, 10000)
+    assert out.getvalue().count(ERASE) == 101  # 0% (1 of 1,000) to 100%
+    assert out.getvalue().endswith(ERASE + "Adding: 1,000 of 1,000 files (10.0 kB of 10.0 kB)")
+    shown.clear()
+    assert out.getvalue().endswith(ERASE)
+    shown.clear()  # nothing shown: nothing to erase
+    assert out.getvalue().count(ERASE) == 102
+
+
+def test_nothing_is_written_where_there_is_no_terminal():
+    out = io.StringIO()
+    shown = progress.Progress(out)
+    shown.show("Reading the remote...")
+    shown.files("Adding", 5, 10, 50, 100)
+    shown.clear()
+    assert out.getvalue() == ""
+
+
+def test_run_gives_each_line_as_it_comes_and_fails_with_gits_words(tmp_path):
+    repo = tmp_path / "repo"
+    git("init", "-q", str(repo))
+    (repo / "a b.txt").write_text("a\n")
+    (repo / "c.txt").write_text("c\n")
+    lines = []
+    progress.run(str(repo), ["add", "-A", "--verbose"], on_out=lines.append)
+    assert sorted(lines) == ["add 'a b.txt'", "add 'c.txt'"]
+    with pytest.raises(RuntimeError) as failed:
+        progress.run(str(repo), ["rev-parse", "--verify", "no-such-revision"])
+    assert str(failed.value).startswith("git rev-parse: fatal: ")
