@@ -5,6 +5,8 @@ import os
 import pathlib
 import shlex
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -15,13 +17,14 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync.core import problems, sshremote
+from autosync.core import paths, problems, sshremote
 from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS
 SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshremote.REMOTE_SCRIPT)
-FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, stable=60.0, committer_retry=0.1,
-                      pull_timeout=10.0, stop_grace=2.0)
+FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, backoff_steady=0, stable=60.0,
+                      committer_retry=0.1, pull_timeout=10.0, stop_grace=2.0,
+                      sleep_check=0.2)
 REV_A, REV_B = "a" * 40, "b" * 40
 
 
@@ -80,7 +83,7 @@ def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
     git("remote", "add", "origin", "host:" + odd, cwd=str(tmp_path))
     cfg = config(str(tmp_path))
     cfg.commands = dict(cfg.commands, watchcmd="ssh -J jump host autosync-remote watch %s")
-    argv, _ = sshremote.watch_argv(cfg)
+    argv = sshremote.watch_argv(cfg)[0]
     assert argv == ["ssh", "-J", "jump", "host", "autosync-remote", "watch", odd]
     cfg.commands["watchcmd"] = "my-watch | cat"  # no %s, shell syntax: through /bin/sh
     assert sshremote.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
@@ -360,6 +363,12 @@ def test_sshd_restarted_the_link_reconnects_and_catches_up(sshd, ssh_machines, r
         with open(os.path.join(a.path, "after.txt"), "w") as f:
             f.write("after\n")
         wait_until(lambda: b.read("after.txt") == b"after\n", 30, what="a push after it")
+        # The held connection was made again: b's later fetches make no new login.
+        before = logins(sshd)
+        with open(os.path.join(a.path, "later.txt"), "w") as f:
+            f.write("later\n")
+        wait_until(lambda: b.read("later.txt") == b"later\n", 30, what="a later push")
+        assert logins(sshd) == before
     finally:
         a.stop()
 
@@ -393,7 +402,8 @@ def test_a_refused_login_is_the_link_problem_until_the_key_is_authorized(sshd, s
     problem = wait_until(lambda: link_problem(b), 60, what="the link problem")[0]
     assert problem["error"] == "link: the watch command ended (exit 255): %s@127.0.0.1: " \
                                "Permission denied (publickey)." % sshd.user
-    assert problem["fix"] == problems.LINK_FIX["ssh"]
+    assert problem["fix"] == problems.link_fix("ssh", "Permission denied (publickey).")
+    assert problem["fix"].startswith("check that this machine can log in to the server")
     assert "Permission denied (publickey)." in b.notify("status").stdout
     sshd.authorize(True)
     wait_until(lambda: b.status().get("link") == "up" and not link_problem(b), 60,
@@ -472,3 +482,109 @@ def test_the_watch_command_ends_with_a_killed_link(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# --- the held connection (one ssh login per remote) ------------------------------------
+
+def logins(sshd):
+    """How many times the server let a key in (one per ssh connection made)."""
+    return sshd.logtext().count("Accepted publickey for")
+
+
+def control_socket(sshd):
+    """The control socket of the held connection to the test server."""
+    return sshremote.held(shlex.split(sshd.ssh_command), "127.0.0.1", sshd.port)[1]
+
+
+def edit_and_wait(a, b, remote, name, text):
+    with open(os.path.join(a.path, name), "w") as f:
+        f.write(text)
+    wait_until(lambda: b.read(name) == text.encode() and a.settled(remote), 30,
+               what="%s to reach %s" % (name, b.name))
+
+
+@pytest.mark.e2e
+def test_pushes_fetches_and_the_watch_share_one_held_connection(sshd, ssh_machines, remote):
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    edit_and_wait(a, b, remote, "first.txt", "first\n")
+    path = control_socket(sshd)
+    assert path.startswith(os.path.join(paths.runtime_dir(), "ssh-"))
+    check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path, "-O",
+                           "check", "127.0.0.1"], stderr=subprocess.PIPE)
+    assert check.returncode == 0, check.stderr
+    assert "-o ControlPath=%s" % path in b.logtext()
+    before = logins(sshd)
+    for n in range(3):  # each: a push from a, a watch line, a fetch (and notes) on b
+        edit_and_wait(a, b, remote, "more%d.txt" % n, "change %d\n" % n)
+    edit_and_wait(b, a, remote, "back.txt", "the other way\n")
+    assert logins(sshd) == before
+
+
+def test_the_user_s_own_multiplexing_is_left_alone(tmp_path):
+    config_file = tmp_path / "ssh_config"
+    config_file.write_text("Host own\n  ControlMaster auto\n  ControlPath %s/%%C\n"
+                           "Host plain\n  User me\n" % tmp_path)
+    ssh = ["ssh", "-F", str(config_file)]
+    assert sshremote.held(ssh, "own") == ([], None)
+    options, path = sshremote.held(ssh, "plain", 2222)
+    assert path == sshremote.control_path("me", "plain", "2222")
+    assert options == ["-o", "ControlMaster=auto", "-o", "ControlPath=" + path,
+                       "-o", "ControlPersist=%d" % sshremote.PERSIST]
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    for own in (["-S", "/x"], ["-oControlPath=/x"], ["-o", "controlmaster=no"], ["-M"]):
+        assert sshremote.held(ssh + own, "plain") == ([], None)
+    assert sshremote.held(["plink"], "plain") == ([], None)  # not OpenSSH's options
+
+
+def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeypatch):
+    git("init", "-q", str(tmp_path / "w"))
+    config_file = tmp_path / "my config"
+    config_file.write_text("Host *\n  User me\n")
+    monkeypatch.setenv("CONFIG_DIR", str(tmp_path))  # the shell git runs it with expands it
+    env = {"GIT_SSH_COMMAND": "ssh -F \"$CONFIG_DIR/my config\""}
+    text = sshremote.git_ssh_command("ssh://host:2222/r.git", str(tmp_path / "w"), env)
+    path = sshremote.control_path("me", "host", "2222")
+    assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=auto -o ControlPath=%s -o " \
+        "ControlPersist=%d " % (path, sshremote.PERSIST) + " ".join(OPTIONS[2:])
+    assert sshremote.git_ssh_command("/srv/r.git", str(tmp_path / "w"), env) is None
+    assert sshremote.git_ssh_command("host:r.git", str(tmp_path / "w"),
+                                     dict(env, GIT_SSH_COMMAND="ssh -S none")) is None
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["frozen", "left behind"])
+def test_a_stale_control_socket_does_not_block(sshd, ssh_machines, remote, kind):
+    path = control_socket(sshd)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(8)  # never accepts, never answers: a master that hangs
+    if kind == "left behind":
+        listener.close()  # the file stays, nobody listens: a master killed outright
+    try:
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", 60, what="%s's link up" % m.name)
+        edit_and_wait(a, b, remote, "through.txt", "through a new connection\n")
+        check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path,
+                               "-O", "check", "127.0.0.1"], stderr=subprocess.PIPE)
+        assert check.returncode == 0, check.stderr  # a working master has the path now
+    finally:
+        listener.close()
+
+
+def test_after_a_sleep_the_watch_is_made_again_over_a_new_connection(scripted):
+    slept = [0.0]
+    released = []
+    s = scripted(argv=lambda cfg: (["sh", "-c", "echo 'refs/heads/main %s'; exec sleep 60"
+                                    % REV_A], "script", lambda: released.append(True)))
+    s.link.asleep = lambda: slept[0]
+    s.link.slept_until = 0.0
+    wait_until(lambda: s.up() == [True], what="link up")
+    first = s.link.proc.pid
+    slept[0] = 120.0  # the machine was suspended for two minutes
+    wait_until(lambda: s.link.proc is not None and s.link.proc.pid != first and
+               s.up() == [True, False, True], what="a new watch after the sleep")
+    assert released == [True]
+    wait_until(lambda: len(s.requests("pull")) == 2, what="a catch-up pull after the sleep")
