@@ -120,12 +120,18 @@ class Sshd:
         """An ssh:// address of `path` on this server."""
         return "ssh://%s@127.0.0.1:%d%s" % (self.user, self.port, path)
 
-    def authorize(self, yes):
-        """Let the client's key in, or not."""
+    def authorize(self, yes, options=""):
+        """Let the client's key in (with authorized_keys `options`, e.g. a forced
+        command), or not."""
         with open(self.client_key + ".pub") as f:
             key = f.read()
         with open(self.authorized, "w") as f:
-            f.write(key if yes else "")
+            f.write(((options + " ") if options else "") + key if yes else "")
+
+    @property
+    def remote_program(self):
+        """The server's autosync-remote, by its full path (not on the sessions' PATH)."""
+        return os.path.join(self.bin, "autosync-remote")
 
     def start(self):
         if os.getuid() == 0:  # its privilege separation folder (root's sshd only)

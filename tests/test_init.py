@@ -30,6 +30,9 @@ def test_an_empty_remote_gets_the_first_commit_and_the_next_machine_syncs(tmp_pa
     assert remote.head(), "the first commit is on the remote"
     # The next machine's command is said, and it works as said.
     assert "On the next machine run:\n    dvcs-autosync init %s" % remote.path in out
+    next_line = out.split("On the next machine run:\n    ")[1].splitlines()[0]
+    assert next_line.endswith(" --config %s" % a.config)  # the options this one was given
+    assert "authorized_keys" not in out  # a remote on a local path: no key to restrict
     assert stat.S_IMODE(os.stat(a.config).st_mode) == 0o600
     # A remote on a local path is watched here (autosync-remote): pushes arrive at once.
     assert config_lines(a) == ["[autosync]", "path = %s" % a.path, "syncmethod = ssh"]
@@ -396,3 +399,11 @@ def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch
                         lambda *a: ["sh", "-c", "sleep 30"])  # an empty remote: no line yet
     monkeypatch.setattr(init_module, "WATCH_PROBE", 0.5)
     assert step.check_watch() is None
+
+
+def test_the_restricted_key_s_line_is_made_for_an_ssh_remote_only():
+    from autosync.tools.init import key_line
+    assert key_line("server:sync.git") == 'command="autosync-remote serve sync.git",restrict'
+    assert key_line('ssh://me@server:2222/~/my "sync".git') == \
+        r"""command="autosync-remote serve '~/my \"sync\".git'",restrict"""
+    assert key_line("/srv/sync.git") is None and key_line("https://h/r.git") is None

@@ -588,3 +588,47 @@ def test_after_a_sleep_the_watch_is_made_again_over_a_new_connection(scripted):
                s.up() == [True, False, True], what="a new watch after the sleep")
     assert released == [True]
     wait_until(lambda: len(s.requests("pull")) == 2, what="a catch-up pull after the sleep")
+
+
+# --- a key that may do nothing else (autosync-remote serve) ---------------------------
+
+@pytest.mark.e2e
+def test_a_restricted_key_syncs_and_can_do_nothing_else(sshd, ssh_machines, remote, tmp_path):
+    # The line init prints, with the program's full path (not on the sessions' PATH).
+    from autosync.tools.init import key_line
+    line = key_line(sshd.url(remote.path))
+    assert line == 'command="autosync-remote serve %s",restrict' % remote.path
+    sshd.authorize(True, line.replace("autosync-remote", sshd.remote_program, 1))
+    ssh = shlex.split(sshd.ssh_command) + ["-o", "ControlPath=none", "127.0.0.1"]
+    # A shell, a command, another repository, a path outside: all refused.
+    shell = subprocess.run(ssh, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    assert shell.returncode == 1 and shell.stdout == b""
+    assert b"autosync-remote: this key may only sync %s: no shell" % remote.path.encode() \
+        in shell.stderr
+    told = subprocess.run(ssh + ["touch %s" % (tmp_path / "pwned")], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    assert told.returncode == 1 and b"touch is not a command of git's" in told.stderr
+    assert not (tmp_path / "pwned").exists()
+    other = Remote(tmp_path / "other.git")
+    read = subprocess.run(["git", "ls-remote", sshd.url(other.path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    assert read.returncode != 0 and read.stdout == b""
+    assert b"this key may only sync %s, not %s" % (remote.path.encode(), other.path.encode()) \
+        in read.stderr
+    outside = str(tmp_path / "outside.git")
+    git("init", "-q", "--bare", outside)
+    before = sorted(os.listdir(outside))
+    seed = os.path.join(remote.path + ".seed")
+    pushed = subprocess.run(["git", "push", sshd.url(outside), "HEAD:refs/heads/x"], cwd=seed,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert pushed.returncode != 0 and b"this key may only sync" in pushed.stderr
+    assert sorted(os.listdir(outside)) == before and git("--git-dir", outside, "for-each-ref") \
+        == b""
+    # Syncing goes through it: the watch, pushes and fetches.
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    edit_and_wait(a, b, remote, "through-the-key.txt", "restricted\n")
+    edit_and_wait(b, a, remote, "and-back.txt", "still restricted\n")
+    assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()

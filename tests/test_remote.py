@@ -147,3 +147,45 @@ def test_a_repository_on_a_network_filesystem_is_told_apart(tmp_path, path, kind
 
 def test_the_filesystem_of_a_real_folder_is_known(tmp_path):
     assert ar.filesystem(str(tmp_path))
+
+
+# --- serve: a key that may only sync one repository -----------------------------------
+
+def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(tmp_path):
+    repo = Remote(tmp_path / "sync.git").path
+    Remote(tmp_path / "other.git")
+    home = str(tmp_path)
+    from autosync.core.sshremote import default_watch
+    link_sends = default_watch("host:" + repo, "/")[-1]  # the link's own watch command
+    for command, what in (("git-upload-pack '%s'" % repo, "upload-pack"),
+                          ("git-receive-pack '%s'" % repo, "receive-pack"),
+                          ("git-upload-pack 'sync.git'", "upload-pack"),  # below the home
+                          ("git-upload-pack 'sync'", "upload-pack"),      # git adds .git
+                          (link_sends, "watch"),
+                          ("autosync-remote watch %s" % repo, "watch")):
+        assert ar.asked(command, repo, home) == what, command
+    for command, said in (
+            (None, "this key may only sync %s: no shell" % repo),
+            ("", "this key may only sync %s: an empty command is not a command of git's or "
+                 "the watch" % repo),
+            ("cat /etc/passwd", "this key may only sync %s: cat is not a command of git's or "
+                                "the watch" % repo),
+            ("git-upload-pack 'other.git'", "this key may only sync %s, not other.git" % repo),
+            ("git-receive-pack '/tmp'", "this key may only sync %s, not /tmp" % repo),
+            ("git-upload-pack '%s' --x" % repo, "this key may only sync %s: git-upload-pack "
+                                                "is not a command of git's or the watch" % repo),
+            ("sh -c 'exec sh' autosync-remote %s" % repo, "this key may only sync %s: sh is not "
+                                                          "a command of git's or the watch" % repo),
+            ("git-upload-pack 'unclosed", "this key may only sync %s: not a command of git's "
+                                          "or the watch" % repo)):
+        with pytest.raises(ar.Refused) as refused:
+            ar.asked(command, repo, home)
+        assert str(refused.value) == said, command
+
+
+def test_serve_refuses_in_one_line_with_exit_1(tmp_path, monkeypatch, capsys):
+    repo = Remote(tmp_path / "sync.git").path
+    monkeypatch.delenv("SSH_ORIGINAL_COMMAND", raising=False)
+    assert ar.main(["serve", repo]) == 1
+    assert capsys.readouterr().err == "autosync-remote: this key may only sync %s: no " \
+                                      "shell\n" % repo

@@ -1,6 +1,7 @@
 """autosync-remote: the server's side of `syncmethod = ssh`.
 
     autosync-remote watch REPO
+    autosync-remote serve REPO
 
 prints one line per branch movement of the git repository REPO (bare or
 not): `REF REVISION` (a removed branch: REVISION is forty zeros). First the
@@ -18,16 +19,27 @@ ends when the reader goes away: a write that fails (EPIPE), or stdout
 reported hung up or in error by poll() while nothing moves, so a dropped
 ssh connection never leaves it behind on the server. Needs only Python, git
 and this package (pyinotify) on the server.
+
+`serve REPO` is for a key that may do nothing else: in the server's
+authorized_keys, `command="autosync-remote serve REPO",restrict` before the
+key. sshd then runs it whatever the client asked, the client's command in
+SSH_ORIGINAL_COMMAND; it runs only git's fetch and push (git-upload-pack,
+git-receive-pack) and the watch of REPO, with REPO as written there (never a
+path the client gave), and refuses anything else with one line: a shell,
+another repository, any other command.
 """
 import errno
 import os
 import re
 import select
+import shlex
 import subprocess
 import sys
 
 ZERO = "0" * 40
-USAGE = "usage: autosync-remote watch REPO"
+USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO"
+# What a key restricted with `serve` may run: git's two ends of a fetch and a push.
+GIT_SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-pack"}
 NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
 # Filesystems whose files other machines change without this kernel knowing (no inotify).
 NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "lustre",
@@ -150,16 +162,81 @@ def watch(repo, out=None):
         watcher.close()
 
 
+class Refused(Exception):
+    """What a restricted key asked for is not allowed; str() says what, in one line."""
+
+
+def asked(original, repo, home=None):
+    """What the client's command (SSH_ORIGINAL_COMMAND) asks of the repository `repo`:
+    ("upload-pack" | "receive-pack" | "watch"); Refused for anything else. The path the
+    client names must be `repo` itself (as the server's git would find it)."""
+    if original is None:
+        raise Refused("this key may only sync %s: no shell" % repo)
+    try:
+        words = shlex.split(original)
+    except ValueError:
+        raise Refused("this key may only sync %s: not a command of git's or the watch" % repo)
+    from autosync.core.sshremote import REMOTE_SCRIPT
+    if len(words) == 2 and words[0] in GIT_SERVICES:  # what git sends: git-upload-pack 'PATH'
+        what, path = GIT_SERVICES[words[0]], words[1]
+    elif len(words) == 5 and words[:3] == ["sh", "-c", REMOTE_SCRIPT] and \
+            words[3] == "autosync-remote":  # the watch the link sends (sshremote)
+        what, path = "watch", words[4]
+    elif len(words) == 3 and words[:2] == ["autosync-remote", "watch"]:  # a watchcmd's
+        what, path = "watch", words[2]
+    else:
+        raise Refused("this key may only sync %s: %s is not a command of git's or the watch"
+                      % (repo, (words or [""])[0][:40] or "an empty command"))
+    if not same_repository(path, repo, home):
+        raise Refused("this key may only sync %s, not %s" % (repo, path[:200]))
+    return what
+
+
+def same_repository(path, repo, home=None):
+    """Whether the client's `path` names the repository `repo` (as git finds it: below
+    the home when relative; PATH, PATH.git, PATH/.git)."""
+    home = home or os.path.expanduser("~")
+    path = os.path.expanduser(path) if path.startswith("~") else path
+    path = os.path.join(home, path)
+    try:
+        mine = os.path.realpath(git_dir(repo))
+    except NotARepository:
+        return False
+    for candidate in (path, path + ".git"):
+        try:
+            if os.path.realpath(git_dir(candidate)) == mine:
+                return True
+        except NotARepository:
+            continue
+    return False
+
+
+def serve(repo, original=None):
+    """The forced command of a restricted key: run what the client asked of `repo` or
+    refuse it. -> an exit code (when it does not exec git)."""
+    original = os.environ.get("SSH_ORIGINAL_COMMAND") if original is None else original
+    what = asked(original, repo)
+    if what == "watch":
+        return watch(repo)
+    sys.stdout.flush()
+    os.execvp("git", ["git", what, git_dir(repo)])
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv in (["-h"], ["--help"]):
         print(USAGE + "\n\n" + __doc__.split("\n\n", 2)[1])
         return 0
-    if len(argv) != 2 or argv[0] != "watch":
+    if len(argv) != 2 or argv[0] not in ("watch", "serve"):
         print(USAGE, file=sys.stderr)
         return 2
     try:
+        if argv[0] == "serve":
+            return serve(argv[1])
         return watch(argv[1])
+    except Refused as e:
+        print("autosync-remote: %s" % e, file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away mid-write: the normal end. Python would complain once more
         # when it flushes stdout at exit.

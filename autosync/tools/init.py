@@ -665,7 +665,15 @@ class Init:
             words.append("--service")
         if self.args.thin:
             words.append("--thin")
+        if self.config != config.default_path():
+            words += ["--config", tilde(self.config)]
         say("On the next machine run:\n    %s" % shell_words(words))
+        line = key_line(self.remote)
+        if line:
+            say("To let a machine's key sync only this repository on the server, begin the "
+                "key's line in the server's ~/.ssh/authorized_keys with\n    %s\n(the full "
+                "path of autosync-remote if it is not on the PATH of an ssh session there)"
+                % line)
         if os.path.isabs(self.remote):
             say("(with %s as that machine reaches it, e.g. server:%s over ssh)"
                 % (self.remote, self.remote))
@@ -693,6 +701,19 @@ class _Quiet:
 
     def on_pong(self, ping_id):
         return False
+
+
+def key_line(remote):
+    """The authorized_keys options that let a key only sync `remote` (autosync-remote
+    serve), or None for a remote not over ssh."""
+    try:
+        parsed = sshremote.parse_remote(remote)
+    except sshremote.BadRemote:
+        return None
+    if parsed[0] != "ssh":
+        return None
+    command = "autosync-remote serve " + shlex.quote(parsed[3])
+    return 'command="%s",restrict' % command.replace('"', '\\"')  # sshd's only escape
 
 
 def original_setup():
