@@ -21,7 +21,6 @@ from autosync.core import paths, problems, sshremote
 from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS
-SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshremote.REMOTE_SCRIPT)
 FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, backoff_steady=0, stable=60.0,
                       committer_retry=0.1, pull_timeout=10.0, stop_grace=2.0,
                       sleep_check=0.2)
@@ -30,18 +29,22 @@ REV_A, REV_B = "a" * 40, "b" * 40
 
 # --- the remote's address -> the default watch command --------------------------------
 
-@pytest.mark.parametrize("url, argv", [
-    ("host:repo.git", ["--", "host", SCRIPT + "repo.git"]),
-    ("me@host:/srv/my repo.git", ["--", "me@host", SCRIPT + "'/srv/my repo.git'"]),
-    ("ssh://me@host:2222/srv/r.git", ["-p", "2222", "--", "me@host", SCRIPT + "/srv/r.git"]),
-    ("ssh://host/~/r.git", ["--", "host", SCRIPT + "'~/r.git'"]),
-    ("git+ssh://host/r.git", ["--", "host", SCRIPT + "/r.git"]),
-    ("[::1]:r.git", ["--", "::1", SCRIPT + "r.git"]),
-    ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1", SCRIPT + "/r.git"]),
+@pytest.mark.parametrize("url, argv, path", [
+    ("host:repo.git", ["--", "host"], "repo.git"),
+    ("me@host:/srv/my repo.git", ["--", "me@host"], "/srv/my repo.git"),
+    ("ssh://me@host:2222/srv/r.git", ["-p", "2222", "--", "me@host"], "/srv/r.git"),
+    ("ssh://host/~/r.git", ["--", "host"], "~/r.git"),
+    ("git+ssh://host/r.git", ["--", "host"], "/r.git"),
+    ("[::1]:r.git", ["--", "::1"], "r.git"),
+    ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1"], "/r.git"),
 ])
-def test_an_ssh_remote_is_watched_over_ssh(url, argv):
+def test_an_ssh_remote_is_watched_over_ssh(url, argv, path):
     assert sshremote.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
-        ["ssh", "-F", "cfg"] + OPTIONS + argv
+        ["ssh", "-F", "cfg"] + OPTIONS + argv + [sshremote.remote_command(path)]
+    # The server's login shell gets the path as one word, never parsed.
+    words = shlex.split(sshremote.remote_command(path))
+    assert words[:5] == ["sh", "-c", sshremote.REMOTE_SCRIPT, "autosync-remote", path]
+    assert words[5] == sshremote.watch_program() and words[6] == sshremote.BOOT
 
 
 @pytest.mark.parametrize("url, path", [
@@ -632,3 +635,79 @@ def test_a_restricted_key_syncs_and_can_do_nothing_else(sshd, ssh_machines, remo
     edit_and_wait(a, b, remote, "through-the-key.txt", "restricted\n")
     edit_and_wait(b, a, remote, "and-back.txt", "still restricted\n")
     assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+
+
+# --- nothing to install on the server ---------------------------------------------------
+
+def started_server(tmp_path, monkeypatch, server):
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    sshd = Sshd(tmp_path / ("sshd-" + server), server=server).start()
+    monkeypatch.setenv("GIT_SSH_COMMAND", sshd.ssh_command)
+    return sshd
+
+
+@pytest.mark.e2e
+def test_a_server_with_python3_only_gets_the_watch_sent(tmp_path, monkeypatch, ssh_machines,
+                                                         remote):
+    sshd = started_server(tmp_path, monkeypatch, "python3")
+    try:
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+        sent = [pid for pid in descendants(sshd.proc.pid)
+                if open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")[1:3] ==
+                [b"-c", sshremote.BOOT.encode()]]
+        assert len(sent) == 2  # a watch per machine, run by the server's python3
+        assert "watching the remote: " in b.logtext() and sshremote.SENT in b.logtext()
+        assert sshremote.watch_program() not in b.logtext()  # not 7 kB of base64 in the log
+        edit_and_wait(a, b, remote, "sent.txt", "watched by the sent program\n")
+        assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+        assert "polling the remote" not in b.logtext()
+    finally:
+        sshd.stop()
+
+
+@pytest.mark.e2e
+def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, remote):
+    sshd = started_server(tmp_path, monkeypatch, "git")
+    try:
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", 60, what="%s's link up" % m.name)
+        assert "autosync-remote: not found on the server, nor python3: the server cannot run " \
+            "the watch; polling the remote with git ls-remote every 10 s instead" in b.logtext()
+        assert "watching the remote: %s -m autosync.ssh.remote poll %s" % (
+            sys.executable, sshd.url(remote.path)) in b.logtext()
+        assert link_problem(b) == []
+        edit_and_wait(a, b, remote, "polled.txt", "seen by ls-remote\n")
+        assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+    finally:
+        sshd.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("server, said", [
+    ("autosync-remote", "Other machines' pushes arrive at once: the remote is watched "
+                        "(syncmethod = ssh, autosync-remote)."),
+    ("python3", "Other machines' pushes arrive at once: the remote is watched (syncmethod = "
+                "ssh, the server has no autosync-remote: its python3 runs the watch sent over "
+                "ssh)."),
+    ("git", "Other machines' pushes arrive within 10 s: the server cannot run the watch (the "
+            "watch command ended (exit 127): autosync-remote: not found on the server, nor "
+            "python3), so the remote is polled with git ls-remote (syncmethod = ssh)."),
+])
+def test_init_picks_the_best_watch_the_server_can_run_and_says_which(
+        tmp_path, monkeypatch, remote, server, said):
+    from helpers import init
+    sshd = started_server(tmp_path, monkeypatch, server)
+    try:
+        folder, config_file = tmp_path / "Sync", tmp_path / "sync.autosync"
+        result = init(sshd.url(remote.path), folder, "--config", config_file)
+        assert result.returncode == 0, result.stderr
+        assert said in result.stdout
+        assert "syncmethod = ssh" in config_file.read_text()
+        assert 'command="autosync-remote serve %s",restrict' % remote.path in result.stdout
+    finally:
+        sshd.stop()

@@ -31,8 +31,20 @@ SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
                "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=20"]
 # Run by the server's login shell: autosync-remote from PATH, or from ~/.local/bin,
 # where `pip install --user` and pipx put it but which a non-interactive ssh
-# session's PATH often lacks. The path is "$1": never parsed by a shell.
-REMOTE_SCRIPT = 'PATH="$PATH:$HOME/.local/bin"; exec autosync-remote watch "$1"'
+# session's PATH often lacks; without it, the watch itself (autosync/ssh/remote.py,
+# "$2": compressed, base64; "$3" unpacks it) run by the server's python3. The path is
+# "$1": never parsed by a shell.
+REMOTE_SCRIPT = ('PATH="$PATH:$HOME/.local/bin"; '
+                 'if command -v autosync-remote >/dev/null 2>&1; then '
+                 'exec autosync-remote watch "$1"; fi; '
+                 'if command -v python3 >/dev/null 2>&1; then echo "%s" >&2; '
+                 'exec python3 -c "$3" "$2" watch "$1"; fi; '
+                 'echo "autosync-remote: not found on the server, nor python3" >&2; exit 127'
+                 ) % "autosync-remote: not found on the server: its python3 runs the watch sent over ssh"
+SENT_NOTICE = "its python3 runs the watch sent over ssh"
+# python3's program: the watch, out of its argument (left out of sys.argv before it runs).
+BOOT = "import base64,sys,zlib;exec(zlib.decompress(base64.b64decode(sys.argv.pop(1))))"
+SENT = "(the watch program)"  # what the log shows in place of the program sent
 NOISE = ("Warning: Permanently added",)  # ssh's stderr lines that say nothing wrong
 PERSIST = 60         # seconds the held connection outlives its last user
 CHECK_TIMEOUT = 3.0  # seconds a control socket's master has to answer `ssh -O check`
@@ -129,9 +141,24 @@ def default_watch(url, base, ssh=("ssh",), held=()):
     if remote[0] == "local":
         return [sys.executable, "-m", "autosync.ssh.remote", "watch", remote[1]]
     _, destination, port, path = remote
-    script = "sh -c %s autosync-remote %s" % (shlex.quote(REMOTE_SCRIPT), shlex.quote(path))
     return list(ssh) + SSH_OPTIONS + list(held) + (["-p", str(port)] if port else []) + \
-        ["--", destination, script]
+        ["--", destination, remote_command(path)]
+
+
+def watch_program():
+    """autosync/ssh/remote.py, compressed and in base64: one word on any shell."""
+    import base64
+    import zlib
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "ssh", "remote.py"), "rb") as f:
+        return base64.b64encode(zlib.compress(f.read(), 9)).decode("ascii")
+
+
+def remote_command(path, program=None):
+    """What the server's login shell runs to watch `path` (REMOTE_SCRIPT)."""
+    return "sh -c %s autosync-remote %s %s %s" % (
+        shlex.quote(REMOTE_SCRIPT), shlex.quote(path), program or watch_program(),
+        shlex.quote(BOOT))
 
 
 def remote_path(url, base):
@@ -140,24 +167,47 @@ def remote_path(url, base):
     return remote[1] if remote[0] == "local" else remote[3]
 
 
+def cannot_watch(returncode):
+    """Whether a watch command that ended before its first line with `returncode` means a
+    server that cannot run the watch (a hosted git without a shell, no python3: its own
+    exit) rather than ssh failing (255: no connection, a refused login) or a kill."""
+    return returncode is not None and 0 < returncode != 255
+
+
+def poll_command(url, base):
+    """(argv, shown, env) polling the remote at `url` here with git ls-remote
+    (autosync-remote poll), through the held connection."""
+    from autosync.core import git_environment
+    argv = [sys.executable, "-m", "autosync.ssh.remote", "poll", url]
+    git_environment.use_ssh_command(git_ssh_command(url, base))
+    return argv, " ".join(map(commands.show, argv)), commands.environment()
+
+
 def watch_argv(cfg):
-    """(argv, shown, release) of the watch command for this config; release(): let the
-    held connection go (let_go), or None when there is none."""
+    """(argv, shown, release, poll) of the watch command for this config; release(): let
+    the held connection go (let_go), or None when there is none; poll(): poll_command for
+    a server that cannot run the watch, or None."""
     url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
     text = cfg.commands.get("watchcmd") or ""
     if text.strip():
         template = commands.Template("watchcmd", text)
         run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
-        return run.argv, run.shown, None
-    ssh, options, release = ssh_program(os.environ, cfg.path), [], None
+        return run.argv, run.shown, None, None
+    ssh, options, release, poll = ssh_program(os.environ, cfg.path), [], None, None
     remote = parse_remote(url, cfg.path)
     if remote[0] == "ssh":
         options, path = held(ssh, remote[1], remote[2])
         if path:
             stale(ssh, remote[1], path)
             release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
+        poll = lambda: poll_command(url, cfg.path)  # noqa: E731
     argv = default_watch(url, cfg.path, ssh, options)
-    return argv, " ".join(map(commands.show, argv)), release
+    return argv, shown(argv), release, poll
+
+
+def shown(argv):
+    """A watch command for the log: the program it sends over left out."""
+    return " ".join(map(commands.show, argv)).replace(watch_program(), SENT)
 
 
 def why_it_ended(returncode, stderr):

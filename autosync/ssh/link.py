@@ -16,6 +16,10 @@ The same guarantees as the XMPP listener (autosync/xmpp/listener.py):
 * a command that ends before its first line (a refused login, autosync-remote
   missing on the server) is the `link` problem, with the command's own last
   words on stderr (ssh's), until a later start works;
+* a server that cannot run the watch (the command ends before its first line
+  with its own exit, not ssh's 255: a hosted git without a shell, a server
+  without autosync-remote and python3) is polled instead, with `git
+  ls-remote` every 10 s (autosync-remote poll, run here), said once;
 * the first tries after a drop come about a second apart (`backoff_steady` of
   them), so the link is back within about a second of the server; only a long
   outage waits longer;
@@ -38,8 +42,9 @@ import time
 from dataclasses import dataclass
 
 from autosync.core import client, commands
-from autosync.core.sshremote import BadRemote, watch_argv, why_it_ended
+from autosync.core.sshremote import BadRemote, cannot_watch, watch_argv, why_it_ended
 from autosync.core.retry import Backoff, Trouble, one_line
+from autosync.ssh.remote import POLL
 
 log = logging.getLogger("autosync.sshlink")
 
@@ -101,6 +106,8 @@ class Link(client.CommitterLink):
         self.asleep = asleep
         self.slept_until = asleep()  # asleep() when last looked at
         self.release = None       # lets the held ssh connection go (sshremote.let_go)
+        self.poll = None          # -> (argv, shown, env) polling the remote instead
+        self.polling = False      # the server cannot run the watch: polled instead
         super().__init__(cfg, t, log)
         self.proc = None
         self.out = b""            # a line begun on the command's stdout
@@ -163,8 +170,11 @@ class Link(client.CommitterLink):
         self.out, self.err, self.up_since = b"", b"", None
         try:
             made = self.argv(self.cfg)
-            argv, self.shown = made[0], made[1]
+            argv, self.shown, env = made[0], made[1], None
             self.release = made[2] if len(made) > 2 else None
+            self.poll = made[3] if len(made) > 3 else None
+            if self.polling and self.poll:
+                argv, self.shown, env = self.poll()
         except (commands.CommandFailed, BadRemote, ValueError, OSError) as e:
             return self._failed("cannot make the watch command: %s (set watchcmd in [dvcs], or "
                                 "use syncmethod = none with pullinterval)" % one_line(e))
@@ -172,7 +182,7 @@ class Link(client.CommitterLink):
             # Its own process group (stopped as one), ended with us even if we are killed.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=_die_with_parent, env=env)
         except OSError as e:
             return self._failed("cannot run the watch command %s: %s" % (self.shown, e.strerror))
         os.set_blocking(self.proc.stderr.fileno(), False)
@@ -235,6 +245,13 @@ class Link(client.CommitterLink):
         proc.stdout.close()
         proc.stderr.close()
         reason = why_it_ended(proc.returncode, self.err)
+        if self.up_since is None and self.poll and not self.polling and \
+                cannot_watch(proc.returncode):
+            self.polling = True
+            self.next_start = time.monotonic()
+            log.warning("%s: the server cannot run the watch; polling the remote with git "
+                        "ls-remote every %g s instead", reason, POLL)
+            return
         if self.up_since is None:
             return self._failed(reason)
         if time.monotonic() - self.up_since >= self.timing.stable:

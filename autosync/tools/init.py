@@ -33,6 +33,7 @@ from autosync.core import config, excludes, git, git_environment, gitpull, sshre
 from autosync.core.commands import environment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
+from autosync.ssh.remote import POLL
 
 log = logging.getLogger("autosync.init")
 
@@ -186,6 +187,8 @@ class Init:
         self.host = socket.gethostname()
         self.xmpp = None  # config.Xmpp of a checked account
         self.watch_why = "not tried"  # None once the remote's watch worked (syncmethod ssh)
+        self.watch_how = None  # None: autosync-remote; "sent": the server's python3;
+        # or why the server cannot run the watch (then it is polled, still syncmethod ssh)
         self.program = installed_program()
 
     # --- checks: nothing is written before all of them passed -------------------------
@@ -313,7 +316,16 @@ class Init:
             if select.select([proc.stdout], [], [], WATCH_PROBE)[0] and \
                     not proc.stdout.readline().strip():
                 proc.wait(WATCH_PROBE)
-                return sshremote.why_it_ended(proc.returncode, proc.stderr.read())
+                why = sshremote.why_it_ended(proc.returncode, proc.stderr.read())
+                if self.remote_over_ssh() and sshremote.cannot_watch(proc.returncode):
+                    self.watch_how = why  # the link polls it instead (sshlink)
+                    return None
+                return why
+            proc.kill()
+            proc.wait()
+            os.set_blocking(proc.stderr.fileno(), False)  # what it said so far, no more
+            if sshremote.SENT_NOTICE.encode() in (proc.stderr.read() or b""):
+                self.watch_how = "sent"
             return None
         finally:
             if proc.poll() is None:
@@ -321,6 +333,12 @@ class Init:
                 proc.wait()
             proc.stdout.close()
             proc.stderr.close()
+
+    def remote_over_ssh(self):
+        try:
+            return sshremote.parse_remote(self.remote)[0] == "ssh"
+        except sshremote.BadRemote:
+            return False
 
     def check_account(self):
         a = self.args
@@ -645,9 +663,15 @@ class Init:
     def closing_words(self, started):
         if not started:
             say("Start syncing with:\n    %s" % self.start_command())
-        if self.xmpp is None and self.watch_why is None:
+        if self.xmpp is None and self.watch_why is None and self.watch_how not in (None, "sent"):
+            say("Other machines' pushes arrive within %g s: the server cannot run the watch "
+                "(%s), so the remote is polled with git ls-remote (syncmethod = ssh)."
+                % (POLL, self.watch_how))
+        elif self.xmpp is None and self.watch_why is None:
             say("Other machines' pushes arrive at once: the remote is watched "
-                "(syncmethod = ssh, autosync-remote).")
+                "(syncmethod = ssh, %s)." % ("autosync-remote" if self.watch_how is None else
+                                             "the server has no autosync-remote: " +
+                                             sshremote.SENT_NOTICE))
         elif self.xmpp is None:
             say("Other machines' pushes are pulled every %g minutes (pullinterval): the "
                 "remote cannot be watched (%s). Install autosync-remote on the server "
