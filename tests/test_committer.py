@@ -475,3 +475,18 @@ def test_a_pull_asked_for_while_the_daemon_stops_is_not_a_failure(committer):
     asker.join(10)
     assert replies == [{"ok": False, "stopping": True,
                         "error": "the daemon is stopping before the pull was made"}]
+
+
+def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
+    import logging
+    caplog.set_level(logging.INFO, logger="autosync.committer")
+    committer.repo.push_ok = False
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    committer.step()  # commits
+    committer.stop()  # SIGTERM: the push under way is killed by it, and fails
+    committer.step()
+    assert committer.repo.calls[-1] == "push"
+    assert committer.server.events("failed") == [] and "push" not in committer.status["failing"]
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert "push not finished: the daemon is stopping (remote away)" in said
+    assert not any(r.levelno >= logging.WARNING for r in caplog.records)

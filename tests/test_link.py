@@ -533,8 +533,7 @@ def test_the_user_s_own_multiplexing_is_left_alone(tmp_path):
     assert sshremote.held(ssh, "own") == ([], None)
     options, path = sshremote.held(ssh, "plain", 2222)
     assert path == sshremote.control_path("me", "plain", "2222")
-    assert options == ["-o", "ControlMaster=auto", "-o", "ControlPath=" + path,
-                       "-o", "ControlPersist=%d" % sshremote.PERSIST]
+    assert options == ["-o", "ControlMaster=no", "-o", "ControlPath=" + path]
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
     for own in (["-S", "/x"], ["-oControlPath=/x"], ["-o", "controlmaster=no"], ["-M"]):
         assert sshremote.held(ssh + own, "plain") == ([], None)
@@ -549,8 +548,8 @@ def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeyp
     env = {"GIT_SSH_COMMAND": "ssh -F \"$CONFIG_DIR/my config\""}
     text = sshremote.git_ssh_command("ssh://host:2222/r.git", str(tmp_path / "w"), env)
     path = sshremote.control_path("me", "host", "2222")
-    assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=auto -o ControlPath=%s -o " \
-        "ControlPersist=%d " % (path, sshremote.PERSIST) + " ".join(OPTIONS[2:])
+    assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=no -o ControlPath=%s " % path \
+        + " ".join(OPTIONS[2:])
     assert sshremote.git_ssh_command("/srv/r.git", str(tmp_path / "w"), env) is None
     assert sshremote.git_ssh_command("host:r.git", str(tmp_path / "w"),
                                      dict(env, GIT_SSH_COMMAND="ssh -S none")) is None
@@ -711,3 +710,46 @@ def test_init_picks_the_best_watch_the_server_can_run_and_says_which(
         assert 'command="autosync-remote serve %s",restrict' % remote.path in result.stdout
     finally:
         sshd.stop()
+
+
+@pytest.mark.e2e
+def test_a_command_killed_mid_session_is_not_held_open_by_the_connection(sshd, remote,
+                                                                       tmp_path):
+    # The server's side of a fetch waits (its pack-objects hook reads a fifo): the fetch
+    # is killed meanwhile, as a stop or a timeout does. Its output must end with it, even
+    # when it was the first to use the held connection: no master keeps its pipes.
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    with open(os.path.join(sshd.home, ".gitconfig"), "w") as f:
+        f.write('[uploadpack]\n\tpackObjectsHook = "cat %s >/dev/null; exec"\n' % fifo)
+    clone, other = str(tmp_path / "clone"), str(tmp_path / "other")
+    git("clone", "-q", remote.path, clone)
+    git("clone", "-q", remote.path, other)
+    with open(os.path.join(other, "new.txt"), "w") as f:
+        f.write("something to fetch\n")
+    git("add", "new.txt", cwd=other)
+    git("commit", "-q", "-m", "new", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    env = dict(os.environ, GIT_SSH_COMMAND=sshremote.git_ssh_command(sshd.url(remote.path),
+                                                                     clone))
+    path = control_socket(sshd)
+    wait_until(lambda: os.path.exists(path), what="the held connection")
+    fetch = subprocess.Popen(["git", "fetch", "-q", sshd.url(remote.path), "main"], cwd=clone,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    try:
+        wait_until(lambda: any(b"pack-objects" in open("/proc/%d/cmdline" % p, "rb").read()
+                               for p in descendants(sshd.proc.pid)
+                               if os.path.exists("/proc/%d" % p)),
+                   what="the server's side to wait")
+        os.killpg(fetch.pid, signal.SIGTERM)
+        fetch.communicate(timeout=20)  # (a master holding its pipes: until the server ends)
+        assert fetch.returncode == -signal.SIGTERM
+    finally:
+        try:  # the server's side goes on, and ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass  # (it never began)
+        if fetch.poll() is None:
+            os.killpg(fetch.pid, signal.SIGKILL)
+            fetch.wait()

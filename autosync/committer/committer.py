@@ -487,7 +487,7 @@ class Committer:
 
     def stop(self):
         with self.cond:
-            self.stopping = True
+            self.stopping = self.reports.stopping = True
             self.cond.notify_all()
 
     def commit(self, changes, rescan, note=None):

@@ -182,6 +182,7 @@ class RequestQueue:
         self.pending = {}   # kind -> message, not yet answered
         self.busy = False   # a request is out
         self.failures = 0   # sends that found no committer
+        self.flushing = False  # flush() waits: a committer found gone is no news
         self.closed = False
         self.conn = None
         self.conn_lock = threading.Lock()  # close() must not hang up a reused fd
@@ -202,12 +203,15 @@ class RequestQueue:
         committer is found gone: at a stop it may have ended first)."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            failures = self.failures
-            while (self.pending or self.busy) and not self.closed:
-                left = deadline - time.monotonic()
-                if left <= 0 or self.failures != failures:
-                    return False
-                self.cond.wait(left)
+            failures, self.flushing = self.failures, True
+            try:
+                while (self.pending or self.busy) and not self.closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self.failures != failures:
+                        return False
+                    self.cond.wait(left)
+            finally:
+                self.flushing = False
         return True
 
     def close(self):
@@ -257,7 +261,9 @@ class RequestQueue:
             reply = self.conn.request(message, timeout=self.timeout)
         except FAILURES as e:
             self._hang_up()
-            if not self.closed:
+            if self.flushing:  # at a stop: the committer may have ended first
+                self.log.info("the committer is gone (%s): not told", one_line(e))
+            elif not self.closed:
                 self.trouble.failed("cannot reach the committer (%s); retrying", one_line(e))
             return False
         self.backoff.reset()

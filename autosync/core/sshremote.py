@@ -6,16 +6,19 @@ runs, and `dvcs-autosync init`, which tries it once to choose `syncmethod`.
 
 The held connection: every ssh the daemon starts for a remote (the watch, and
 git's push, fetch and notes fetch through GIT_SSH_COMMAND, git_ssh_command)
-goes through one connection, ssh's own multiplexing (ControlMaster=auto, a
-control socket in the daemon's private runtime folder, ControlPersist): one
-login per remote instead of one per command. The first ssh to connect makes
-it; it ends PERSIST seconds after its last user (the watch uses it for as
-long as the link runs), or when the connection drops (the next ssh makes it
-again). Left alone when the user's ssh config (`ssh -G`) or ssh command sets
-its own ControlMaster/ControlPath, or when the ssh is not OpenSSH's. A socket
-whose master is gone is removed by ssh itself; one whose master does not
-answer within CHECK_TIMEOUT (frozen) is removed here (stale()), so it never
-blocks a command.
+goes through one connection, ssh's own multiplexing: a control socket in the
+daemon's private runtime folder, its master an `ssh -M -N -f` of its own
+(connect(), made when the committer starts and at every start of the watch,
+when none answers), which ends PERSIST seconds after its last user (the
+watch uses it for as long as the link runs) or when the connection drops.
+One login per remote instead of one per command. The commands themselves
+only use it (ControlMaster=no): one that finds no master connects by itself,
+and none becomes a master, whose first session would keep that command's
+pipes open until the server ended it (a killed command's reader would wait).
+Left alone when the user's ssh config (`ssh -G`) or ssh command sets its own
+ControlMaster/ControlPath, or when the ssh is not OpenSSH's. A socket whose
+master is gone, or does not answer within CHECK_TIMEOUT (frozen), is removed
+before a master is made (stale()), so it never blocks a command.
 """
 import hashlib
 import os
@@ -184,25 +187,26 @@ def poll_command(url, base):
 
 
 def watch_argv(cfg):
-    """(argv, shown, release, poll) of the watch command for this config; release(): let
-    the held connection go (let_go), or None when there is none; poll(): poll_command for
-    a server that cannot run the watch, or None."""
+    """(argv, shown, release, poll, master) of the watch command for this config;
+    release(): let the held connection go (let_go), or None when there is none; poll():
+    poll_command for a server that cannot run the watch, or None; master: connect()'s
+    process making the held connection, to wait for before the watch starts, or None."""
     url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
     text = cfg.commands.get("watchcmd") or ""
     if text.strip():
         template = commands.Template("watchcmd", text)
         run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
-        return run.argv, run.shown, None, None
-    ssh, options, release, poll = ssh_program(os.environ, cfg.path), [], None, None
+        return run.argv, run.shown, None, None, None
+    ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
     remote = parse_remote(url, cfg.path)
     if remote[0] == "ssh":
         options, path = held(ssh, remote[1], remote[2])
         if path:
-            stale(ssh, remote[1], path)
+            master = connect(ssh, remote[1], remote[2], path)
             release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
         poll = lambda: poll_command(url, cfg.path)  # noqa: E731
     argv = default_watch(url, cfg.path, ssh, options)
-    return argv, shown(argv), release, poll
+    return argv, shown(argv), release, poll, master
 
 
 def shown(argv):
@@ -284,8 +288,25 @@ def held(ssh, destination, port=None, words=None):
     path = control_path(config.get("user", ""), config.get("hostname", destination),
                         config.get("port", port or 22))
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    return ["-o", "ControlMaster=auto", "-o", "ControlPath=" + path.replace("%", "%%"),
-            "-o", "ControlPersist=%d" % PERSIST], path
+    return ["-o", "ControlMaster=no", "-o", "ControlPath=" + path.replace("%", "%%")], path
+
+
+def connect(ssh, destination, port, path):
+    """Make the held connection's master unless one answers at `path`: a started
+    `ssh -M -N -f` (it goes to the background once logged in; nobody waits for it), or
+    None. A socket left behind or frozen is removed first (stale())."""
+    if not path or (os.path.exists(path) and not stale(ssh, destination, path)):
+        return None
+    try:
+        return subprocess.Popen(
+            list(ssh) + SSH_OPTIONS + ["-o", "ControlMaster=yes", "-o", "ControlPath=" +
+                                       path.replace("%", "%%"), "-o", "ControlPersist=%d"
+                                       % PERSIST, "-N", "-f"] +
+            (["-p", str(port)] if port else []) + ["--", destination],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+    except OSError:
+        return None
 
 
 def stale(ssh, destination, path, timeout=CHECK_TIMEOUT):
@@ -337,7 +358,7 @@ def git_ssh_command(url, base, env=None):
     options, path = held(ssh, remote[1], remote[2], words)
     if not options:
         return None
-    stale(ssh, remote[1], path)
+    connect(ssh, remote[1], remote[2], path)
     # The user's line as it is (a shell runs it: $HOME, ~ and quotes keep their meaning),
     # then ours; keep-alives too: the connection may be made by git's ssh and outlive it.
     return text + " " + " ".join(map(shlex.quote, options + SSH_OPTIONS[2:]))

@@ -51,6 +51,7 @@ log = logging.getLogger("autosync.sshlink")
 REVISION = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 ZERO = re.compile(r"0+")
 STDERR_KEPT = 8192  # bytes of the command's stderr kept for the reason it stopped
+CONNECT_WAIT = 30.0  # seconds the watch waits for the held connection (ConnectTimeout 20)
 
 
 @dataclass
@@ -173,6 +174,8 @@ class Link(client.CommitterLink):
             argv, self.shown, env = made[0], made[1], None
             self.release = made[2] if len(made) > 2 else None
             self.poll = made[3] if len(made) > 3 else None
+            if len(made) > 4 and made[4] is not None and not self._connected(made[4]):
+                return  # stopping
             if self.polling and self.poll:
                 argv, self.shown, env = self.poll()
         except (commands.CommandFailed, BadRemote, ValueError, OSError) as e:
@@ -188,6 +191,16 @@ class Link(client.CommitterLink):
         os.set_blocking(self.proc.stderr.fileno(), False)
         self.err_open = True
         log.info("watching the remote: %s", self.shown)
+
+    def _connected(self, master):
+        """Wait for the held connection's master to log in (or fail: the watch then
+        connects by itself and says why), but not past a stop. -> False when stopping."""
+        deadline = time.monotonic() + CONNECT_WAIT
+        while master.poll() is None and not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if master.poll() is None and self.stopping:
+            self._kill(master)  # still logging in: the master never comes
+        return not self.stopping
 
     def _read_stderr(self):
         """What the command says on stderr, the end of it kept; never waits."""
