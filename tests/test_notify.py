@@ -334,8 +334,10 @@ def test_outside_any_synced_folder_the_only_daemon_is_meant(tmp_path, capsys):
 def test_outside_any_synced_folder_two_daemons_are_named_not_guessed(tmp_path, capsys):
     from autosync.core.paths import socket_for
     photos = dict(STATUS, path="/home/u/Photos")
-    with serving(socket_for(str(tmp_path / "Sync")), lambda m, c: {"ok": True, "status": STATUS}), \
-            serving(socket_for(str(tmp_path / "Photos")), lambda m, c: {"ok": True, "status": photos}):
+    with serving(socket_for(str(tmp_path / "Sync")),
+                 lambda m, c: {"ok": True, "status": STATUS}), \
+            serving(socket_for(str(tmp_path / "Photos")),
+                    lambda m, c: {"ok": True, "status": photos}):
         assert notify.main(["pause"]) == notify.EXIT_NO_DAEMON
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("autosync-notify: 2 dvcs-autosync daemons "

@@ -43,7 +43,8 @@ REMOTE_SCRIPT = ('PATH="$PATH:$HOME/.local/bin"; '
                  'if command -v python3 >/dev/null 2>&1; then echo "%s" >&2; '
                  'exec python3 -c "$3" "$2" watch "$1"; fi; '
                  'echo "autosync-remote: not found on the server, nor python3" >&2; exit 127'
-                 ) % "autosync-remote: not found on the server: its python3 runs the watch sent over ssh"
+                 ) % ("autosync-remote: not found on the server: its python3 runs the watch "
+                      "sent over ssh")
 SENT_NOTICE = "its python3 runs the watch sent over ssh"
 # python3's program: the watch, out of its argument (left out of sys.argv before it runs).
 BOOT = "import base64,sys,zlib;exec(zlib.decompress(base64.b64decode(sys.argv.pop(1))))"
