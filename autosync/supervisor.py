@@ -4,7 +4,8 @@ Starts the committer, then the watcher (and the XMPP listener or the ssh link, d
 notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to tools/history.py, `dvcs-autosync conflicts` to tools/conflicts.py, `dvcs-autosync
-status` to tools/notify.py (autosync-notify status), `dvcs-autosync init` to tools/init.py,
+status|pause|resume|sync|pull|describe` to tools/notify.py (as autosync-notify),
+`dvcs-autosync init` to tools/init.py,
 `dvcs-autosync expire` to core/largefiles.py.
 """
 import ctypes
@@ -282,7 +283,8 @@ def stop(running):
 # `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
 COMMANDS = {"log": "tools.history", "restore": "tools.history",
             "conflicts": "tools.conflicts", "status": "tools.notify", "init": "tools.init",
-            "expire": "core.largefiles"}
+            "expire": "core.largefiles", "pause": "tools.notify", "resume": "tools.notify",
+            "sync": "tools.notify", "pull": "tools.notify", "describe": "tools.notify"}
 
 
 def command(argv):
@@ -304,9 +306,14 @@ def main(argv=None):
     if routed:
         import importlib
         return importlib.import_module("autosync." + COMMANDS[routed[0]]).main(routed)
+    if argv and argv[0] in COMMANDS:  # and a file of that name is here (command())
+        print("dvcs-autosync: %s is a file here: read as the config file, as the original "
+              "dvcs-autosync CONFIG did; for the command, run it in another folder"
+              % argv[0], file=sys.stderr)
     parser = cli.parser("dvcs-autosync", __doc__)
     parser.epilog = ("Set up a machine: dvcs-autosync init REMOTE FOLDER [--account "
-                     "USER@DOMAIN] [--service]; how it runs: dvcs-autosync status (as autosync-notify status); "
+                     "USER@DOMAIN] [--service]; how it runs: dvcs-autosync status; "
+                     "pause [DURATION], resume, sync, describe TEXT (as autosync-notify); "
                      "old versions: dvcs-autosync log [PATH], dvcs-autosync restore PATH "
                      "[--at WHEN]; conflict copies: dvcs-autosync conflicts [--keep "
                      "mine|theirs PATH]; old large files off the remote: dvcs-autosync "

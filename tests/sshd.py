@@ -63,9 +63,13 @@ def descendants(pid):
 
 
 class Sshd:
-    """sshd -D -e -f CONFIG on a free port of 127.0.0.1; start(), stop(), restart()."""
+    """sshd -D -e -f CONFIG on a free port of 127.0.0.1; start(), stop(), restart().
 
-    def __init__(self, folder):
+    `server`: what the server has besides sshd: "autosync-remote" (in ~/.local/bin),
+    "python3" (git and python3, nothing of ours: not even on PYTHONPATH), or "git"
+    (a PATH with sh and git only)."""
+
+    def __init__(self, folder, server="autosync-remote"):
         self.folder = str(folder)
         os.makedirs(self.folder, exist_ok=True)
         self.port = free_port()
@@ -88,10 +92,20 @@ class Sshd:
         self.authorize(True)
         # The server's `autosync-remote`: this checkout's, with the test venv's Python.
         os.makedirs(self.bin)
-        launcher = os.path.join(self.bin, "autosync-remote")
-        with open(launcher, "w") as f:
-            f.write("#!/bin/sh\nexec %s -m autosync.ssh.remote \"$@\"\n" % sys.executable)
-        os.chmod(launcher, 0o755)
+        if server == "autosync-remote":
+            launcher = os.path.join(self.bin, "autosync-remote")
+            with open(launcher, "w") as f:
+                f.write("#!/bin/sh\nexec %s -m autosync.ssh.remote \"$@\"\n" % sys.executable)
+            os.chmod(launcher, 0o755)
+        env = "HOME=%s PATH=/usr/local/bin:/usr/bin:/bin" % self.home
+        if server == "autosync-remote":
+            env += " PYTHONPATH=%s" % ROOT
+        elif server == "git":  # a PATH with a shell and git, and nothing else
+            only = os.path.join(self.folder, "only-git")
+            os.makedirs(only)
+            for program in ("sh", "git", "git-upload-pack", "git-receive-pack"):
+                os.symlink(shutil.which(program), os.path.join(only, program))
+            env = "HOME=%s PATH=%s" % (self.home, only)
         with open(self.config, "w") as f:
             f.write("\n".join([
                 "Port %d" % self.port, "ListenAddress 127.0.0.1",
@@ -101,7 +115,7 @@ class Sshd:
                 "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
                 "PubkeyAuthentication yes", "PermitRootLogin prohibit-password",
                 "LogLevel VERBOSE",
-                "SetEnv HOME=%s PATH=/usr/local/bin:/usr/bin:/bin PYTHONPATH=%s" % (self.home, ROOT),
+                "SetEnv " + env,
                 ""]))
         with open(self.client_config, "w") as f:
             f.write("\n".join([
@@ -120,12 +134,18 @@ class Sshd:
         """An ssh:// address of `path` on this server."""
         return "ssh://%s@127.0.0.1:%d%s" % (self.user, self.port, path)
 
-    def authorize(self, yes):
-        """Let the client's key in, or not."""
+    def authorize(self, yes, options=""):
+        """Let the client's key in (with authorized_keys `options`, e.g. a forced
+        command), or not."""
         with open(self.client_key + ".pub") as f:
             key = f.read()
         with open(self.authorized, "w") as f:
-            f.write(key if yes else "")
+            f.write(((options + " ") if options else "") + key if yes else "")
+
+    @property
+    def remote_program(self):
+        """The server's autosync-remote, by its full path (not on the sessions' PATH)."""
+        return os.path.join(self.bin, "autosync-remote")
 
     def start(self):
         if os.getuid() == 0:  # its privilege separation folder (root's sshd only)

@@ -162,6 +162,7 @@ def test_requests_wait_for_the_committer_and_warn_once(committer, caplog):
     q = requests(committer)
     q.put("link", {"cmd": "link", "up": False})
     q.put("link", {"cmd": "link", "up": True})  # the newest wins
+    wait_until(lambda: q.failures >= 3, 10, what="three tries")
     assert not q.flush(0.4)
     committer.start()
     assert q.flush(5)
@@ -229,3 +230,35 @@ def test_link_state_is_told_when_it_changes_and_again_on_request():
     assert q.put_ == [("link", {"cmd": "link", "up": False, "error": "refused"}),
                       ("link", {"cmd": "link", "up": True}),
                       ("link", {"cmd": "link", "up": True})]
+
+
+def test_flush_gives_up_at_once_on_a_committer_that_is_gone(committer, caplog):
+    # At a stop the committer may have ended first: nobody is left to tell, and the
+    # program's stop must not wait out flush's whole time for it.
+    caplog.set_level(logging.INFO, logger="autosync.client")
+    q = client.RequestQueue(committer.path, 5.0, backoff=Backoff(0.05, 0.2))
+    q.put("link", {"cmd": "link", "up": False})
+    done = []
+    flusher = threading.Thread(target=lambda: done.append(q.flush(600)), daemon=True)
+    flusher.start()
+    wait_until(lambda: q.flushing, 10, what="flush to wait")
+    q.start()  # its first try comes while flush waits, as at a stop
+    wait_until(lambda: done, 10, what="flush to give up")
+    assert done == [False]
+    assert client_log(caplog, logging.WARNING) == []  # no "retrying": it will not
+    assert any(r.getMessage().startswith("the committer is gone (") for r in client_log(caplog))
+    q.close()
+
+
+def test_a_request_left_undone_by_a_stop_is_no_failure(committer, caplog):
+    caplog.set_level(logging.INFO, logger="autosync.client")
+    committer.answers["sync"] = {"ok": False, "stopping": True,
+                                 "error": "the daemon is stopping before the sync was made"}
+    committer.start()
+    q = requests(committer)
+    q.put("sync", {"cmd": "sync"})
+    assert q.flush(5)
+    assert client_log(caplog, logging.WARNING) == []
+    assert [r.getMessage() for r in client_log(caplog) if "committer:" in r.getMessage()] == \
+        ["committer: no sync: the daemon is stopping before the sync was made"]
+    q.close()

@@ -128,7 +128,7 @@ def test_the_ssh_link_stands_for_pulls_as_xmpp_s_does(tmp_path):
     assert c.has_work()
     status = c.handle({"cmd": "status"}, None)["status"]
     assert status["problems"][0]["name"] == "link"
-    assert "autosync-remote is installed" in status["problems"][0]["fix"]
+    assert "log in to the server with ssh" in status["problems"][0]["fix"]
 
 
 def test_while_the_xmpp_link_is_up_a_slow_safety_net_pull_runs(tmp_path):
@@ -462,3 +462,31 @@ def test_a_batch_is_numbered_for_git_s_fsmonitor_before_the_worker_can_take_it(c
     committer.handle({"cmd": "watch", "unwatched": 0, "problem": None}, None)
     assert not monitor.journal.blind
 
+
+
+def test_a_pull_asked_for_while_the_daemon_stops_is_not_a_failure(committer):
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(
+        committer.handle({"cmd": "pull", "timeout": 600}, None)), daemon=True)
+    asker.start()
+    import conftest
+    conftest.wait_until(lambda: committer.wanted["pull"] == 1, what="the pull asked for")
+    committer.stop()  # before the worker got to it
+    asker.join(10)
+    assert replies == [{"ok": False, "stopping": True,
+                        "error": "the daemon is stopping before the pull was made"}]
+
+
+def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
+    import logging
+    caplog.set_level(logging.INFO, logger="autosync.committer")
+    committer.repo.push_ok = False
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    committer.step()  # commits
+    committer.stop()  # SIGTERM: the push under way is killed by it, and fails
+    committer.step()
+    assert committer.repo.calls[-1] == "push"
+    assert committer.server.events("failed") == [] and "push" not in committer.status["failing"]
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert "push not finished: the daemon is stopping (remote away)" in said
+    assert not any(r.levelno >= logging.WARNING for r in caplog.records)

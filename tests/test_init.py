@@ -30,6 +30,9 @@ def test_an_empty_remote_gets_the_first_commit_and_the_next_machine_syncs(tmp_pa
     assert remote.head(), "the first commit is on the remote"
     # The next machine's command is said, and it works as said.
     assert "On the next machine run:\n    dvcs-autosync init %s" % remote.path in out
+    next_line = out.split("On the next machine run:\n    ")[1].splitlines()[0]
+    assert next_line.endswith(" --config %s" % a.config)  # the options this one was given
+    assert "authorized_keys" not in out  # a remote on a local path: no key to restrict
     assert stat.S_IMODE(os.stat(a.config).st_mode) == 0o600
     # A remote on a local path is watched here (autosync-remote): pushes arrive at once.
     assert config_lines(a) == ["[autosync]", "path = %s" % a.path, "syncmethod = ssh"]
@@ -381,18 +384,34 @@ def test_a_push_refused_during_init_is_left_to_the_daemon(tmp_path):
 
 
 def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch):
-    """No autosync-remote on the server (or ssh refused): the probe says why in ssh's
-    own words, the config falls back to syncmethod none, and the way to instant sync
-    is named. (A unit test: the real sshd cases are test_link.py's.)"""
+    """ssh refused (ssh's own exit 255): the probe says why in ssh's words and the config
+    falls back to syncmethod none. A server that cannot run the watch (its own exit: no
+    autosync-remote nor python3, a hosted git without a shell): syncmethod ssh, polled
+    with git ls-remote, and said so. (A unit test: the real sshd cases are test_link.py's.)"""
     from autosync.tools import init as init_module
-    fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
-    monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: fails)
+    refused = ["sh", "-c", "echo 'me@server: Permission denied (publickey).' >&2; exit 255"]
+    monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: refused)
     step = init_module.Init.__new__(init_module.Init)
     step.remote, step.xmpp, step.folder = "server:sync.git", None, "/home/me/Sync"
+    step.watch_how = None
     step.watch_why = step.check_watch()
-    assert "exit 127" in step.watch_why and "autosync-remote: not found" in step.watch_why
+    assert "exit 255" in step.watch_why and "Permission denied" in step.watch_why
     assert "syncmethod = none" in step.config_text()
+    fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
+    monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: fails)
+    step.watch_why = step.check_watch()
+    assert step.watch_why is None and "syncmethod = ssh" in step.config_text()
+    assert "exit 127" in step.watch_how and "autosync-remote: not found" in step.watch_how
     monkeypatch.setattr(init_module.sshremote, "default_watch",
                         lambda *a: ["sh", "-c", "sleep 30"])  # an empty remote: no line yet
     monkeypatch.setattr(init_module, "WATCH_PROBE", 0.5)
-    assert step.check_watch() is None
+    step.watch_how = None
+    assert step.check_watch() is None and step.watch_how is None
+
+
+def test_the_restricted_key_s_line_is_made_for_an_ssh_remote_only():
+    from autosync.tools.init import key_line
+    assert key_line("server:sync.git") == 'command="autosync-remote serve sync.git",restrict'
+    assert key_line('ssh://me@server:2222/~/my "sync".git') == \
+        r"""command="autosync-remote serve '~/my \"sync\".git'",restrict"""
+    assert key_line("/srv/sync.git") is None and key_line("https://h/r.git") is None

@@ -5,6 +5,8 @@ import os
 import pathlib
 import shlex
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -15,30 +17,34 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync.core import problems, sshremote
+from autosync.core import paths, problems, sshremote
 from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS
-SCRIPT = "sh -c %s autosync-remote " % shlex.quote(sshremote.REMOTE_SCRIPT)
-FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, stable=60.0, committer_retry=0.1,
-                      pull_timeout=10.0, stop_grace=2.0)
+FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, backoff_steady=0, stable=60.0,
+                      committer_retry=0.1, pull_timeout=10.0, stop_grace=2.0,
+                      sleep_check=0.2)
 REV_A, REV_B = "a" * 40, "b" * 40
 
 
 # --- the remote's address -> the default watch command --------------------------------
 
-@pytest.mark.parametrize("url, argv", [
-    ("host:repo.git", ["--", "host", SCRIPT + "repo.git"]),
-    ("me@host:/srv/my repo.git", ["--", "me@host", SCRIPT + "'/srv/my repo.git'"]),
-    ("ssh://me@host:2222/srv/r.git", ["-p", "2222", "--", "me@host", SCRIPT + "/srv/r.git"]),
-    ("ssh://host/~/r.git", ["--", "host", SCRIPT + "'~/r.git'"]),
-    ("git+ssh://host/r.git", ["--", "host", SCRIPT + "/r.git"]),
-    ("[::1]:r.git", ["--", "::1", SCRIPT + "r.git"]),
-    ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1", SCRIPT + "/r.git"]),
+@pytest.mark.parametrize("url, argv, path", [
+    ("host:repo.git", ["--", "host"], "repo.git"),
+    ("me@host:/srv/my repo.git", ["--", "me@host"], "/srv/my repo.git"),
+    ("ssh://me@host:2222/srv/r.git", ["-p", "2222", "--", "me@host"], "/srv/r.git"),
+    ("ssh://host/~/r.git", ["--", "host"], "~/r.git"),
+    ("git+ssh://host/r.git", ["--", "host"], "/r.git"),
+    ("[::1]:r.git", ["--", "::1"], "r.git"),
+    ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1"], "/r.git"),
 ])
-def test_an_ssh_remote_is_watched_over_ssh(url, argv):
+def test_an_ssh_remote_is_watched_over_ssh(url, argv, path):
     assert sshremote.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
-        ["ssh", "-F", "cfg"] + OPTIONS + argv
+        ["ssh", "-F", "cfg"] + OPTIONS + argv + [sshremote.remote_command(path)]
+    # The server's login shell gets the path as one word, never parsed.
+    words = shlex.split(sshremote.remote_command(path))
+    assert words[:5] == ["sh", "-c", sshremote.REMOTE_SCRIPT, "autosync-remote", path]
+    assert words[5] == sshremote.watch_program() and words[6] == sshremote.BOOT
 
 
 @pytest.mark.parametrize("url, path", [
@@ -80,7 +86,7 @@ def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
     git("remote", "add", "origin", "host:" + odd, cwd=str(tmp_path))
     cfg = config(str(tmp_path))
     cfg.commands = dict(cfg.commands, watchcmd="ssh -J jump host autosync-remote watch %s")
-    argv, _ = sshremote.watch_argv(cfg)
+    argv = sshremote.watch_argv(cfg)[0]
     assert argv == ["ssh", "-J", "jump", "host", "autosync-remote", "watch", odd]
     cfg.commands["watchcmd"] = "my-watch | cat"  # no %s, shell syntax: through /bin/sh
     assert sshremote.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
@@ -360,6 +366,12 @@ def test_sshd_restarted_the_link_reconnects_and_catches_up(sshd, ssh_machines, r
         with open(os.path.join(a.path, "after.txt"), "w") as f:
             f.write("after\n")
         wait_until(lambda: b.read("after.txt") == b"after\n", 30, what="a push after it")
+        # The held connection was made again: b's later fetches make no new login.
+        before = logins(sshd)
+        with open(os.path.join(a.path, "later.txt"), "w") as f:
+            f.write("later\n")
+        wait_until(lambda: b.read("later.txt") == b"later\n", 30, what="a later push")
+        assert logins(sshd) == before
     finally:
         a.stop()
 
@@ -393,7 +405,8 @@ def test_a_refused_login_is_the_link_problem_until_the_key_is_authorized(sshd, s
     problem = wait_until(lambda: link_problem(b), 60, what="the link problem")[0]
     assert problem["error"] == "link: the watch command ended (exit 255): %s@127.0.0.1: " \
                                "Permission denied (publickey)." % sshd.user
-    assert problem["fix"] == problems.LINK_FIX["ssh"]
+    assert problem["fix"] == problems.link_fix("ssh", "Permission denied (publickey).")
+    assert problem["fix"].startswith("check that this machine can log in to the server")
     assert "Permission denied (publickey)." in b.notify("status").stdout
     sshd.authorize(True)
     wait_until(lambda: b.status().get("link") == "up" and not link_problem(b), 60,
@@ -472,3 +485,271 @@ def test_the_watch_command_ends_with_a_killed_link(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# --- the held connection (one ssh login per remote) ------------------------------------
+
+def logins(sshd):
+    """How many times the server let a key in (one per ssh connection made)."""
+    return sshd.logtext().count("Accepted publickey for")
+
+
+def control_socket(sshd):
+    """The control socket of the held connection to the test server."""
+    return sshremote.held(shlex.split(sshd.ssh_command), "127.0.0.1", sshd.port)[1]
+
+
+def edit_and_wait(a, b, remote, name, text):
+    with open(os.path.join(a.path, name), "w") as f:
+        f.write(text)
+    wait_until(lambda: b.read(name) == text.encode() and a.settled(remote), 30,
+               what="%s to reach %s" % (name, b.name))
+
+
+@pytest.mark.e2e
+def test_pushes_fetches_and_the_watch_share_one_held_connection(sshd, ssh_machines, remote):
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    edit_and_wait(a, b, remote, "first.txt", "first\n")
+    path = control_socket(sshd)
+    assert path.startswith(os.path.join(paths.runtime_dir(), "ssh-"))
+    check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path, "-O",
+                           "check", "127.0.0.1"], stderr=subprocess.PIPE)
+    assert check.returncode == 0, check.stderr
+    assert "-o ControlPath=%s" % path in b.logtext()
+    before = logins(sshd)
+    for n in range(3):  # each: a push from a, a watch line, a fetch (and notes) on b
+        edit_and_wait(a, b, remote, "more%d.txt" % n, "change %d\n" % n)
+    edit_and_wait(b, a, remote, "back.txt", "the other way\n")
+    assert logins(sshd) == before
+
+
+def test_the_user_s_own_multiplexing_is_left_alone(tmp_path):
+    config_file = tmp_path / "ssh_config"
+    config_file.write_text("Host own\n  ControlMaster auto\n  ControlPath %s/%%C\n"
+                           "Host plain\n  User me\n" % tmp_path)
+    ssh = ["ssh", "-F", str(config_file)]
+    assert sshremote.held(ssh, "own") == ([], None)
+    options, path = sshremote.held(ssh, "plain", 2222)
+    assert path == sshremote.control_path("me", "plain", "2222")
+    assert options == ["-o", "ControlMaster=no", "-o", "ControlPath=" + path]
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    for own in (["-S", "/x"], ["-oControlPath=/x"], ["-o", "controlmaster=no"], ["-M"]):
+        assert sshremote.held(ssh + own, "plain") == ([], None)
+    assert sshremote.held(["plink"], "plain") == ([], None)  # not OpenSSH's options
+
+
+def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeypatch):
+    git("init", "-q", str(tmp_path / "w"))
+    config_file = tmp_path / "my config"
+    config_file.write_text("Host *\n  User me\n")
+    monkeypatch.setenv("CONFIG_DIR", str(tmp_path))  # the shell git runs it with expands it
+    env = {"GIT_SSH_COMMAND": "ssh -F \"$CONFIG_DIR/my config\""}
+    text = sshremote.git_ssh_command("ssh://host:2222/r.git", str(tmp_path / "w"), env)
+    path = sshremote.control_path("me", "host", "2222")
+    assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=no -o ControlPath=%s " % path \
+        + " ".join(OPTIONS[2:])
+    assert sshremote.git_ssh_command("/srv/r.git", str(tmp_path / "w"), env) is None
+    assert sshremote.git_ssh_command("host:r.git", str(tmp_path / "w"),
+                                     dict(env, GIT_SSH_COMMAND="ssh -S none")) is None
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["frozen", "left behind"])
+def test_a_stale_control_socket_does_not_block(sshd, ssh_machines, remote, kind):
+    path = control_socket(sshd)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(8)  # never accepts, never answers: a master that hangs
+    if kind == "left behind":
+        listener.close()  # the file stays, nobody listens: a master killed outright
+    try:
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", 60, what="%s's link up" % m.name)
+        edit_and_wait(a, b, remote, "through.txt", "through a new connection\n")
+        check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path,
+                               "-O", "check", "127.0.0.1"], stderr=subprocess.PIPE)
+        assert check.returncode == 0, check.stderr  # a working master has the path now
+    finally:
+        listener.close()
+
+
+def test_after_a_sleep_the_watch_is_made_again_over_a_new_connection(scripted):
+    slept = [0.0]
+    released = []
+    s = scripted(argv=lambda cfg: (["sh", "-c", "echo 'refs/heads/main %s'; exec sleep 60"
+                                    % REV_A], "script", lambda: released.append(True)))
+    s.link.asleep = lambda: slept[0]
+    s.link.slept_until = 0.0
+    wait_until(lambda: s.up() == [True], what="link up")
+    first = s.link.proc.pid
+    slept[0] = 120.0  # the machine was suspended for two minutes
+    wait_until(lambda: s.link.proc is not None and s.link.proc.pid != first and
+               s.up() == [True, False, True], what="a new watch after the sleep")
+    assert released == [True]
+    wait_until(lambda: len(s.requests("pull")) == 2, what="a catch-up pull after the sleep")
+
+
+# --- a key that may do nothing else (autosync-remote serve) ---------------------------
+
+@pytest.mark.e2e
+def test_a_restricted_key_syncs_and_can_do_nothing_else(sshd, ssh_machines, remote, tmp_path):
+    # The line init prints, with the program's full path (not on the sessions' PATH).
+    from autosync.tools.init import key_line
+    line = key_line(sshd.url(remote.path))
+    assert line == 'command="autosync-remote serve %s",restrict' % remote.path
+    sshd.authorize(True, line.replace("autosync-remote", sshd.remote_program, 1))
+    ssh = shlex.split(sshd.ssh_command) + ["-o", "ControlPath=none", "127.0.0.1"]
+    # A shell, a command, another repository, a path outside: all refused.
+    shell = subprocess.run(ssh, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    assert shell.returncode == 1 and shell.stdout == b""
+    assert b"autosync-remote: this key may only sync %s: no shell" % remote.path.encode() \
+        in shell.stderr
+    told = subprocess.run(ssh + ["touch %s" % (tmp_path / "pwned")], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    assert told.returncode == 1 and b"touch is not a command of git's" in told.stderr
+    assert not (tmp_path / "pwned").exists()
+    other = Remote(tmp_path / "other.git")
+    read = subprocess.run(["git", "ls-remote", sshd.url(other.path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    assert read.returncode != 0 and read.stdout == b""
+    assert b"this key may only sync %s, not %s" % (remote.path.encode(), other.path.encode()) \
+        in read.stderr
+    outside = str(tmp_path / "outside.git")
+    git("init", "-q", "--bare", outside)
+    before = sorted(os.listdir(outside))
+    seed = os.path.join(remote.path + ".seed")
+    pushed = subprocess.run(["git", "push", sshd.url(outside), "HEAD:refs/heads/x"], cwd=seed,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert pushed.returncode != 0 and b"this key may only sync" in pushed.stderr
+    assert sorted(os.listdir(outside)) == before and git("--git-dir", outside, "for-each-ref") \
+        == b""
+    # Syncing goes through it: the watch, pushes and fetches.
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    edit_and_wait(a, b, remote, "through-the-key.txt", "restricted\n")
+    edit_and_wait(b, a, remote, "and-back.txt", "still restricted\n")
+    assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+
+
+# --- nothing to install on the server ---------------------------------------------------
+
+def started_server(tmp_path, monkeypatch, server):
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    sshd = Sshd(tmp_path / ("sshd-" + server), server=server).start()
+    monkeypatch.setenv("GIT_SSH_COMMAND", sshd.ssh_command)
+    return sshd
+
+
+@pytest.mark.e2e
+def test_a_server_with_python3_only_gets_the_watch_sent(tmp_path, monkeypatch, ssh_machines,
+                                                         remote):
+    sshd = started_server(tmp_path, monkeypatch, "python3")
+    try:
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+        sent = [pid for pid in descendants(sshd.proc.pid)
+                if open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")[1:3] ==
+                [b"-c", sshremote.BOOT.encode()]]
+        assert len(sent) == 2  # a watch per machine, run by the server's python3
+        assert "watching the remote: " in b.logtext() and sshremote.SENT in b.logtext()
+        assert sshremote.watch_program() not in b.logtext()  # not 7 kB of base64 in the log
+        edit_and_wait(a, b, remote, "sent.txt", "watched by the sent program\n")
+        assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+        assert "polling the remote" not in b.logtext()
+    finally:
+        sshd.stop()
+
+
+@pytest.mark.e2e
+def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, remote):
+    sshd = started_server(tmp_path, monkeypatch, "git")
+    try:
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", 60, what="%s's link up" % m.name)
+        assert "autosync-remote: not found on the server, nor python3: the server cannot run " \
+            "the watch; polling the remote with git ls-remote every 10 s instead" in b.logtext()
+        assert "watching the remote: %s -m autosync.ssh.remote poll %s" % (
+            sys.executable, sshd.url(remote.path)) in b.logtext()
+        assert link_problem(b) == []
+        edit_and_wait(a, b, remote, "polled.txt", "seen by ls-remote\n")
+        assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+    finally:
+        sshd.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("server, said", [
+    ("autosync-remote", "Other machines' pushes arrive at once: the remote is watched "
+                        "(syncmethod = ssh, autosync-remote)."),
+    ("python3", "Other machines' pushes arrive at once: the remote is watched (syncmethod = "
+                "ssh, the server has no autosync-remote: its python3 runs the watch sent over "
+                "ssh)."),
+    ("git", "Other machines' pushes arrive within 10 s: the server cannot run the watch (the "
+            "watch command ended (exit 127): autosync-remote: not found on the server, nor "
+            "python3), so the remote is polled with git ls-remote (syncmethod = ssh)."),
+])
+def test_init_picks_the_best_watch_the_server_can_run_and_says_which(
+        tmp_path, monkeypatch, remote, server, said):
+    from helpers import init
+    sshd = started_server(tmp_path, monkeypatch, server)
+    try:
+        folder, config_file = tmp_path / "Sync", tmp_path / "sync.autosync"
+        result = init(sshd.url(remote.path), folder, "--config", config_file)
+        assert result.returncode == 0, result.stderr
+        assert said in result.stdout
+        assert "syncmethod = ssh" in config_file.read_text()
+        assert 'command="autosync-remote serve %s",restrict' % remote.path in result.stdout
+    finally:
+        sshd.stop()
+
+
+@pytest.mark.e2e
+def test_a_command_killed_mid_session_is_not_held_open_by_the_connection(sshd, remote,
+                                                                       tmp_path):
+    # The server's side of a fetch waits (its pack-objects hook reads a fifo): the fetch
+    # is killed meanwhile, as a stop or a timeout does. Its output must end with it, even
+    # when it was the first to use the held connection: no master keeps its pipes.
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    with open(os.path.join(sshd.home, ".gitconfig"), "w") as f:
+        f.write('[uploadpack]\n\tpackObjectsHook = "cat %s >/dev/null; exec"\n' % fifo)
+    clone, other = str(tmp_path / "clone"), str(tmp_path / "other")
+    git("clone", "-q", remote.path, clone)
+    git("clone", "-q", remote.path, other)
+    with open(os.path.join(other, "new.txt"), "w") as f:
+        f.write("something to fetch\n")
+    git("add", "new.txt", cwd=other)
+    git("commit", "-q", "-m", "new", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    env = dict(os.environ, GIT_SSH_COMMAND=sshremote.git_ssh_command(sshd.url(remote.path),
+                                                                     clone))
+    path = control_socket(sshd)
+    wait_until(lambda: os.path.exists(path), what="the held connection")
+    fetch = subprocess.Popen(["git", "fetch", "-q", sshd.url(remote.path), "main"], cwd=clone,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    try:
+        wait_until(lambda: any(b"pack-objects" in open("/proc/%d/cmdline" % p, "rb").read()
+                               for p in descendants(sshd.proc.pid)
+                               if os.path.exists("/proc/%d" % p)),
+                   what="the server's side to wait")
+        os.killpg(fetch.pid, signal.SIGTERM)
+        fetch.communicate(timeout=20)  # (a master holding its pipes: until the server ends)
+        assert fetch.returncode == -signal.SIGTERM
+    finally:
+        try:  # the server's side goes on, and ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass  # (it never began)
+        if fetch.poll() is None:
+            os.killpg(fetch.pid, signal.SIGKILL)
+            fetch.wait()

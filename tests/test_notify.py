@@ -309,3 +309,77 @@ def test_describe_dash_reads_the_text_from_stdin(monkeypatch):
     request = notify.request_for(notify.parse(["describe", "-"]))
     assert request["text"] == "Tax forms for 2025"
     assert notify.request_for(notify.parse(["describe", "a", "-"]))["text"] == "a -"
+
+
+# --- typed anywhere: ~/.autosync's daemon, else the only one ---------------------------
+
+def paused_reply(message):
+    return {"ok": True, "paused": {"since": 1700000000, "until": None}} \
+        if message["cmd"] == "pause" else {"ok": True, "status": STATUS}
+
+
+def test_outside_any_synced_folder_the_only_daemon_is_meant(tmp_path, capsys):
+    from autosync.core.paths import socket_for
+    gone = socket_for(str(tmp_path / "Gone"))
+    with serving(gone, paused_reply):
+        pass  # its file stays behind: a daemon that was killed
+    requests = []
+    with serving(socket_for(str(tmp_path / "Sync")),
+                 lambda m, c: requests.append(m) or paused_reply(m)):
+        for command in (["pause"], ["resume"], ["sync"], ["describe", "taxes"]):
+            assert notify.main(command) == 0, capsys.readouterr().err
+    assert [r["cmd"] for r in requests] == ["pause", "resume", "sync", "describe"]
+
+
+def test_outside_any_synced_folder_two_daemons_are_named_not_guessed(tmp_path, capsys):
+    from autosync.core.paths import socket_for
+    photos = dict(STATUS, path="/home/u/Photos")
+    with serving(socket_for(str(tmp_path / "Sync")),
+                 lambda m, c: {"ok": True, "status": STATUS}), \
+            serving(socket_for(str(tmp_path / "Photos")),
+                    lambda m, c: {"ok": True, "status": photos}):
+        assert notify.main(["pause"]) == notify.EXIT_NO_DAEMON
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("autosync-notify: 2 dvcs-autosync daemons "
+                                                   "run (")
+    assert "/home/u/Photos" in err and "/home/u/Sync" in err and "--config" in err
+
+
+def test_outside_any_synced_folder_the_default_config_s_daemon_is_meant(
+        tmp_path, capsys, private_home):
+    from autosync.core.paths import socket_for
+    own = str(tmp_path / "own.sock")
+    conf = private_home / ".autosync"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
+                    % (tmp_path / "Sync", own))
+    conf.chmod(0o600)
+    requests = []
+    with serving(own, lambda m, c: requests.append(m) or paused_reply(m)), \
+            serving(socket_for(str(tmp_path / "Photos")), paused_reply):
+        assert notify.main(["pause", "1h"]) == 0
+    assert capsys.readouterr().out.startswith("paused since ")
+    assert requests == [{"cmd": "pause", "seconds": 3600}]
+
+
+def test_dvcs_autosync_takes_the_everyday_commands(tmp_path):
+    from autosync.core.paths import socket_for
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(notify.__file__))))
+    env = dict(os.environ, PYTHONPATH=root)
+    requests = []
+    with serving(socket_for(str(tmp_path / "Sync")),
+                 lambda m, c: requests.append(m) or paused_reply(m)):
+        for command in (["pause"], ["resume"], ["sync"], ["status"], ["describe", "x"]):
+            proc = subprocess.run([sys.executable, "-m", "autosync.supervisor"] + command,
+                                  env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+        assert [r["cmd"] for r in requests] == ["pause", "resume", "sync", "status", "describe"]
+        # A file named like the command, here: the original's `dvcs-autosync CONFIG`.
+        (tmp_path / "pause").write_text("[autosync]\npath = %s\n" % (tmp_path / "nowhere"))
+        proc = subprocess.run([sys.executable, "-m", "autosync.supervisor", "pause"], env=env,
+                              cwd=str(tmp_path), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode != 0 and len(requests) == 5
+    assert proc.stderr.startswith("dvcs-autosync: pause is a file here: read as the config "
+                                  "file, as the original dvcs-autosync CONFIG did; for the "
+                                  "command, run it in another folder\n")

@@ -36,5 +36,21 @@ def test_the_link_s_fix_is_that_of_the_syncmethod():
     status = {"state": "idle", "failing": {"link": "link: Permission denied (publickey)."}}
     assert "[xmpp] username" in problems.problems(dict(status, syncmethod="xmpp"))[0]["fix"]
     ssh = problems.problems(dict(status, syncmethod="ssh"))[0]["fix"]
-    assert "ssh" in ssh and "autosync-remote" in ssh and "[xmpp]" not in ssh
+    assert "log in to the server with ssh" in ssh and "[xmpp]" not in ssh
     assert problems.problems(status)[0]["fix"] == problems.FIX["link"]  # an older committer
+
+
+def test_the_ssh_link_s_fix_fits_ssh_s_words():
+    def fix(error):
+        return problems.problems({"state": "idle", "syncmethod": "ssh",
+                                  "failing": {"link": error}})[0]["fix"]
+    refused = fix("link: the watch command ended (exit 255): ssh: connect to host h port "
+                  "22: Connection refused")
+    assert refused.startswith("the server or the network") and "key" not in refused \
+        and "autosync-remote" not in refused
+    assert fix("link: ... (exit 255): Could not resolve hostname h").startswith("the server")
+    assert fix("link: ... (exit 255): me@h: Permission denied (publickey).").startswith(
+        "check that this machine can log in to the server with ssh")
+    assert fix("link: ... (exit 127): sh: 1: exec: autosync-remote: not found").startswith(
+        "install autosync-remote on the server")
+    assert fix("link: something else") == problems.LINK_FIX["ssh"]

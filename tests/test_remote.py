@@ -12,10 +12,25 @@ from autosync.ssh import remote as ar
 
 
 
-def watch(spawn, path):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return spawn([sys.executable, "-m", "autosync.ssh.remote", "watch", str(path)], env=env,
-                 stderr=subprocess.PIPE)
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def watch(spawn, path, how="installed"):
+    """autosync-remote watch PATH as installed, or (`sent`) as the link sends it to a
+    server without it: this file alone, run by a python3 that has nothing of ours."""
+    if how == "installed":
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        return spawn([sys.executable, "-m", "autosync.ssh.remote", "watch", str(path)],
+                     env=env, stderr=subprocess.PIPE)
+    from autosync.core import sshremote
+    if subprocess.run([SYSTEM_PYTHON, "-I", "-c", "import autosync"], cwd="/",
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        pytest.skip("%s can import autosync: no server without it here" % SYSTEM_PYTHON)
+    return spawn([SYSTEM_PYTHON, "-I", "-c", sshremote.BOOT, sshremote.watch_program(),
+                  "watch", str(path)], cwd="/", stderr=subprocess.PIPE)
+
+
+HOW = pytest.mark.parametrize("how", ["installed", "sent"])
 
 
 def line(proc, timeout=20.0):
@@ -54,10 +69,11 @@ def bare(tmp_path):
     return remote, clone
 
 
-def test_first_the_state_then_one_line_per_push(bare, spawn):
+@HOW
+def test_first_the_state_then_one_line_per_push(bare, spawn, how):
     remote, clone = bare
     head = git("--git-dir", remote.path, "rev-parse", "main").decode().strip()
-    proc = watch(spawn, remote.path)
+    proc = watch(spawn, remote.path, how)
     assert line(proc) == "refs/heads/main %s\n" % head
     for name in ("a", "b"):
         rev = push(clone, name)
@@ -73,9 +89,10 @@ def test_first_the_state_then_one_line_per_push(bare, spawn):
     assert line(proc) == "refs/heads/main %s\n" % rev
 
 
-def test_idle_it_prints_nothing_and_uses_no_cpu(bare, spawn):
+@HOW
+def test_idle_it_prints_nothing_and_uses_no_cpu(bare, spawn, how):
     remote, _ = bare
-    proc = watch(spawn, remote.path)
+    proc = watch(spawn, remote.path, how)
     line(proc)
     before = cpu_ticks(proc.pid)
     assert quiet(proc, 3.0)
@@ -83,9 +100,10 @@ def test_idle_it_prints_nothing_and_uses_no_cpu(bare, spawn):
     assert cpu_ticks(proc.pid) - before <= 1
 
 
-def test_it_exits_when_its_output_is_closed_even_while_nothing_moves(bare, spawn):
+@HOW
+def test_it_exits_when_its_output_is_closed_even_while_nothing_moves(bare, spawn, how):
     remote, _ = bare
-    proc = watch(spawn, remote.path)
+    proc = watch(spawn, remote.path, how)
     line(proc)
     assert proc.poll() is None
     proc.stdout.close()  # the reader goes away (ssh's connection dropped)
@@ -147,3 +165,67 @@ def test_a_repository_on_a_network_filesystem_is_told_apart(tmp_path, path, kind
 
 def test_the_filesystem_of_a_real_folder_is_known(tmp_path):
     assert ar.filesystem(str(tmp_path))
+
+
+# --- serve: a key that may only sync one repository -----------------------------------
+
+def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(tmp_path):
+    repo = Remote(tmp_path / "sync.git").path
+    Remote(tmp_path / "other.git")
+    home = str(tmp_path)
+    from autosync.core.sshremote import default_watch
+    link_sends = default_watch("host:" + repo, "/")[-1]  # the link's own watch command
+    for command, what in (("git-upload-pack '%s'" % repo, "upload-pack"),
+                          ("git-receive-pack '%s'" % repo, "receive-pack"),
+                          ("git-upload-pack 'sync.git'", "upload-pack"),  # below the home
+                          ("git-upload-pack 'sync'", "upload-pack"),      # git adds .git
+                          (link_sends, "watch"),
+                          ("autosync-remote watch %s" % repo, "watch")):
+        assert ar.asked(command, repo, home) == what, command
+    for command, said in (
+            (None, "this key may only sync %s: no shell" % repo),
+            ("", "this key may only sync %s: an empty command is not a command of git's or "
+                 "the watch" % repo),
+            ("cat /etc/passwd", "this key may only sync %s: cat is not a command of git's or "
+                                "the watch" % repo),
+            ("git-upload-pack 'other.git'", "this key may only sync %s, not other.git" % repo),
+            ("git-receive-pack '/tmp'", "this key may only sync %s, not /tmp" % repo),
+            ("git-upload-pack '%s' --x" % repo, "this key may only sync %s: git-upload-pack "
+                                                "is not a command of git's or the watch" % repo),
+            ("sh -c 'exec sh' autosync-remote %s" % repo, "this key may only sync %s: sh is not "
+                                                          "a command of git's or the watch" % repo),
+            ("git-upload-pack 'unclosed", "this key may only sync %s: not a command of git's "
+                                          "or the watch" % repo)):
+        with pytest.raises(ar.Refused) as refused:
+            ar.asked(command, repo, home)
+        assert str(refused.value) == said, command
+
+
+def test_serve_refuses_in_one_line_with_exit_1(tmp_path, monkeypatch, capsys):
+    repo = Remote(tmp_path / "sync.git").path
+    monkeypatch.delenv("SSH_ORIGINAL_COMMAND", raising=False)
+    assert ar.main(["serve", repo]) == 1
+    assert capsys.readouterr().err == "autosync-remote: this key may only sync %s: no " \
+                                      "shell\n" % repo
+
+
+def test_poll_prints_the_same_lines_from_ls_remote_and_ends_with_its_reader(bare, spawn):
+    remote, clone = bare
+    head = git("--git-dir", remote.path, "rev-parse", "main").decode().strip()
+    proc = spawn([sys.executable, "-c", "from autosync.ssh import remote; import sys; "
+                  "sys.exit(remote.poll(sys.argv[1], interval=0.2))", remote.path],
+                 env=dict(os.environ, PYTHONPATH=ROOT), stderr=subprocess.PIPE)
+    assert line(proc) == "refs/heads/main %s\n" % head
+    rev = push(clone, "polled")
+    assert line(proc) == "refs/heads/main %s\n" % rev
+    proc.stdout.close()
+    assert proc.wait(20) == 0
+
+
+def test_poll_of_a_remote_it_cannot_read_is_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "autosync.ssh.remote", "poll",
+                             str(tmp_path / "none.git")], env=dict(os.environ, PYTHONPATH=ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("autosync-remote: git ls-remote failed: ")
+    assert result.stderr.count("\n") == 1

@@ -71,3 +71,19 @@ def test_a_level_given_to_failed_wins_for_a_new_failure(caplog):
 def test_one_line():
     assert one_line(OSError("a\n  b")) == "a b"
     assert one_line(TimeoutError()) == "TimeoutError"
+
+
+def test_steady_tries_wait_the_first_delay_then_it_grows():
+    b = Backoff(1.0, 60.0, steady=3)
+    assert [b.next() for _ in range(6)] == [1, 1, 1, 2, 4, 8]
+    b.reset()
+    assert [b.next() for _ in range(4)] == [1, 1, 1, 2]
+
+
+def test_the_ssh_link_retries_about_every_second_through_a_short_outage():
+    from autosync.ssh.link import Timing
+    t = Timing()
+    b = Backoff(t.backoff_min, t.backoff_max, jitter=0.2, steady=t.backoff_steady)
+    delays = [b.next() for _ in range(t.backoff_steady)]
+    assert max(delays) <= 1.0 and sum(delays) >= 0.8 * 15  # 15 s of outage and more
+    assert max(b.next() for _ in range(10)) > 1.0  # a long one: waits grow

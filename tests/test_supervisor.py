@@ -388,3 +388,24 @@ def test_the_main_command_tells_a_folder_given_as_its_argument(tmp_path, private
     assert result.returncode == 2
     assert result.stderr.startswith("%s: a folder, where a config file is expected" % folder)
     assert "cannot read" not in result.stderr
+
+
+@pytest.mark.e2e
+def test_pause_typed_in_home_pauses_the_default_config_s_daemon(machines, remote, private_home):
+    from conftest import git, wait_until
+    a = machines("a")
+    os.symlink(a.config, str(private_home / ".autosync"))  # the default config
+    before = git("--git-dir", remote.path, "rev-parse", "main")
+    paused = run_module("supervisor", "pause", cwd=str(private_home))
+    assert paused.returncode == 0 and paused.stdout.startswith("paused since "), paused.stderr
+    assert a.status()["paused"]
+    with open(os.path.join(a.path, "while-paused.txt"), "w") as f:
+        f.write("not yet\n")
+    wait_until(lambda: "while-paused.txt" in (a.status().get("pending") or []),
+               what="the paused change to be pending")
+    assert git("--git-dir", remote.path, "rev-parse", "main") == before
+    resumed = run_module("notify", "resume", cwd=str(private_home))
+    assert resumed.returncode == 0 and resumed.stdout == "resumed: syncing again\n", \
+        resumed.stderr
+    wait_until(lambda: a.settled(remote), what="the change pushed after the resume")
+    assert git("--git-dir", remote.path, "rev-parse", "main") != before

@@ -310,6 +310,9 @@ class Committer:
             self.cond.notify_all()
             ok = self.cond.wait_for(lambda: self.done[kind] >= ticket or self.stopping,
                                     timeout=float(timeout))
+            if self.done[kind] < ticket and self.stopping:
+                return {"ok": False, "stopping": True,
+                        "error": "the daemon is stopping before the %s was made" % kind}
             if not ok or self.done[kind] < ticket:
                 return {"ok": False, "error": "%s did not finish in time" % kind}
             return dict(self.results[kind])
@@ -484,7 +487,7 @@ class Committer:
 
     def stop(self):
         with self.cond:
-            self.stopping = True
+            self.stopping = self.reports.stopping = True
             self.cond.notify_all()
 
     def commit(self, changes, rescan, note=None):

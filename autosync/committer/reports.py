@@ -216,6 +216,7 @@ class Reports:
         self.status_part, self.schedule, self.descriptions = status, schedule, descriptions
         self.failure_keys = {}  # op -> the words its failure was last said in
         self.repo = None
+        self.stopping = False  # the daemon stops: what a stop cut short did not fail
 
     def state(self, name):
         self.status_part.state(name)
@@ -232,6 +233,9 @@ class Reports:
     def failed(self, op, error, retry=None, quiet=False):
         """op failed: said (log, `failed` event) when it starts failing or fails anew in
         other words, and kept in the status' `failing` until op works again."""
+        if self.stopping:  # a command the stop's signal ended, most likely
+            log.info("%s not finished: the daemon is stopping (%s)", op, error)
+            return
         text = "%s: %s" % (op, error)
         # The same failure in other words is news; the same words around another command
         # line (a commit's message differs at each try) are not.

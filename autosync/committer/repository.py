@@ -15,6 +15,7 @@ import typing
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
 from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
     recovery
+from autosync.core import sshremote
 from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -85,6 +86,13 @@ class Report(typing.Protocol):
         """The last failure said, for a request's reply."""
 
 
+def held_ssh(folder, remote):
+    """GIT_SSH_COMMAND holding one ssh connection to the remote (`remote(folder)`: its
+    address, recovery.remote_of), or None (not over ssh, or the user's own)."""
+    url = remote(folder) if remote else ""
+    return sshremote.git_ssh_command(url, folder) if url else None
+
+
 class Repository:
     def __init__(self, cfg, report):
         self.cfg, self.folder, self.host = cfg, cfg.path, cfg.hostname
@@ -108,6 +116,8 @@ class Repository:
         if self.gitdir:
             self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
             git_environment.use_excludes(self.excludes.where)
+            # Push, fetch and notes over the one held ssh connection to the remote.
+            git_environment.use_ssh_command(held_ssh(self.folder, self.where.remote))
         self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
         # The folder is the whole working tree (not a folder inside one): git's lists of
         # what is staged (--relative) then speak of all that a commit records.

@@ -181,6 +181,8 @@ class RequestQueue:
         self.trouble = Trouble(self.log, logging.WARNING)
         self.pending = {}   # kind -> message, not yet answered
         self.busy = False   # a request is out
+        self.failures = 0   # sends that found no committer
+        self.flushing = False  # flush() waits: a committer found gone is no news
         self.closed = False
         self.conn = None
         self.conn_lock = threading.Lock()  # close() must not hang up a reused fd
@@ -197,14 +199,19 @@ class RequestQueue:
             self.cond.notify_all()
 
     def flush(self, timeout):
-        """Wait until everything put so far has been answered (or `timeout`)."""
+        """Wait until everything put so far has been answered (or `timeout`, or the
+        committer is found gone: at a stop it may have ended first)."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while (self.pending or self.busy) and not self.closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cond.wait(left)
+            failures, self.flushing = self.failures, True
+            try:
+                while (self.pending or self.busy) and not self.closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self.failures != failures:
+                        return False
+                    self.cond.wait(left)
+            finally:
+                self.flushing = False
         return True
 
     def close(self):
@@ -230,6 +237,8 @@ class RequestQueue:
                 self.busy = False
                 if not sent:
                     self.pending.setdefault(kind, message)  # the committer is away: later
+                    self.failures += 1
+                    self.cond.notify_all()
                     self.cond.wait(self.backoff.next())
                 self.cond.notify_all()
         self._hang_up()
@@ -252,12 +261,16 @@ class RequestQueue:
             reply = self.conn.request(message, timeout=self.timeout)
         except FAILURES as e:
             self._hang_up()
-            if not self.closed:
+            if self.flushing:  # at a stop: the committer may have ended first
+                self.log.info("the committer is gone (%s): not told", one_line(e))
+            elif not self.closed:
                 self.trouble.failed("cannot reach the committer (%s); retrying", one_line(e))
             return False
         self.backoff.reset()
         self.trouble.recovered("committer reachable again")
-        if not reply.get("ok"):
+        if reply.get("stopping"):  # not done because the daemon stops: no failure
+            self.log.info("committer: no %s: %s", message.get("cmd"), reply.get("error"))
+        elif not reply.get("ok"):
             self.log.warning("committer: %s failed: %s", message.get("cmd"), reply.get("error"))
         if self.on_reply:
             self.on_reply(message, reply)

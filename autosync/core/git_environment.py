@@ -73,6 +73,18 @@ VARIABLES = {
 _excludes = None
 
 
+# GIT_SSH_COMMAND for the daemon's commands (sshremote.git_ssh_command: the held
+# connection to the remote); None: the user's own, untouched.
+_ssh_command = None
+
+
+def use_ssh_command(text):
+    """From now on every git command this process runs reaches its remote with `text`
+    as GIT_SSH_COMMAND (None: as the user set it)."""
+    global _ssh_command
+    _ssh_command = text
+
+
 # annex.largefiles for the daemon's commands (the `largefiles` key); None when not set.
 _largefiles = None
 
@@ -119,6 +131,8 @@ def variables(env):
     except ValueError:
         count = 0  # not a number: git would refuse it; ours replace it
     out = dict(VARIABLES)
+    if _ssh_command:
+        out["GIT_SSH_COMMAND"] = _ssh_command
     for i, (key, value) in enumerate(settings, start=count):
         out["GIT_CONFIG_KEY_%d" % i] = key
         out["GIT_CONFIG_VALUE_%d" % i] = value

@@ -37,6 +37,31 @@ LINK_FIX = {
            "password, and that autosync-remote is installed there (README); until then "
            "other machines' changes come only every pullinterval",
 }
+UNTIL = "; until then other machines' changes come only every pullinterval"
+# ssh's words for a failure -> what that failure asks for (the first that matches).
+SSH_FIX = (
+    (("Connection refused", "Connection timed out", "No route to host", "Network is "
+      "unreachable", "Could not resolve hostname", "Connection reset", "Connection closed by",
+      "timed out during banner exchange"),
+     "the server or the network: check that the server is up and runs sshd, and that this "
+     "machine reaches it; the link comes back by itself" + UNTIL),
+    (("Permission denied", "Host key verification failed", "REMOTE HOST IDENTIFICATION"),
+     "check that this machine can log in to the server with ssh without a password "
+     "(its key in the server's authorized_keys, the server in known_hosts)" + UNTIL),
+    (("autosync-remote: not found", "autosync-remote: command not found", "exit 127"),
+     "install autosync-remote on the server (README), or set syncmethod = none" + UNTIL),
+)
+
+
+def link_fix(syncmethod, error):
+    """What to do about the link's `error`: for ssh, what its words point at."""
+    if syncmethod == "ssh":
+        for words, fix in SSH_FIX:
+            if any(w in (error or "") for w in words):
+                return fix
+    return LINK_FIX.get(syncmethod, FIX["link"])
+
+
 ORDER = tuple(FIX)  # most pressing first
 BUSY = ("starting", "committing", "pushing", "pulling")
 
@@ -51,7 +76,7 @@ def problems(status):
     watch = status.get("watch")
     if watch and watch.get("unwatched"):
         found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
-    fixes = dict(FIX, link=LINK_FIX.get(status.get("syncmethod"), FIX["link"]))
+    fixes = dict(FIX, link=link_fix(status.get("syncmethod"), found.get("link")))
     return [{"name": name, "error": str(found[name]), "fix": fixes[name]}
             for name in ORDER if name in found]
 

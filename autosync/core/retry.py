@@ -15,21 +15,25 @@ class Backoff:
 
     `jitter` (a fraction, 0 to 1) shortens each delay by up to that part, at
     random, so that machines that failed together do not retry together.
+    `steady` first tries all wait `first` (a short outage is noticed over soon),
+    then the delays grow.
     """
 
-    def __init__(self, first, cap, factor=2.0, jitter=0.0):
+    def __init__(self, first, cap, factor=2.0, jitter=0.0, steady=0):
         self.first = first
         self.cap = max(first, cap)
         self.factor = factor
         self.jitter = jitter
+        self.steady = steady
         self.current = first  # the next delay, before jitter
         self.failures = 0     # in a row, since the last reset()
 
     def next(self):
         """The delay before the next try; the one after it is longer (up to the cap)."""
         delay = self.current * random.uniform(1.0 - self.jitter, 1.0) if self.jitter else self.current
-        self.current = min(self.current * self.factor, self.cap)
         self.failures += 1
+        if self.failures >= self.steady:
+            self.current = min(self.current * self.factor, self.cap)
         return delay
 
     def reset(self):

@@ -15,8 +15,20 @@ The same guarantees as the XMPP listener (autosync/xmpp/listener.py):
   the link down and starts it again after a jittered backoff;
 * a command that ends before its first line (a refused login, autosync-remote
   missing on the server) is the `link` problem, with the command's own last
-  words on stderr (ssh's), until a later start works.
-Each folder (config) runs its own link, with its own watch: nothing is shared.
+  words on stderr (ssh's), until a later start works;
+* a server that cannot run the watch (the command ends before its first line
+  with its own exit, not ssh's 255: a hosted git without a shell, a server
+  without autosync-remote and python3) is polled instead, with `git
+  ls-remote` every 10 s (autosync-remote poll, run here), said once;
+* the first tries after a drop come about a second apart (`backoff_steady` of
+  them), so the link is back within about a second of the server; only a long
+  outage waits longer;
+* after the machine slept (CLOCK_BOOTTIME ran ahead of CLOCK_MONOTONIC), the
+  watch is started again at once over a new connection: the old one may be
+  dead without knowing it for up to the keep-alives' 45 s.
+Each folder (config) runs its own link, with its own watch. The ssh connection
+under it is held and shared (core/sshremote.py): the same one carries this
+machine's pushes and fetches to that server.
 """
 import ctypes
 import logging
@@ -30,14 +42,16 @@ import time
 from dataclasses import dataclass
 
 from autosync.core import client, commands
-from autosync.core.sshremote import BadRemote, watch_argv, why_it_ended
+from autosync.core.sshremote import BadRemote, cannot_watch, watch_argv, why_it_ended
 from autosync.core.retry import Backoff, Trouble, one_line
+from autosync.ssh.remote import POLL
 
 log = logging.getLogger("autosync.sshlink")
 
 REVISION = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 ZERO = re.compile(r"0+")
 STDERR_KEPT = 8192  # bytes of the command's stderr kept for the reason it stopped
+CONNECT_WAIT = 30.0  # seconds the watch waits for the held connection (ConnectTimeout 20)
 
 
 @dataclass
@@ -45,10 +59,19 @@ class Timing:
     """Every delay of the link, in seconds; tests make them small."""
     backoff_min: float = 1.0       # first wait before starting the command again ...
     backoff_max: float = 60.0      # ... doubling up to this
+    backoff_steady: int = 20       # ... after this many tries at backoff_min
     stable: float = 30.0           # a link up this long starts the backoff afresh
     committer_retry: float = 1.0   # wait before reconnecting to the committer's socket
     pull_timeout: float = 660.0    # longer than the committer's own 600 s for a pull
     stop_grace: float = 2.0        # the command gets this long to end after SIGTERM
+    sleep_check: float = 5.0       # how often the clocks are compared (a sleep seen) ...
+    slept: float = 3.0             # ... and how far apart they must drift to count
+
+
+def asleep():
+    """Seconds this machine has been suspended since it booted (Linux: CLOCK_BOOTTIME
+    counts them, CLOCK_MONOTONIC does not)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()
 
 
 # Looked up once, here: the child of a fork in a threaded program should load nothing.
@@ -76,18 +99,23 @@ def have(path, rev):
 class Link(client.CommitterLink):
     """The single loop: the watch command's output, its restarts, and the committer."""
 
-    def __init__(self, cfg, timing=None, argv=watch_argv, have=have):
+    def __init__(self, cfg, timing=None, argv=watch_argv, have=have, asleep=asleep):
         self.cfg = cfg
         t = self.timing = timing or Timing()
         self.argv = argv
         self.have = have
+        self.asleep = asleep
+        self.slept_until = asleep()  # asleep() when last looked at
+        self.release = None       # lets the held ssh connection go (sshremote.let_go)
+        self.poll = None          # -> (argv, shown, env) polling the remote instead
+        self.polling = False      # the server cannot run the watch: polled instead
         super().__init__(cfg, t, log)
         self.proc = None
         self.out = b""            # a line begun on the command's stdout
         self.err = b""            # the end of its stderr
         self.err_open = False     # its stderr not at its end yet
         self.up_since = None      # when the current command printed its first line
-        self.backoff = Backoff(t.backoff_min, t.backoff_max, jitter=0.2)
+        self.backoff = Backoff(t.backoff_min, t.backoff_max, jitter=0.2, steady=t.backoff_steady)
         self.next_start = 0.0
         self.trouble = Trouble(log, logging.ERROR, repeat=logging.INFO)
         self.shown = ""           # the command, for the log
@@ -104,8 +132,11 @@ class Link(client.CommitterLink):
         fds = [self.inbox]
         if self.proc is not None:
             fds += [self.proc.stdout] + ([self.proc.stderr] if self.err_open else [])
-        timeout = None if self.proc is not None else max(0.0, self.next_start - now)
+        timeout = self.timing.sleep_check if self.proc is not None else \
+            min(self.timing.sleep_check, max(0.0, self.next_start - now))
         readable, _, _ = select.select(fds, [], [], timeout)
+        if self._woke():
+            return
         for event in self.inbox.take():
             if event.get("event") == "_subscribed":
                 self.link.again()  # the committer may have restarted: it forgot
@@ -118,12 +149,35 @@ class Link(client.CommitterLink):
             else:
                 self.ended()
 
+    def _woke(self):
+        """After a sleep: the watch again at once, over a new connection. -> True if so."""
+        now = self.asleep()
+        gap, self.slept_until = now - self.slept_until, now
+        if gap < self.timing.slept:
+            return False
+        log.info("this machine slept %.0fs: watching again over a new connection", gap)
+        if self.proc is not None:
+            self._end_command()
+            self._tell_link(False)
+        if self.release:
+            self.release()  # a connection made before the sleep may be dead: not reused
+        self.backoff.reset()
+        self.next_start = time.monotonic()
+        return True
+
     # -- the command
 
     def start(self):
         self.out, self.err, self.up_since = b"", b"", None
         try:
-            argv, self.shown = self.argv(self.cfg)
+            made = self.argv(self.cfg)
+            argv, self.shown, env = made[0], made[1], None
+            self.release = made[2] if len(made) > 2 else None
+            self.poll = made[3] if len(made) > 3 else None
+            if len(made) > 4 and made[4] is not None and not self._connected(made[4]):
+                return  # stopping
+            if self.polling and self.poll:
+                argv, self.shown, env = self.poll()
         except (commands.CommandFailed, BadRemote, ValueError, OSError) as e:
             return self._failed("cannot make the watch command: %s (set watchcmd in [dvcs], or "
                                 "use syncmethod = none with pullinterval)" % one_line(e))
@@ -131,12 +185,22 @@ class Link(client.CommitterLink):
             # Its own process group (stopped as one), ended with us even if we are killed.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=_die_with_parent, env=env)
         except OSError as e:
             return self._failed("cannot run the watch command %s: %s" % (self.shown, e.strerror))
         os.set_blocking(self.proc.stderr.fileno(), False)
         self.err_open = True
         log.info("watching the remote: %s", self.shown)
+
+    def _connected(self, master):
+        """Wait for the held connection's master to log in (or fail: the watch then
+        connects by itself and says why), but not past a stop. -> False when stopping."""
+        deadline = time.monotonic() + CONNECT_WAIT
+        while master.poll() is None and not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if master.poll() is None and self.stopping:
+            self._kill(master)  # still logging in: the master never comes
+        return not self.stopping
 
     def _read_stderr(self):
         """What the command says on stderr, the end of it kept; never waits."""
@@ -194,6 +258,13 @@ class Link(client.CommitterLink):
         proc.stdout.close()
         proc.stderr.close()
         reason = why_it_ended(proc.returncode, self.err)
+        if self.up_since is None and self.poll and not self.polling and \
+                cannot_watch(proc.returncode):
+            self.polling = True
+            self.next_start = time.monotonic()
+            log.warning("%s: the server cannot run the watch; polling the remote with git "
+                        "ls-remote every %g s instead", reason, POLL)
+            return
         if self.up_since is None:
             return self._failed(reason)
         if time.monotonic() - self.up_since >= self.timing.stable:

@@ -1,6 +1,8 @@
 """autosync-remote: the server's side of `syncmethod = ssh`.
 
     autosync-remote watch REPO
+    autosync-remote serve REPO
+    autosync-remote poll URL
 
 prints one line per branch movement of the git repository REPO (bare or
 not): `REF REVISION` (a removed branch: REVISION is forty zeros). First the
@@ -18,17 +20,30 @@ ends when the reader goes away: a write that fails (EPIPE), or stdout
 reported hung up or in error by poll() while nothing moves, so a dropped
 ssh connection never leaves it behind on the server. Needs only Python, git
 and this package (pyinotify) on the server.
+
+`serve REPO` is for a key that may do nothing else: in the server's
+authorized_keys, `command="autosync-remote serve REPO",restrict` before the
+key. sshd then runs it whatever the client asked, the client's command in
+SSH_ORIGINAL_COMMAND; it runs only git's fetch and push (git-upload-pack,
+git-receive-pack) and the watch of REPO, with REPO as written there (never a
+path the client gave), and refuses anything else with one line: a shell,
+another repository, any other command.
 """
 import errno
 import os
 import re
 import select
+import shlex
 import subprocess
 import sys
 
 ZERO = "0" * 40
-USAGE = "usage: autosync-remote watch REPO"
+USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO | " \
+        "autosync-remote poll URL"
+# What a key restricted with `serve` may run: git's two ends of a fetch and a push.
+GIT_SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-pack"}
 NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
+POLL = 10.0  # seconds between `git ls-remote`s of `poll` (a server that cannot watch)
 # Filesystems whose files other machines change without this kernel knowing (no inotify).
 NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "lustre",
                         "ncpfs", "coda", "gfs2", "ocfs2", "glusterfs", "davfs"))
@@ -94,8 +109,67 @@ def changes(old, new):
     return lines + ["%s %s" % (ref, ZERO) for ref in sorted(old) if ref not in new]
 
 
+class LibcWatch:
+    """The same as Watch with the C library's inotify (ctypes) and nothing else: for
+    this file sent to a server's python3 that has neither this package nor pyinotify
+    (sshremote's watch command does so when autosync-remote is not there)."""
+    MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800  # every change
+    # (IN_MODIFY ATTRIB CLOSE_WRITE MOVED_FROM MOVED_TO CREATE DELETE DELETE_SELF MOVE_SELF)
+
+    def __init__(self, gitdir):
+        import ctypes
+        self.ctypes = ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1: %s" % os.strerror(ctypes.get_errno()))
+        self.gitdir, self.refs = gitdir, os.path.join(gitdir, "refs")
+        try:
+            self._add(gitdir)
+            self._add_tree()
+        except OSError:
+            os.close(self.fd)
+            raise
+
+    def _add(self, folder):
+        if self.libc.inotify_add_watch(self.fd, os.fsencode(folder), self.MASK) < 0:
+            code = self.ctypes.get_errno()
+            raise OSError(code, "no inotify watch for %s: %s" % (folder, os.strerror(code)))
+
+    def _add_tree(self):
+        """refs/ and every folder below it (adding a watched folder again changes nothing)."""
+        for folder, _, _ in os.walk(self.refs):
+            try:
+                self._add(folder)
+            except OSError as e:
+                if e.errno != errno.ENOENT:  # a folder gone since the walk: nothing to watch
+                    raise
+
+    def fileno(self):
+        return self.fd
+
+    def drain(self):
+        while True:
+            try:
+                if not os.read(self.fd, 65536):
+                    break
+            except BlockingIOError:
+                break
+        self._add_tree()  # a branch name with a new folder in it (feature/x)
+
+    def close(self):
+        os.close(self.fd)
+
+
 class Watch:
     """inotify on the refs of one git directory; fileno() turns readable on a change."""
+
+    def __new__(cls, gitdir):
+        try:
+            import autosync.core.inotify  # noqa: F401 (needs pyinotify too)
+        except ImportError:  # this file alone, sent to the server's python3
+            return LibcWatch(gitdir)
+        return super().__new__(cls)
 
     def __init__(self, gitdir):
         from autosync.core.inotify import Inotify
@@ -150,16 +224,112 @@ def watch(repo, out=None):
         watcher.close()
 
 
+class Refused(Exception):
+    """What a restricted key asked for is not allowed; str() says what, in one line."""
+
+
+def asked(original, repo, home=None):
+    """What the client's command (SSH_ORIGINAL_COMMAND) asks of the repository `repo`:
+    ("upload-pack" | "receive-pack" | "watch"); Refused for anything else. The path the
+    client names must be `repo` itself (as the server's git would find it)."""
+    if original is None:
+        raise Refused("this key may only sync %s: no shell" % repo)
+    try:
+        words = shlex.split(original)
+    except ValueError:
+        raise Refused("this key may only sync %s: not a command of git's or the watch" % repo)
+    from autosync.core.sshremote import REMOTE_SCRIPT
+    if len(words) == 2 and words[0] in GIT_SERVICES:  # what git sends: git-upload-pack 'PATH'
+        what, path = GIT_SERVICES[words[0]], words[1]
+    elif len(words) in (5, 7) and words[:4] == ["sh", "-c", REMOTE_SCRIPT, "autosync-remote"]:
+        what, path = "watch", words[4]  # the watch the link sends (sshremote): ours is run
+    elif len(words) == 3 and words[:2] == ["autosync-remote", "watch"]:  # a watchcmd's
+        what, path = "watch", words[2]
+    else:
+        raise Refused("this key may only sync %s: %s is not a command of git's or the watch"
+                      % (repo, (words or [""])[0][:40] or "an empty command"))
+    if not same_repository(path, repo, home):
+        raise Refused("this key may only sync %s, not %s" % (repo, path[:200]))
+    return what
+
+
+def same_repository(path, repo, home=None):
+    """Whether the client's `path` names the repository `repo` (as git finds it: below
+    the home when relative; PATH, PATH.git, PATH/.git)."""
+    home = home or os.path.expanduser("~")
+    path = os.path.expanduser(path) if path.startswith("~") else path
+    path = os.path.join(home, path)
+    try:
+        mine = os.path.realpath(git_dir(repo))
+    except NotARepository:
+        return False
+    for candidate in (path, path + ".git"):
+        try:
+            if os.path.realpath(git_dir(candidate)) == mine:
+                return True
+        except NotARepository:
+            continue
+    return False
+
+
+def serve(repo, original=None):
+    """The forced command of a restricted key: run what the client asked of `repo` or
+    refuse it. -> an exit code (when it does not exec git)."""
+    original = os.environ.get("SSH_ORIGINAL_COMMAND") if original is None else original
+    what = asked(original, repo)
+    if what == "watch":
+        return watch(repo)
+    sys.stdout.flush()
+    os.execvp("git", ["git", what, git_dir(repo)])
+
+
+def poll(url, interval=POLL, out=None):
+    """`autosync-remote poll URL`, run on the client for a server that cannot run the
+    watch (a hosted git, a server without python3): the same lines as watch, from `git
+    ls-remote` every `interval` seconds, until `out` is closed. -> exit code."""
+    out = out if out is not None else sys.stdout
+    poller = select.poll()
+    poller.register(out.fileno(), 0)  # POLLHUP and POLLERR only: the reader has gone
+    state = {}
+    while True:
+        proc = subprocess.run(["git", "ls-remote", "--heads", "--", url], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            said = [" ".join(l.split()) for l in os.fsdecode(proc.stderr).splitlines() if l.strip()]
+            print("autosync-remote: git ls-remote failed: %s" % "; ".join(said[-3:]),
+                  file=sys.stderr)
+            return 1
+        new = {}
+        for line in os.fsdecode(proc.stdout).splitlines():
+            rev, _, ref = line.partition("\t")
+            if ref:
+                new[ref] = rev
+        lines = changes(state, new)
+        state = new
+        if lines:
+            out.write("".join(line + "\n" for line in lines))
+            out.flush()
+        if poller.poll(interval * 1000):
+            return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv in (["-h"], ["--help"]):
         print(USAGE + "\n\n" + __doc__.split("\n\n", 2)[1])
         return 0
-    if len(argv) != 2 or argv[0] != "watch":
+    if len(argv) != 2 or argv[0] not in ("watch", "serve", "poll"):
         print(USAGE, file=sys.stderr)
         return 2
     try:
+        if argv[0] == "serve":
+            return serve(argv[1])
+        if argv[0] == "poll":
+            return poll(argv[1])
         return watch(argv[1])
+    except Refused as e:
+        print("autosync-remote: %s" % e, file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away mid-write: the normal end. Python would complain once more
         # when it flushes stdout at exit.

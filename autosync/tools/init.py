@@ -34,6 +34,7 @@ from autosync.core import config, excludes, git, git_environment, gitpull, sshre
 from autosync.core.commands import environment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
+from autosync.ssh.remote import POLL
 from autosync.tools import progress
 
 log = logging.getLogger("autosync.init")
@@ -194,6 +195,8 @@ class Init:
         self.xmpp = None  # config.Xmpp of a checked account
         self.password_kept = None  # the config's [xmpp] password: the password, or `keyring`
         self.watch_why = "not tried"  # None once the remote's watch worked (syncmethod ssh)
+        self.watch_how = None  # None: autosync-remote; "sent": the server's python3;
+        # or why the server cannot run the watch (then it is polled, still syncmethod ssh)
         self.program = installed_program()
 
     @functools.cached_property
@@ -330,7 +333,16 @@ class Init:
             if select.select([proc.stdout], [], [], WATCH_PROBE)[0] and \
                     not proc.stdout.readline().strip():
                 proc.wait(WATCH_PROBE)
-                return sshremote.why_it_ended(proc.returncode, proc.stderr.read())
+                why = sshremote.why_it_ended(proc.returncode, proc.stderr.read())
+                if self.remote_over_ssh() and sshremote.cannot_watch(proc.returncode):
+                    self.watch_how = why  # the link polls it instead (sshlink)
+                    return None
+                return why
+            proc.kill()
+            proc.wait()
+            os.set_blocking(proc.stderr.fileno(), False)  # what it said so far, no more
+            if sshremote.SENT_NOTICE.encode() in (proc.stderr.read() or b""):
+                self.watch_how = "sent"
             return None
         finally:
             self.progress.clear()
@@ -339,6 +351,12 @@ class Init:
                 proc.wait()
             proc.stdout.close()
             proc.stderr.close()
+
+    def remote_over_ssh(self):
+        try:
+            return sshremote.parse_remote(self.remote)[0] == "ssh"
+        except sshremote.BadRemote:
+            return False
 
     def check_account(self):
         a = self.args
@@ -741,9 +759,15 @@ class Init:
     def closing_words(self, started):
         if not started:
             say("Start syncing with:\n    %s" % self.start_command())
-        if self.xmpp is None and self.watch_why is None:
+        if self.xmpp is None and self.watch_why is None and self.watch_how not in (None, "sent"):
+            say("Other machines' pushes arrive within %g s: the server cannot run the watch "
+                "(%s), so the remote is polled with git ls-remote (syncmethod = ssh)."
+                % (POLL, self.watch_how))
+        elif self.xmpp is None and self.watch_why is None:
             say("Other machines' pushes arrive at once: the remote is watched "
-                "(syncmethod = ssh, autosync-remote).")
+                "(syncmethod = ssh, %s)." % ("autosync-remote" if self.watch_how is None else
+                                             "the server has no autosync-remote: " +
+                                             sshremote.SENT_NOTICE))
         elif self.xmpp is None:
             say("Other machines' pushes are pulled every %g minutes (pullinterval): the "
                 "remote cannot be watched (%s). Install autosync-remote on the server "
@@ -761,7 +785,15 @@ class Init:
             words.append("--service")
         if self.args.thin:
             words.append("--thin")
+        if self.config != config.default_path():
+            words += ["--config", tilde(self.config)]
         say("On the next machine run:\n    %s" % shell_words(words))
+        line = key_line(self.remote)
+        if line:
+            say("To let a machine's key sync only this repository on the server, begin the "
+                "key's line in the server's ~/.ssh/authorized_keys with\n    %s\n(the full "
+                "path of autosync-remote if it is not on the PATH of an ssh session there)"
+                % line)
         if os.path.isabs(self.remote):
             say("(with %s as that machine reaches it, e.g. server:%s over ssh)"
                 % (self.remote, self.remote))
@@ -789,6 +821,19 @@ class _Quiet:
 
     def on_pong(self, ping_id):
         return False
+
+
+def key_line(remote):
+    """The authorized_keys options that let a key only sync `remote` (autosync-remote
+    serve), or None for a remote not over ssh."""
+    try:
+        parsed = sshremote.parse_remote(remote)
+    except sshremote.BadRemote:
+        return None
+    if parsed[0] != "ssh":
+        return None
+    command = "autosync-remote serve " + shlex.quote(parsed[3])
+    return 'command="%s",restrict' % command.replace('"', '\\"')  # sshd's only escape
 
 
 def original_setup():

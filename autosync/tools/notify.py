@@ -1,7 +1,8 @@
 """autosync-notify: tell a running dvcs-autosync something, or ask how it is.
 
 Run from inside a synced folder (as git runs hooks) it finds that folder's
-daemon by itself; --config or --socket name another one.
+daemon by itself; elsewhere the daemon of ~/.autosync, else the only daemon
+this user runs (status: every one); --config or --socket name another one.
 """
 import argparse
 import glob
@@ -14,7 +15,7 @@ from autosync.core import cli, problems, sizes
 from autosync.core.messages import check_text
 from autosync.core.pause import parse_duration
 from autosync.core.paths import find_socket, runtime_dir
-from autosync.core.protocol import NoDaemon, ProtocolError, Untrusted, ask
+from autosync.core.protocol import NoDaemon, ProtocolError, Untrusted, answers, ask
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON = 1, 2, 3
 
@@ -73,19 +74,60 @@ def socket_path(args):
     return env or find_socket(os.getcwd())
 
 
+def default_socket():
+    """The socket of ~/.autosync's daemon, when that config and its socket exist."""
+    default = os.path.expanduser("~/.autosync")
+    if not os.path.isfile(default):
+        return None
+    from autosync.core import config  # (not at the top: cli.load says why)
+    try:
+        own = config.load(default, check_path=False).socket
+    except config.ConfigError:
+        return None
+    return own if own and os.path.exists(own) else None
+
+
 def every_socket():
     """The sockets of this user's daemons: the default place, and ~/.autosync's own."""
     found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
-    default = os.path.expanduser("~/.autosync")
-    if os.path.isfile(default):
-        from autosync.core import config  # (not at the top: cli.load says why)
-        try:
-            own = config.load(default, check_path=False).socket
-        except config.ConfigError:
-            own = None
-        if own and own not in found and os.path.exists(own):
-            found.append(own)
+    own = default_socket()
+    if own and own not in found:
+        found.append(own)
     return found
+
+
+def running():
+    """The sockets of this user's daemons that answer (a dead one's file is left out)."""
+    alive = []
+    for path in every_socket():
+        try:
+            if answers(path, timeout=2.0):
+                alive.append(path)
+        except (Untrusted, OSError):
+            continue
+    return alive
+
+
+def elsewhere():
+    """Outside any synced folder: ~/.autosync's daemon, else the only daemon this user
+    runs. -> (socket, None), or (None, why not) in one line."""
+    own = default_socket()
+    if own:
+        return own, None
+    alive = running()
+    if len(alive) == 1:
+        return alive[0], None
+    if not alive:
+        return None, "no dvcs-autosync daemon runs for %s or a folder above it, nor for " \
+                     "~/.autosync, nor any other of this user's" % os.getcwd()
+    folders = []
+    for path in alive:
+        try:
+            folders.append(ask(path, {"cmd": "status"}, timeout=5)["status"]["path"])
+        except (NoDaemon, Untrusted, OSError, ValueError, ProtocolError, KeyError, TypeError):
+            folders.append(path)
+    return None, "%d dvcs-autosync daemons run (%s): say which with --config, or run this " \
+                 "inside its synced folder" % (len(alive), ", ".join(map(str, folders)))
 
 
 def all_status(as_json):
@@ -181,8 +223,9 @@ def main(argv=None):
     if not path and args.message == "status":  # outside any synced folder: all of them
         return all_status(args.json)
     if not path:
-        print("autosync-notify: no dvcs-autosync daemon runs for %s or a folder above it "
-              "(use --config or --socket)" % os.getcwd(), file=sys.stderr)
+        path, why = elsewhere()
+    if not path:
+        print("autosync-notify: %s" % why, file=sys.stderr)
         return EXIT_NO_DAEMON
     try:
         request = request_for(args)
