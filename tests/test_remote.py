@@ -229,3 +229,11 @@ def test_poll_of_a_remote_it_cannot_read_is_one_line(tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("autosync-remote: git ls-remote failed: ")
     assert result.stderr.count("\n") == 1
+
+
+def test_the_poll_interval_is_the_one_core_states():
+    """remote.py runs alone on a server (no core there): its interval is written twice,
+    and must agree with the one init and the link tell the user."""
+    from autosync.core import sshremote
+    from autosync.ssh import remote
+    assert remote.POLL == sshremote.POLL

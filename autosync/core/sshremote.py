@@ -29,6 +29,8 @@ import sys
 
 from autosync.core import commands, paths
 
+POLL = 10.0  # seconds between `git ls-remote`s of a server that cannot watch (remote.poll)
+
 # Keep-alives: a dead connection is noticed within about 45 s; no password prompt ever.
 SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
                "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=20"]

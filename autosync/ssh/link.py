@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from autosync.core import client, commands
 from autosync.core.sshremote import BadRemote, cannot_watch, watch_argv, why_it_ended
 from autosync.core.retry import Backoff, Trouble, one_line
-from autosync.ssh.remote import POLL
+from autosync.core.sshremote import POLL
 
 log = logging.getLogger("autosync.sshlink")
 

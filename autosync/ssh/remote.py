@@ -43,7 +43,8 @@ USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO | " \
 # What a key restricted with `serve` may run: git's two ends of a fetch and a push.
 GIT_SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-pack"}
 NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
-POLL = 10.0  # seconds between `git ls-remote`s of `poll` (a server that cannot watch)
+POLL = 10.0  # seconds between `git ls-remote`s of `poll` (a server that cannot watch); the
+# same as core.sshremote.POLL (this file also runs alone on a server: test_remote checks)
 # Filesystems whose files other machines change without this kernel knowing (no inotify).
 NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "lustre",
                         "ncpfs", "coda", "gfs2", "ocfs2", "glusterfs", "davfs"))

@@ -34,7 +34,7 @@ from autosync.core import config, excludes, git, git_environment, gitpull, sshre
 from autosync.core.commands import environment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
-from autosync.ssh.remote import POLL
+from autosync.core.sshremote import POLL
 from autosync.tools import progress
 
 log = logging.getLogger("autosync.init")
