@@ -44,6 +44,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 
 from autosync.core import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
@@ -414,10 +415,13 @@ class GitPull:
         moving = set(renames.values())
         gone = {e.path for e in files if not null(e.old)}
         later = [e for e in files if not null(e.new) and blocked(e.path, gone)]
-        first = [e for e in files if not null(e.new) and e not in later and e.path not in renames]
+        waiting = {e.path for e in later}
+        first = [e for e in files if not null(e.new) and e.path not in waiting and
+                 e.path not in renames]
         with Blobs(self, [e.path for e in files if not null(e.new)]) as blobs:
             prepared = {}
             try:
+                blobs.ahead(first)
                 self.prepare(first, blobs, prepared)
                 kept = []
                 for e in files:  # removals first: a file may give its name to a folder
@@ -427,7 +431,7 @@ class GitPull:
                 by_path = {e.path: e for e in files}
                 unmoved = self.rename(renames, by_path, kept)
                 self.prepare([e for e in later if e.path not in renames or e.path in unmoved] +
-                             [by_path[p] for p in unmoved if by_path[p] not in later],
+                             [by_path[p] for p in unmoved if p not in waiting],
                              blobs, prepared)
                 copies = []
                 for e in sorted((e for e in files if e.path in prepared), key=lambda e: e.path):
@@ -437,7 +441,7 @@ class GitPull:
             finally:
                 for p in prepared.values():
                     self.writer.discard(p)
-        self.gitlinks([e for e in entries if e not in files])
+        self.gitlinks([e for e in entries if GITLINK in (e.old_mode, e.new_mode)])
         return sorted(kept), copies
 
     def rename(self, renames, by_path, kept):
@@ -602,23 +606,56 @@ def blocked(path, gone):
 
 class Blobs:
     """The new versions, streamed from git into the guarded writer's temporary files:
-    one `git cat-file --batch` for plain contents, read object by object in chunks;
+    `git cat-file --batch` for plain contents, read object by object in chunks;
     `cat-file --filters` per path whose checkout filters or line endings apply. No
-    content is ever held whole (a pull of a 2 GB file stays small)."""
+    content is ever held whole (a pull of a 2 GB file stays small).
+
+    The contents asked for in a known order (`ahead`) are all requested at once, by a
+    thread, and read as they come: a question and its answer per object would wait on
+    the scheduler twice per file (10,000 files: 3 times slower on a loaded machine).
+    Anything else is asked of a second cat-file, one object at a time."""
 
     def __init__(self, pull, paths):
         self.pull = pull
         self.filtered = pull.needs_filters(paths)
-        self.proc = None
+        self.procs = {}   # "ahead" / "asked" -> its cat-file
+        self.queue = collections.deque()   # the blob ids "ahead" will answer, in order
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.stdout.close()
-            self.proc.wait()
+        for proc in self.procs.values():
+            if proc.returncode is None and self.queue:
+                proc.kill()   # (answers nobody will read: a pull that failed)
+            for pipe in (proc.stdin, proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+            proc.wait()
+
+    def cat_file(self):
+        return subprocess.Popen(("git", "cat-file", "--batch"), cwd=self.pull.folder,
+                                env=environment(), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def ahead(self, entries):
+        """The new versions of `entries` will be asked for in this order: request them."""
+        oids = [e.new for e in entries if e.path not in self.filtered or e.new_mode == "120000"]
+        if not oids or "ahead" in self.procs:
+            return
+        proc = self.procs["ahead"] = self.cat_file()
+        self.queue.extend(oids)
+
+        def ask():
+            try:
+                for oid in oids:
+                    proc.stdin.write(oid.encode() + b"\n")
+                proc.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass  # killed: the pull failed
+        threading.Thread(target=ask, name="cat-file-requests", daemon=True).start()
 
     def source(self, path, oid, mode):
         """What the writer's prepare() takes: a link's target as bytes, else a callable
@@ -632,23 +669,26 @@ class Blobs:
         return lambda fd: self.plain(oid, lambda chunk: write_all(fd, chunk))
 
     def plain(self, oid, out):
-        if self.proc is None:
-            self.proc = subprocess.Popen(("git", "cat-file", "--batch"), cwd=self.pull.folder,
-                                         env=environment(), stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.proc.stdin.write(oid.encode() + b"\n")
-        self.proc.stdin.flush()
-        header = self.proc.stdout.readline().split()
+        if self.queue and self.queue[0] == oid:
+            self.queue.popleft()
+            proc = self.procs["ahead"]
+        else:
+            if "asked" not in self.procs:
+                self.procs["asked"] = self.cat_file()
+            proc = self.procs["asked"]
+            proc.stdin.write(oid.encode() + b"\n")
+            proc.stdin.flush()
+        header = proc.stdout.readline().split()
         if len(header) != 3:
             raise PullFailed("git cat-file: %s is missing" % oid)
         left = int(header[2])
         while left:
-            chunk = self.proc.stdout.read(min(left, CHUNK))
+            chunk = proc.stdout.read(min(left, CHUNK))
             if not chunk:
                 raise PullFailed("git cat-file: %s was cut short" % oid)
             out(chunk)
             left -= len(chunk)
-        self.proc.stdout.read(1)  # the newline after each object
+        proc.stdout.read(1)  # the newline after each object
 
     def with_filters(self, oid, path, fd):
         """A blob as checked out at path. The path goes on stdin (`--batch` with
