@@ -18,6 +18,7 @@ from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.committer.staging import Staging, expand_moves
+from autosync.committer.stillwritten import StillWritten
 
 # git commit's words when the index holds nothing new (exit 1): not a failure.
 NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|nothing added to commit|no changes added "
@@ -108,6 +109,8 @@ class Repository:
             self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
             git_environment.use_excludes(self.excludes.where)
         self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+        # Files some process holds open for writing: left out of every commit until closed.
+        self.still = StillWritten(self.folder, report)
         # The folder is the whole working tree (not a folder inside one): git's lists of
         # what is staged (--relative) then speak of all that a commit records.
         self.at_top = bool(self.gitdir) and git.is_top(self.folder)
@@ -214,6 +217,10 @@ class Repository:
             self.fsmonitor.journal.invalidate()
             self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
+        sent = len(changes)
+        changes = self.still.leave_out(changes)  # still being written: kept for later
+        if sent and not changes and not rescan:
+            return False
         if self.quick is not None and not rescan:
             before = time.time()
             quick = self.quick.commit(changes, lambda listed: commit_message(
@@ -230,7 +237,8 @@ class Repository:
             # A rescan that finds everything itself needs only the moves (git records
             # them) from the batch: an overflow's batch lists every file in the folder.
             held = self.staging.stage(changes, moves_only=rescan and self.staging.rescan_finds_all())
-            if held or rescan:
+            scanned = bool(held) or rescan
+            if scanned:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.
                 held = self.staging.rescan()
@@ -238,6 +246,8 @@ class Repository:
             # for the gitlinks check, the plain statuscmd and the message.
             staged = git.staged_changes(self.folder) if self.gitdir else None
             if staged is not None and self.staging.unstage_gitlinks(staged):
+                staged = git.staged_changes(self.folder)
+            if scanned and staged and self.unstage_still_written(staged):
                 staged = git.staged_changes(self.folder)
             if self.nothing_staged(staged):
                 self.held_back(held)
@@ -266,6 +276,19 @@ class Repository:
         if self.quick is not None and self.quick.shipped:
             self.quick.committed_usual_way(self.head())
         return self.committed(message, listed, held, before)
+
+    def unstage_still_written(self, staged):
+        """What a rescan staged (git add -A takes every file as it is) less the files still
+        open for writing: their index entries set back to HEAD's, both names of a move.
+        -> True if any was."""
+        writing = self.still.judge(
+            [c["path"] for c in staged if c["action"] != "removed"],
+            {c["path"]: {k: c[k] for k in ("action", "path", "src") if k in c} for c in staged})
+        if not writing:
+            return False
+        paths = {p for c in staged if c["path"] in writing for p in (c["path"], c.get("src"))}
+        git.git(self.folder, "reset", "-q", "--", paths=sorted(p for p in paths if p))
+        return True
 
     def committed(self, message, listed, held, before):
         """A commit was made: said, with what it means (conflict copies, a mass delete)."""

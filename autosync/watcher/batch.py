@@ -9,7 +9,9 @@ within a batch come out right whatever order the events came in.
 
 A file still open when its batch closes at `maxwait` is what `Growing`
 decides on: an empty one waits on (its writer has not said anything yet),
-one with content is committed, and each further wait for it doubles.
+one with content is sent, and each further wait for it doubles. The committer
+leaves a file still open for writing out of its commits until it is closed
+(committer/stillwritten.py, which also gives a file open for long its versions).
 """
 import os
 import time
@@ -265,8 +267,9 @@ class Growing:
     """Files still open for writing when their batch closed at maxwait.
 
     An empty one is left out: its creator has written nothing yet, and an
-    empty version would reach every machine. One with content is committed,
-    and then waits twice as long as the last time (from maxwait, up to
+    empty version would reach every machine. One with content is sent (the
+    committer asks the kernel whether it is still open, and keeps it until it
+    is closed), and then waits twice as long as the last time (from maxwait, up to
     LONGEST_WAIT) before the next version; its close ends the wait at once
     (the batch closes then, and it is forgotten here)."""
 
