@@ -216,7 +216,12 @@ class Watcher:
         fresh = {rel for rel in batch.fresh if _empty(os.path.join(self.root, rel))}
         self.batch.fresh |= fresh
         changes = batch.close(self.root, self.tree, self.ignore, leave | fresh)
-        log.debug("batch closed: %d changes%s", len(changes), " + rescan" if batch.rescan else "")
+        # Why it closed, for whoever reads the log (tests count a burst's batches by it):
+        # its writers done and the folder quiet, or maxwait reached while it went on.
+        why = "at maxwait" if batch.first is not None and \
+            now >= batch.first + self.cfg.maxwait else "quiet"
+        log.debug("batch closed (%s): %d changes%s", why, len(changes),
+                  " + rescan" if batch.rescan else "")
         self.send(changes, batch.rescan)
 
     def on_committer_event(self, event):

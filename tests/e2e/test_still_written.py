@@ -13,7 +13,7 @@ def history_of(remote, name):
 
 
 def batches_closed(machine):
-    return machine.logtext().count("batch closed: ")
+    return machine.logtext().count("batch closed (")
 
 
 def test_a_file_written_since_before_the_start_gets_one_version_the_whole_one(
