@@ -15,6 +15,7 @@ import typing
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
 from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, recovery
 from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.committer.staging import Staging, expand_moves
@@ -89,7 +90,15 @@ class Repository:
     def __init__(self, cfg, report):
         self.cfg, self.folder, self.host = cfg, cfg.path, cfg.hostname
         self.report = report
-        self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
+        # The original's git strings run as the shipped ones, which mean the same
+        # (config.ORIGINAL_GIT_COMMANDS) and take the fast paths.
+        self.cmd = {name: Template(name, shipped_form(name, text))
+                    for name, text in cfg.commands.items()}
+        taken = sorted(n for n, t in cfg.commands.items() if self.cmd[n].text != t)
+        if taken:
+            log.info("the original's %s run as the shipped one%s (the same meaning): %s",
+                     "command string is" if len(taken) == 1 else "command strings are",
+                     "" if len(taken) == 1 else "s", ", ".join(taken))
         # What the folder was at start: a vanished or replaced one is never committed.
         # Another clone of the same remote put in its place is taken on (safe()).
         self.where = recovery.Folder(self.folder, recovery.remote_of(self.cmd.get("remoteurlcmd")))
@@ -352,7 +361,8 @@ class Repository:
         """statuscmd's answer: True when there is nothing to commit. The shipped
         `git diff --cached --quiet`, on a folder that is the whole working tree, asks
         what `staged` (git's list of what the commit records, or None) says already:
-        not run again. Any other statuscmd (the original's `git status | grep`) runs."""
+        not run again (nor the original's `git status | grep`, run as the shipped one). Any
+        other statuscmd (a grep of the user's) runs."""
         if staged is not None and self.at_top and \
                 self.cmd["statuscmd"].text.strip() == PLAIN_STATUS:
             return not staged
