@@ -152,3 +152,27 @@ def test_no_commit_takes_a_file_still_being_written(repo, writer, how):
         (b"old\n" if how == "moved" else b"") + b"half\nwhole\n"
     assert "old.log" not in committed_files(repo.path)
     assert reports.fields["writing"] == []
+
+
+def test_the_committer_looks_again_and_commits_a_file_whose_close_nobody_told(
+        committer, tmp_path):
+    """The watcher's IN_CLOSE_WRITE may never come (the file was opened before it ran, its
+    events were lost): the worker wakes for the look itself, and commits the file once
+    it is closed."""
+    open_files, clock = {"log.txt"}, Clock()
+    committer.repo.still = still = StillWritten(
+        str(tmp_path), committer.reports, clock=clock,
+        held_open=lambda folder, paths: open_files & set(paths))
+    assert still.leave_out([{"action": "added", "path": "log.txt"}]) == []
+    assert committer.status["writing"] == ["log.txt"]
+    assert not committer.has_work() and committer.sleep_time() <= stillwritten.RECHECK
+    clock.now += stillwritten.RECHECK
+    assert committer.has_work()
+    committer.step()  # still open: nothing to commit
+    assert not [c for c in committer.repo.calls if c[0] == "commit"]
+    open_files.clear()
+    clock.now += still.wait()
+    assert committer.has_work()
+    committer.step()
+    assert ("commit", ["log.txt"], False) in committer.repo.calls
+    assert committer.status["writing"] == [] and still.wait() is None
