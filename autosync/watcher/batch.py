@@ -23,7 +23,11 @@ import time
 SETTLE = 0.05
 # A burst that has run for a while (an untar, an rsync) may pause longer than
 # an editor between two files: the pause that ends a batch grows with the
-# batch's age (a tenth of it), up to this.
+# batch's age (a tenth of it), up to this. On a loaded machine (CPU or disk
+# busy) a burst's writer pauses longer than on a quiet one: the pause that
+# ends a batch is also twice the longest it saw between two of its events
+# while nothing was open (the machine's own pace), again up to this; a batch
+# begun right after one that closed on such a pause starts with that pause.
 SETTLE_MAX = 1.0
 # A file still written at maxwait waits twice as long before each further
 # version, up to this: a long download makes a few versions, not one per maxwait.
@@ -91,7 +95,11 @@ def is_file(path):
 class Batch:
     """What happened since the batch opened: touched paths and folders, moves."""
 
-    def __init__(self):
+    def __init__(self, previous=None):
+        """previous: when the last event of the batch before came, if that batch was
+        closed by a pause (not at maxwait): a burst may go on after it."""
+        self.previous = previous
+        self.gap = 0.0  # the longest pause between two events while nothing was open
         self.files = set()
         self.dirs = set()
         self.moves = {}  # destination -> where its content was when the batch opened
@@ -108,8 +116,16 @@ class Batch:
     def touch(self, rel, isdir=False, now=None):
         (self.dirs if isdir else self.files).add(rel)
         now = time.monotonic() if now is None else now
+        self.paused(now)
         self.first = self.first or now
         self.last = now
+
+    def paused(self, now):
+        """An event at `now`: the pause before it, if nothing was open meanwhile, tells
+        how long this burst's writer may pause (see SETTLE_MAX)."""
+        before = self.last if self.last is not None else self.previous
+        if before is not None and not self.writing and now - before < SETTLE_MAX:
+            self.gap = max(self.gap, now - before)
 
     def written(self, rel):
         """Written to and not closed yet: the batch waits for the close."""
@@ -182,7 +198,7 @@ class Batch:
         """The quiet that closes the batch: the user's readfrequency, or the settle time."""
         if readfrequency is not None:
             return readfrequency
-        return min(SETTLE_MAX, max(SETTLE, (self.last - self.first) / 10))
+        return min(SETTLE_MAX, max(SETTLE, (self.last - self.first) / 10, 2 * self.gap))
 
     def due(self, now, readfrequency, longest):
         """Seconds until this batch should close (0: now), or None if empty.

@@ -204,9 +204,15 @@ class Watcher:
                 time.sleep(backoff.next())
 
     def close_batch(self):
-        batch, self.batch = self.batch, Batch()
-        # Files still written wait on in the next batch, as Growing decides.
         now = time.monotonic()
+        # Why it closes, for whoever reads the log (tests count a burst's batches by it):
+        # its writers done and the folder quiet, or maxwait reached while it went on.
+        batch = self.batch
+        why = "at maxwait" if batch.first is not None and \
+            now >= batch.first + self.cfg.maxwait else "quiet"
+        # After a pause, the burst may go on: the next batch knows how long it paused.
+        self.batch = Batch(previous=batch.last if why == "quiet" else None)
+        # Files still written wait on in the next batch, as Growing decides.
         leave = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
         for rel in leave:
             self.batch.touch(rel, now=now)
@@ -216,10 +222,6 @@ class Watcher:
         fresh = {rel for rel in batch.fresh if _empty(os.path.join(self.root, rel))}
         self.batch.fresh |= fresh
         changes = batch.close(self.root, self.tree, self.ignore, leave | fresh)
-        # Why it closed, for whoever reads the log (tests count a burst's batches by it):
-        # its writers done and the folder quiet, or maxwait reached while it went on.
-        why = "at maxwait" if batch.first is not None and \
-            now >= batch.first + self.cfg.maxwait else "quiet"
         log.debug("batch closed (%s): %d changes%s", why, len(changes),
                   " + rescan" if batch.rescan else "")
         self.send(changes, batch.rescan)
