@@ -209,9 +209,11 @@ class Watcher:
         # its writers done and the folder quiet, or maxwait reached while it went on.
         batch = self.batch
         why = "at maxwait" if batch.first is not None and \
-            now >= batch.first + self.cfg.maxwait else "quiet"
+            now >= batch.first + self.cfg.maxwait else \
+            "quiet %.2f s" % batch.quiet(self.cfg.readfrequency) if batch.last is not None \
+            else "quiet"
         # After a pause, the burst may go on: the next batch knows how long it paused.
-        self.batch = Batch(previous=batch.last if why == "quiet" else None)
+        self.batch = Batch(previous=batch.last if why.startswith("quiet") else None)
         # Files still written wait on in the next batch, as Growing decides.
         leave = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
         for rel in leave:
