@@ -250,6 +250,10 @@ def test_a_burst_on_a_loaded_machine_is_not_ended_by_the_pauses_it_already_made(
     after = Batch(previous=11.0)
     after.touch("g", now=11.3)
     assert after.quiet(None) == pytest.approx(0.6)
-    fresh = Batch(previous=11.0)
+    fresh = Batch(previous=11.0, learned=0.3)
     fresh.touch("g", now=12.5)  # long after: a new burst
     assert fresh.quiet(None) == pytest.approx(SETTLE)
+    # After maxwait the burst goes on at once: the patience it learnt is kept.
+    going_on = Batch(previous=11.0, learned=0.3)
+    going_on.touch("h", now=11.001)
+    assert going_on.quiet(None) == pytest.approx(0.6)

@@ -27,7 +27,8 @@ SETTLE = 0.05
 # busy) a burst's writer pauses longer than on a quiet one: the pause that
 # ends a batch is also twice the longest it saw between two of its events
 # while nothing was open (the machine's own pace), again up to this; a batch
-# begun right after one that closed on such a pause starts with that pause.
+# begun less than this after the last one's last event (the burst goes on,
+# after maxwait or a pause) keeps the longest pause seen so far.
 SETTLE_MAX = 1.0
 # A file still written at maxwait waits twice as long before each further
 # version, up to this: a long download makes a few versions, not one per maxwait.
@@ -95,10 +96,11 @@ def is_file(path):
 class Batch:
     """What happened since the batch opened: touched paths and folders, moves."""
 
-    def __init__(self, previous=None):
-        """previous: when the last event of the batch before came, if that batch was
-        closed by a pause (not at maxwait): a burst may go on after it."""
-        self.previous = previous
+    def __init__(self, previous=None, learned=0.0):
+        """previous: when the last event of the batch before came; learned: the longest
+        pause of the burst it was part of (the one that closed it, if one did). A burst
+        that goes on in this batch keeps that patience."""
+        self.previous, self.learned = previous, learned
         self.gap = 0.0  # the longest pause between two events while nothing was open
         self.files = set()
         self.dirs = set()
@@ -126,6 +128,8 @@ class Batch:
         before = self.last if self.last is not None else self.previous
         if before is not None and not self.writing and now - before < SETTLE_MAX:
             self.gap = max(self.gap, now - before)
+            if self.last is None:  # the burst goes on: as patient as it was
+                self.gap = max(self.gap, self.learned)
 
     def written(self, rel):
         """Written to and not closed yet: the batch waits for the close."""

@@ -212,8 +212,11 @@ class Watcher:
             now >= batch.first + self.cfg.maxwait else \
             "quiet %.2f s" % batch.quiet(self.cfg.readfrequency) if batch.last is not None \
             else "quiet"
-        # After a pause, the burst may go on: the next batch knows how long it paused.
-        self.batch = Batch(previous=batch.last if why.startswith("quiet") else None)
+        # The burst may go on (after maxwait, or a pause): the next batch knows how long
+        # it paused so far.
+        self.batch = Batch(previous=batch.last, learned=max(
+            batch.gap, batch.quiet(self.cfg.readfrequency) if why.startswith("quiet") and
+            batch.last is not None else 0.0))
         # Files still written wait on in the next batch, as Growing decides.
         leave = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
         for rel in leave:
