@@ -253,6 +253,10 @@ class FakeRepository:
         self.notes = []
         self.count = None  # unpushed(): None like another DVCS; a number like git
         self.rev = None  # upstream()
+        # Files left out while open for writing: none in this fake's folder, unless a test
+        # gives held_open.
+        from autosync.committer.stillwritten import StillWritten
+        self.still = StillWritten(cfg.path, report, held_open=lambda folder, paths: set())
 
     def recover(self):
         self.calls.append("recover")

@@ -443,3 +443,46 @@ def listing(folder):
                     digest = hashlib.sha256(f.read()).hexdigest()
             found[os.path.relpath(full, folder)] = (st.st_mode, digest)
     return found
+
+
+class Writer:
+    """Another process that holds a file open for writing, one step at a time: write()
+    appends and returns once the bytes are in the file; close() closes it and ends the
+    process. No timing: the test says when each step happens."""
+
+    CODE = ("import sys\n"
+            "f = open(sys.argv[1], 'ab')\n"
+            "print('open', flush=True)\n"
+            "for line in sys.stdin:\n"
+            "    if line == 'close\\n':\n"
+            "        break\n"
+            "    f.write(bytes.fromhex(line.strip()))\n"
+            "    f.flush()\n"
+            "    print('written', flush=True)\n"
+            "f.close()\n"
+            "print('closed', flush=True)\n")
+
+    def __init__(self, path):
+        self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.said("open")
+
+    def said(self, word):
+        line = self.proc.stdout.readline().strip()
+        assert line == word, "the writer said %r, not %r" % (line, word)
+
+    def write(self, data):
+        self.proc.stdin.write(data.hex() + "\n")
+        self.proc.stdin.flush()
+        self.said("written")
+
+    def close(self):
+        self.proc.stdin.write("close\n")
+        self.proc.stdin.flush()
+        self.said("closed")
+        self.proc.wait(10)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

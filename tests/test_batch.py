@@ -229,3 +229,31 @@ def test_a_rescan_asked_at_start_waits_for_a_file_being_written(folder):
     assert batch.due(100.2, None, 10.0) == 0.0
     make_files(root, {"new.txt": "whole"})
     assert batch.rescan and [c["path"] for c in batch.close(root, tree, ignore)] == ["new.txt"]
+
+
+def test_a_burst_on_a_loaded_machine_is_not_ended_by_the_pauses_it_already_made():
+    """An untar on a busy machine pauses between files longer than on a quiet one: the
+    pause that ends the batch is twice the longest it saw while nothing was open (issue
+    32: an untar was cut into many commits at 50 ms pauses)."""
+    b = Batch()
+    for i in range(5):
+        b.touch("f%d" % i, now=10.0 + 0.04 * i)  # 40 ms apart, each file written and closed
+    last = 10.0 + 0.04 * 4
+    assert b.due(last + 0.06, None, 10.0) == pytest.approx(0.02)  # 60 ms: not the end yet
+    b.written("slow")  # held open for 1.2 s: the writer's pace, not the machine's
+    b.touch("slow", now=last + 1.2)
+    b.closed("slow")
+    assert b.quiet(None) == pytest.approx((last + 1.2 - 10.0) / 10)  # a tenth of its age
+    b.touch("late", now=last + 2.5)  # a pause of a second or more is no machine's pace
+    assert b.quiet(None) == pytest.approx((last + 2.5 - 10.0) / 10)
+    # A batch that begins right after one closed on a pause starts with that pause.
+    after = Batch(previous=11.0)
+    after.touch("g", now=11.3)
+    assert after.quiet(None) == pytest.approx(0.6)
+    fresh = Batch(previous=11.0, learned=0.3)
+    fresh.touch("g", now=12.5)  # long after: a new burst
+    assert fresh.quiet(None) == pytest.approx(SETTLE)
+    # After maxwait the burst goes on at once: the patience it learnt is kept.
+    going_on = Batch(previous=11.0, learned=0.3)
+    going_on.touch("h", now=11.001)
+    assert going_on.quiet(None) == pytest.approx(0.6)

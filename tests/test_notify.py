@@ -112,6 +112,14 @@ def test_status_text_names_held_back_files_and_nested_repositories():
     assert "nested repository" not in notify.status_text(STATUS)
 
 
+def test_status_text_names_files_still_being_written():
+    """README: `status` lists the files left out while open for writing."""
+    text = notify.status_text(dict(STATUS, writing=["video.mkv"]))
+    assert [l for l in text.splitlines() if l.startswith("writing:")] == [
+        "writing:     video.mkv (open for writing: committed once closed)"]
+    assert "writing:" not in notify.status_text(STATUS)
+
+
 def test_status_text_says_how_to_undo_a_mass_delete():
     mass = {"count": 40, "total": 100, "time": 1700000000,
             "restore": "dvcs-autosync restore . --at 2023-11-14"}

@@ -229,7 +229,8 @@ def test_a_file_made_between_add_and_status_is_no_commit_failure(repo):
     just after the add turns that into "nothing added to commit but untracked files
     present": git commit then has nothing and exits 1. Not a failure (its own batch
     commits the file): no `failed`, no problem in the status."""
-    r, reports = repo(statuscmd='git status | grep -iq "nothing to commit"')
+    # (The original's own string runs as the shipped one: a user's grep like it.)
+    r, reports = repo(statuscmd='git status | grep -q "nothing to commit"')
     (repo.path / "late.txt").write_text("made after the add")  # in no batch yet
     assert not r.commit([])
     assert not reports.named("failed") and not reports.named("committed")
@@ -288,7 +289,7 @@ def whole_index_reads(commands):
 def test_a_commit_reads_what_is_staged_once_and_looks_for_a_killed_merge_only_when_the_index_changed(
         repo, tmp_path, monkeypatch):
     # (a commitcmd of the user's: the usual path, not committer/quickcommit.py's, which reads none)
-    r, reports = repo(statuscmd="git diff --cached --quiet", commitcmd="git commit -m %s")
+    r, reports = repo(statuscmd="git diff --cached --quiet", commitcmd="git commit --quiet -m %s")
     (repo.path / "a.txt").write_text("a")
     assert r.commit([{"action": "added", "path": "a.txt"}])
     trace = tmp_path / "trace"

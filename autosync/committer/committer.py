@@ -372,13 +372,15 @@ class Committer:
                 or self.wanted["describe"] > self.done["describe"]
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
-                or self.schedule.due(time.monotonic()))
+                or self.schedule.due(time.monotonic())
+                or self.repo.still.due())
 
     def sleep_time(self):
         paused = self.pausing.paused
         if paused.active():
             return None if paused.until is None else max(0.0, paused.until - time.time())
-        return self.schedule.sleep_time()
+        waits = [w for w in (self.schedule.sleep_time(), self.repo.still.wait()) if w is not None]
+        return min(waits) if waits else None
 
     def step(self):
         with self.cond:
@@ -398,6 +400,10 @@ class Committer:
             with self.cond:
                 ticket = self.wanted["describe"]
             self.finish("describe", ticket, self.descriptions.place(self.pausing.active))
+        if self.repo.still.due():  # files left out while open for writing, looked at again
+            closed = self.repo.still.recheck()
+            with self.cond:
+                self.pending.add(closed)
         with self.cond:
             changes, rescan = self.pending.take()
             pulls, syncs = self.wanted["pull"], self.wanted["sync"]

@@ -44,6 +44,7 @@ FIELDS = {
     "failing": {},  # op -> its error, while it fails (core/problems.py)
     "waiting": None,  # why there is nothing to pull yet
     "held_back": [], "nested_repositories": [],
+    "writing": [],  # files left out while open for writing (committer/stillwritten.py)
     "watch": None,  # the watcher's report while folders have no watch
     "folder": None,  # the watcher's report while the folder is away
     "paused": None,

@@ -17,9 +17,11 @@ from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gi
     recovery
 from autosync.core import sshremote
 from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.committer.staging import Staging, expand_moves
+from autosync.committer.stillwritten import StillWritten
 
 # git commit's words when the index holds nothing new (exit 1): not a failure.
 NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|nothing added to commit|no changes added "
@@ -97,7 +99,15 @@ class Repository:
     def __init__(self, cfg, report):
         self.cfg, self.folder, self.host = cfg, cfg.path, cfg.hostname
         self.report = report
-        self.cmd = {name: Template(name, text) for name, text in cfg.commands.items()}
+        # The original's git strings run as the shipped ones, which mean the same
+        # (config.ORIGINAL_GIT_COMMANDS) and take the fast paths.
+        self.cmd = {name: Template(name, shipped_form(name, text))
+                    for name, text in cfg.commands.items()}
+        taken = sorted(n for n, t in cfg.commands.items() if self.cmd[n].text != t)
+        if taken:
+            log.info("the original's %s run as the shipped one%s (the same meaning): %s",
+                     "command string is" if len(taken) == 1 else "command strings are",
+                     "" if len(taken) == 1 else "s", ", ".join(taken))
         # What the folder was at start: a vanished or replaced one is never committed.
         # Another clone of the same remote put in its place is taken on (safe()).
         self.where = recovery.Folder(self.folder, recovery.remote_of(self.cmd.get("remoteurlcmd")))
@@ -119,6 +129,8 @@ class Repository:
             # Push, fetch and notes over the one held ssh connection to the remote.
             git_environment.use_ssh_command(held_ssh(self.folder, self.where.remote))
         self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+        # Files some process holds open for writing: left out of every commit until closed.
+        self.still = StillWritten(self.folder, report)
         # The folder is the whole working tree (not a folder inside one): git's lists of
         # what is staged (--relative) then speak of all that a commit records.
         self.at_top = bool(self.gitdir) and git.is_top(self.folder)
@@ -225,6 +237,10 @@ class Repository:
             self.fsmonitor.journal.invalidate()
             self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
+        sent = len(changes)
+        changes = self.still.leave_out(changes)  # still being written: kept for later
+        if sent and not changes and not rescan:
+            return False
         if self.quick is not None and not rescan:
             before = time.time()
             quick = self.quick.commit(changes, lambda listed: commit_message(
@@ -241,7 +257,8 @@ class Repository:
             # A rescan that finds everything itself needs only the moves (git records
             # them) from the batch: an overflow's batch lists every file in the folder.
             held = self.staging.stage(changes, moves_only=rescan and self.staging.rescan_finds_all())
-            if held or rescan:
+            scanned = bool(held) or rescan
+            if scanned:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.
                 held = self.staging.rescan()
@@ -249,6 +266,8 @@ class Repository:
             # for the gitlinks check, the plain statuscmd and the message.
             staged = git.staged_changes(self.folder) if self.gitdir else None
             if staged is not None and self.staging.unstage_gitlinks(staged):
+                staged = git.staged_changes(self.folder)
+            if scanned and staged and self.unstage_still_written(staged):
                 staged = git.staged_changes(self.folder)
             if self.nothing_staged(staged):
                 self.held_back(held)
@@ -277,6 +296,19 @@ class Repository:
         if self.quick is not None and self.quick.shipped:
             self.quick.committed_usual_way(self.head())
         return self.committed(message, listed, held, before)
+
+    def unstage_still_written(self, staged):
+        """What a rescan staged (git add -A takes every file as it is) less the files still
+        open for writing: their index entries set back to HEAD's, both names of a move.
+        -> True if any was."""
+        writing = self.still.judge(
+            [c["path"] for c in staged if c["action"] != "removed"],
+            {c["path"]: {k: c[k] for k in ("action", "path", "src") if k in c} for c in staged})
+        if not writing:
+            return False
+        paths = {p for c in staged if c["path"] in writing for p in (c["path"], c.get("src"))}
+        git.git(self.folder, "reset", "-q", "--", paths=sorted(p for p in paths if p))
+        return True
 
     def committed(self, message, listed, held, before):
         """A commit was made: said, with what it means (conflict copies, a mass delete)."""
@@ -340,7 +372,8 @@ class Repository:
         """statuscmd's answer: True when there is nothing to commit. The shipped
         `git diff --cached --quiet`, on a folder that is the whole working tree, asks
         what `staged` (git's list of what the commit records, or None) says already:
-        not run again. Any other statuscmd (the original's `git status | grep`) runs."""
+        not run again (nor the original's `git status | grep`, run as the shipped one). Any
+        other statuscmd (a grep of the user's) runs."""
         if staged is not None and self.at_top and \
                 self.cmd["statuscmd"].text.strip() == PLAIN_STATUS:
             return not staged

@@ -118,8 +118,9 @@ class Staging:
         return failed
 
     def move(self, move):
-        """movecmd for one move; a folder that movecmd cannot take whole (the original's
-        `git rm %s` / `git add %s` refuses one without -r) is moved file by file."""
+        """movecmd for one move; a folder that movecmd cannot take whole (a `git rm %s` /
+        `git add %s` of the user's refuses one without -r; the original's own runs as the
+        shipped one, config.ORIGINAL_GIT_COMMANDS) is moved file by file."""
         try:
             self.cmd["movecmd"].run(arg(move["src"]), arg(move["path"]), cwd=self.folder)
             return []

@@ -132,6 +132,31 @@ KEYS = {
     },
 }
 GIT_COMMANDS = {name: key.default for name, key in KEYS["dvcs"].items()}
+# The original's git command strings (its .autosync-example; `git rm -r %s` from later
+# copies of it), which drop-in configs carry. For what the committer runs them for they
+# mean what the shipped ones mean: `git add P` stages the removals below P too (git 2.0
+# on); rmcmd and movecmd's rm run for paths already gone from the folder (--cached only
+# keeps a file made again meanwhile, -r takes a folder moved whole, --ignore-unmatch one
+# never committed); -q only quiets git; a `git status` without "nothing to commit" is
+# something staged. The committer runs the shipped string instead (shipped_form), so
+# they take its fast paths: a folder moved is one rm and one add, not one of each per
+# file; the quick commit; no `git status` per commit.
+ORIGINAL_GIT_COMMANDS = {
+    "statuscmd": ('git status | grep -iq "nothing to commit"',),
+    "addcmd": ("git add %s",),
+    "modifycmd": ("git add %s",),
+    "rmcmd": ("git rm %s", "git rm -r %s"),
+    "movecmd": ("git rm %s\ngit add %s", "git rm -r %s\ngit add %s"),
+    "commitcmd": ("git commit -m %s",),
+}
+
+
+def shipped_form(name, command):
+    """The shipped string for one of the original's (blanks as in ORIGINAL_GIT_COMMANDS:
+    a line's own and its indentation do not count), else `command` as it is."""
+    lines = [" ".join(line.split()) for line in command.split("\n") if line.strip()]
+    return GIT_COMMANDS[name] if "\n".join(lines) in ORIGINAL_GIT_COMMANDS.get(name, ()) \
+        else command
 _A, _X = ({k: key.default for k, key in KEYS[name].items()} for name in ("autosync", "xmpp"))
 
 WARNED = "AUTOSYNC_CONFIG_WARNED"  # set by the supervisor for the programs it starts

@@ -180,6 +180,8 @@ def status_text(status):
         lines.append("also:        %s - %s" % (problem["error"], problem["fix"]))
     for conflict in status.get("conflicts") or []:
         lines.append("conflict:    %s" % conflict)
+    for path in status.get("writing") or []:
+        lines.append("writing:     %s (open for writing: committed once closed)" % path)
     for path in status.get("held_back") or []:
         lines.append("held back:   %s (cannot be committed; see last error)" % path)
     for folder in status.get("nested_repositories") or []:

@@ -9,7 +9,9 @@ within a batch come out right whatever order the events came in.
 
 A file still open when its batch closes at `maxwait` is what `Growing`
 decides on: an empty one waits on (its writer has not said anything yet),
-one with content is committed, and each further wait for it doubles.
+one with content is sent, and each further wait for it doubles. The committer
+leaves a file still open for writing out of its commits until it is closed
+(committer/stillwritten.py, which also gives a file open for long its versions).
 """
 import os
 import time
@@ -21,7 +23,12 @@ import time
 SETTLE = 0.05
 # A burst that has run for a while (an untar, an rsync) may pause longer than
 # an editor between two files: the pause that ends a batch grows with the
-# batch's age (a tenth of it), up to this.
+# batch's age (a tenth of it), up to this. On a loaded machine (CPU or disk
+# busy) a burst's writer pauses longer than on a quiet one: the pause that
+# ends a batch is also twice the longest it saw between two of its events
+# while nothing was open (the machine's own pace), again up to this; a batch
+# begun less than this after the last one's last event (the burst goes on,
+# after maxwait or a pause) keeps the longest pause seen so far.
 SETTLE_MAX = 1.0
 # A file still written at maxwait waits twice as long before each further
 # version, up to this: a long download makes a few versions, not one per maxwait.
@@ -89,7 +96,12 @@ def is_file(path):
 class Batch:
     """What happened since the batch opened: touched paths and folders, moves."""
 
-    def __init__(self):
+    def __init__(self, previous=None, learned=0.0):
+        """previous: when the last event of the batch before came; learned: the longest
+        pause of the burst it was part of (the one that closed it, if one did). A burst
+        that goes on in this batch keeps that patience."""
+        self.previous, self.learned = previous, learned
+        self.gap = 0.0  # the longest pause between two events while nothing was open
         self.files = set()
         self.dirs = set()
         self.moves = {}  # destination -> where its content was when the batch opened
@@ -106,8 +118,18 @@ class Batch:
     def touch(self, rel, isdir=False, now=None):
         (self.dirs if isdir else self.files).add(rel)
         now = time.monotonic() if now is None else now
+        self.paused(now)
         self.first = self.first or now
         self.last = now
+
+    def paused(self, now):
+        """An event at `now`: the pause before it, if nothing was open meanwhile, tells
+        how long this burst's writer may pause (see SETTLE_MAX)."""
+        before = self.last if self.last is not None else self.previous
+        if before is not None and not self.writing and now - before < SETTLE_MAX:
+            self.gap = max(self.gap, now - before)
+            if self.last is None:  # the burst goes on: as patient as it was
+                self.gap = max(self.gap, self.learned)
 
     def written(self, rel):
         """Written to and not closed yet: the batch waits for the close."""
@@ -180,7 +202,7 @@ class Batch:
         """The quiet that closes the batch: the user's readfrequency, or the settle time."""
         if readfrequency is not None:
             return readfrequency
-        return min(SETTLE_MAX, max(SETTLE, (self.last - self.first) / 10))
+        return min(SETTLE_MAX, max(SETTLE, (self.last - self.first) / 10, 2 * self.gap))
 
     def due(self, now, readfrequency, longest):
         """Seconds until this batch should close (0: now), or None if empty.
@@ -265,8 +287,9 @@ class Growing:
     """Files still open for writing when their batch closed at maxwait.
 
     An empty one is left out: its creator has written nothing yet, and an
-    empty version would reach every machine. One with content is committed,
-    and then waits twice as long as the last time (from maxwait, up to
+    empty version would reach every machine. One with content is sent (the
+    committer asks the kernel whether it is still open, and keeps it until it
+    is closed), and then waits twice as long as the last time (from maxwait, up to
     LONGEST_WAIT) before the next version; its close ends the wait at once
     (the batch closes then, and it is forgotten here)."""
 

@@ -204,9 +204,20 @@ class Watcher:
                 time.sleep(backoff.next())
 
     def close_batch(self):
-        batch, self.batch = self.batch, Batch()
-        # Files still written wait on in the next batch, as Growing decides.
         now = time.monotonic()
+        # Why it closes, for whoever reads the log (tests count a burst's batches by it):
+        # its writers done and the folder quiet, or maxwait reached while it went on.
+        batch = self.batch
+        why = "at maxwait" if batch.first is not None and \
+            now >= batch.first + self.cfg.maxwait else \
+            "quiet %.2f s" % batch.quiet(self.cfg.readfrequency) if batch.last is not None \
+            else "quiet"
+        # The burst may go on (after maxwait, or a pause): the next batch knows how long
+        # it paused so far.
+        self.batch = Batch(previous=batch.last, learned=max(
+            batch.gap, batch.quiet(self.cfg.readfrequency) if why.startswith("quiet") and
+            batch.last is not None else 0.0))
+        # Files still written wait on in the next batch, as Growing decides.
         leave = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
         for rel in leave:
             self.batch.touch(rel, now=now)
@@ -216,7 +227,8 @@ class Watcher:
         fresh = {rel for rel in batch.fresh if _empty(os.path.join(self.root, rel))}
         self.batch.fresh |= fresh
         changes = batch.close(self.root, self.tree, self.ignore, leave | fresh)
-        log.debug("batch closed: %d changes%s", len(changes), " + rescan" if batch.rescan else "")
+        log.debug("batch closed (%s): %d changes%s", why, len(changes),
+                  " + rescan" if batch.rescan else "")
         self.send(changes, batch.rescan)
 
     def on_committer_event(self, event):

@@ -140,6 +140,27 @@ def test_a_folder_move_with_the_originals_movecmd_is_quiet_and_the_same(machines
     assert sum(1 for n in names if n.startswith("R100")) == 5
 
 
+def test_a_folder_of_2000_files_moved_with_the_originals_strings_is_one_rm_and_one_add(
+        machines, remote):
+    """The original's strings run as the shipped ones (issue 32): the daemon's log names
+    each command it runs; the move is one movecmd (its two lines), not one per file, and
+    lands as one commit of 2,000 exact renames."""
+    a = machines("a", dvcs=dict(ORIGINAL_COMMANDS))
+    assert "the original's command strings are run as the shipped ones" in a.logtext()
+    for i in range(2000):
+        write(a, "photos/p%04d.jpg" % i, b"photo %d\n" % i)
+    settle(a, remote)
+    before, logged = remote.commit_count(), len(a.logtext())
+    os.rename(os.path.join(a.path, "photos"), os.path.join(a.path, "pictures"))
+    settle(a, remote)
+    ran = [line.split(" DEBUG ", 1)[1].split(":", 1)[0] for line in
+           a.logtext()[logged:].splitlines() if "autosync.commands[" in line]
+    assert ran.count("movecmd") == 2 and ran.count("addcmd") + ran.count("rmcmd") == 0, ran
+    assert remote.commit_count() - before == 1
+    names = remote.log("-1", "--format=", "--name-status", "-M", "main").splitlines()
+    assert len(names) == 2000 and all(n.startswith("R100\tphotos/") for n in names)
+
+
 def test_only_a_push_of_something_new_is_announced(machines, remote):
     a = machines("a", start=False)
     a.start()

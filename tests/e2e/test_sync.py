@@ -1,5 +1,6 @@
 """End-to-end: the real suite on real git clones of a bare remote on disk."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -63,7 +64,24 @@ def test_original_format_config_works_unchanged(machines, remote):
     assert "on " in remote.log("-1", "--format=%s")
 
 
+def start_rescan_done(machine):
+    """The rescan the watcher asks for at start has been committed: what is written from
+    now on is the test's burst alone."""
+    wait_until(lambda: "the watcher asks for a rescan: it has just started" in
+               machine.logtext() and (lambda s: s.get("state") == "idle" and
+                                      not s.get("pending"))(machine.status()),
+               30, what="%s's start-up rescan" % machine.name)
+
+
 def test_untarred_archive_is_a_few_commits(machines, remote, tmp_path):
+    """An untar is one burst: one batch, one commit, unless it lasts longer than maxwait
+    (3 s in these tests), or the machine is so loaded that tar pauses longer than the
+    batch's patience. The bound is the watcher's own account (its log says why each
+    batch closed, and after what pause), not a guess at the machine's speed: one commit
+    per batch at most, and a batch of the burst closed on a pause only if that pause was
+    at least twice the one that closed the batch before it, or SETTLE_MAX (each split
+    doubles the patience: a few splits at most, from 50 ms to 1 s). On a quiet machine:
+    1 or 2 commits; 1 to 3 at load 13."""
     src = tmp_path / "src"
     for i in range(2000):
         d = src / ("dir%02d" % (i % 40))
@@ -73,13 +91,25 @@ def test_untarred_archive_is_a_few_commits(machines, remote, tmp_path):
     with tarfile.open(archive, "w") as tar:
         tar.add(src, arcname="unpacked")
     a = machines("a")
+    start_rescan_done(a)
     before = remote.commit_count()
+    logged = len(a.logtext())
     subprocess.run(["tar", "-xf", str(archive), "-C", a.path], check=True)
     settle(a, remote, timeout=120)
-    files = remote.files()
-    assert sum(1 for n in files if n.startswith(b"unpacked/")) == 2000
-    assert files[b"unpacked/dir07/file0047.txt"] == b"47\n"
-    assert remote.commit_count() - before <= 3
+    names = git("--git-dir", remote.path, "ls-tree", "-r", "-z", "--name-only", "main").split(b"\0")
+    assert sum(1 for n in names if n.startswith(b"unpacked/")) == 2000
+    assert git("--git-dir", remote.path, "cat-file", "blob",
+               "main:unpacked/dir07/file0047.txt") == b"47\n"
+    from autosync.watcher.batch import SETTLE_MAX
+    closed = re.findall(r"batch closed \((at maxwait|quiet [0-9.]+ s)\): ([0-9]+) changes",
+                        a.logtext()[logged:])
+    batches = [why for why, count in closed if count != "0"]
+    commits = remote.commit_count() - before
+    print("untar: %d commits, batches closed: %s" % (commits, batches))
+    assert 1 <= commits <= len(batches)
+    pauses = [float(why.split()[1]) for why in batches[:-1] if why != "at maxwait"]
+    for earlier, later in zip(pauses, pauses[1:]):
+        assert later >= min(SETTLE_MAX, 2 * earlier) - 0.005, batches
 
 
 def test_renamed_folder_is_one_commit_of_renames(machines, remote):

@@ -1,0 +1,62 @@
+"""End-to-end: a file still being written is never a version (issue 32, item 4)."""
+import os
+
+from conftest import git, wait_until
+from helpers import Writer, settle, write
+
+
+def history_of(remote, name):
+    """Every content `name` had in the remote's history, oldest first."""
+    revs = remote.log("--format=%H", "--reverse", "--", name).split()
+    return [git("--git-dir", remote.path, "cat-file", "blob", "%s:%s" % (rev, name))
+            for rev in revs]
+
+
+def batches_closed(machine):
+    return machine.logtext().count("batch closed (")
+
+
+def test_a_file_written_since_before_the_start_gets_one_version_the_whole_one(
+        machines, remote):
+    """A writer opens a file before the daemon starts and writes on through every path that
+    commits: the rescan at start, the watcher's batch at maxwait, a sync, the rescan after a
+    pull, a resume. The writer is driven step by step (no clock): each step waits for the
+    product to have done that commit. Only the closed file becomes a version."""
+    a, b = machines("a", "b")
+    a.stop()
+    chunks = [b"chunk %d " % i * 1000 + b"\n" for i in range(7)]
+    writer = Writer(os.path.join(a.path, "export.bin"))
+    try:
+        writer.write(chunks[0])
+        write(a, "before.txt", b"written while stopped\n")
+        a.start()  # the rescan at start
+        wait_until(lambda: a.status().get("writing") == ["export.bin"], 30,
+                   what="the open file left out at start")
+        wait_until(lambda: git("ls-tree", "--name-only", "HEAD", cwd=a.path) ==
+                   b"README\nbefore.txt\n", 30, what="the rest committed at start")
+        assert "left out of the commit while open for writing" in a.logtext()
+
+        closed = batches_closed(a)
+        writer.write(chunks[1])  # the watcher's batch waits for the close, up to maxwait
+        wait_until(lambda: batches_closed(a) > closed, 30, what="the batch at maxwait")
+
+        writer.write(chunks[2])
+        a.notify("sync")  # the sync's rescan
+        writer.write(chunks[3])
+        write(b, "from-b.txt", b"b\n")
+        settle(b, remote)
+        a.notify("pull")  # the rescan (or the paths sent) after a pull
+        wait_until(lambda: a.read("from-b.txt") == b"b\n", 30, what="a to pull")
+        writer.write(chunks[4])
+        a.notify("pause")
+        writer.write(chunks[5])
+        a.notify("resume")  # the catch-up on resume
+        a.notify("sync")
+        assert a.status().get("writing") == ["export.bin"]
+        assert history_of(remote, "export.bin") == []
+        writer.write(chunks[6])
+    finally:
+        writer.close()
+    settle(a, remote)
+    assert history_of(remote, "export.bin") == [b"".join(chunks)]
+    assert a.status().get("writing") == []
