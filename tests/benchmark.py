@@ -1624,8 +1624,8 @@ def syncthing_home(run, files, trials):
 # --------------------------------------------------------------------------
 # 6c. big files (issue 32): a new 1 GB file, a 1 MB edit inside a 50 MB file
 
-# What the README asks of a server over ssh for big files (git_environment carries the
-# same to a remote reached by a path).
+# What the README asks of the remote for big files (git gives the other side of a push
+# or pull none of the daemon's settings, even for a remote reached by a path).
 BIG_SERVER = (("core.bigFileThreshold", "16m"), ("receive.unpackLimit", "1"))
 BIG_CHUNK = 4 << 20
 

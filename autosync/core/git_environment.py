@@ -51,8 +51,6 @@ SETTINGS = (
                               "(core.looseCompression)"),
     ("fetch.unpackLimit", "1", "a pulled pack is kept as it came, not unpacked and deflated "
                                "again file by file; git gc joins the packs"),
-    ("receive.unpackLimit", "1", "the same on a remote reached by a path (over ssh the "
-                                 "server's own setting counts: README)"),
 ) + tuple(("color.%s" % what, "never", "the same, where a command has its own colour key")
           for what in ("diff", "status", "branch", "grep", "decorate", "showBranch",
                        "interactive", "remote", "push", "transport", "advice"))
