@@ -1673,8 +1673,8 @@ def git_store(folder):
 
 
 def bigfile(run, sizes):
-    """A new 1 GB file, then a 1 MB edit inside a 50 MB file, each from the writer's close
-    until B holds it: the real suite at the shipped defaults (the remote set as the README
+    """A new 1 GB file (moved into the folder once written), then a 1 MB edit inside a
+    50 MB file, each from the move or the writer's close until B holds it: the real suite at the shipped defaults (the remote set as the README
     asks of a server), bare git at git's defaults (add, commit, push, pull in a second
     clone) and Syncthing (delay 1 s), interleaved."""
     rows = []
@@ -1747,7 +1747,11 @@ def bigfile_case(run, case, size, trials):
                         git("pull", "-q", "--no-rebase", "--no-edit", "origin", "main", cwd=d)
                     wait_for(lambda: not os.path.exists(os.path.join(there, name)), 120, 0.05)
                     settle(key)
-                samples = write_random(path, size)
+                # Written beside the folder, then moved in: timed from the move, and no
+                # tool sees (or commits) a half-written file.
+                outside = os.path.join(run.base, "%s-%s.part" % (prefix, key))
+                samples = write_random(outside, size)
+                os.rename(outside, path)
             else:
                 offset = (size // 2 + (i - trials // 2) * (3 << 20)) & ~4095
                 samples = edit_random(path, offset, 1 << 20)
@@ -1779,7 +1783,7 @@ def bigfile_case(run, case, size, trials):
         pair.stop()
 
     mb = size >> 20
-    label = ("bigfile: a new %d MB file, from its close until on B" % mb if case == "new" else
+    label = ("bigfile: a new %d MB file, from its move in until on B" % mb if case == "new" else
              "bigfile: a 1 MB edit inside a %d MB file, from the close until on B" % mb)
     label += " (%s)" % describe(delays)
     mine = median(times["ours"])
