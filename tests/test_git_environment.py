@@ -152,3 +152,51 @@ def test_no_split_index_is_written_by_the_suites_commands(repo):
         f.write("a\n")
     subprocess.run(("git", "add", "a"), cwd=repo, env=commands.environment(), check=True)
     assert not [n for n in os.listdir(os.path.join(repo, ".git")) if n.startswith("sharedindex.")]
+
+
+def objects(folder):
+    """(loose object files, pack files with their sizes) in a clone's object store."""
+    store = os.path.join(folder, ".git", "objects")
+    loose = [n for n in os.listdir(store) if len(n) == 2]
+    packs = {n: os.path.getsize(os.path.join(store, "pack", n))
+             for n in os.listdir(os.path.join(store, "pack")) if n.endswith(".pack")}
+    return loose, packs
+
+
+def test_a_big_file_is_stored_as_it_is_and_a_small_one_still_deflated(repo):
+    """Issue 32: a file over core.bigFileThreshold goes straight into a pack, not
+    deflated (pack.compression=0); a small text file stays a deflated loose object."""
+    big = os.urandom(17 << 20)  # over 16 MB
+    with open(os.path.join(repo, "big.bin"), "wb") as f:
+        f.write(big)
+    with open(os.path.join(repo, "notes.txt"), "w") as f:
+        f.write("a line of notes\n" * 4096)  # 64 KiB, compresses well
+    env = commands.environment()
+    assert config_get(repo, "core.bigFileThreshold") == "16m"
+    assert config_get(repo, "pack.compression") == "0"
+    subprocess.run(("git", "add", "big.bin", "notes.txt"), cwd=repo, env=env, check=True)
+    loose, packs = objects(repo)
+    assert len(packs) == 1 and len(loose) == 1
+    # Stored: the pack holds the whole file and little more (zlib's stored blocks).
+    assert len(big) <= list(packs.values())[0] < len(big) * 1.01
+    loose_dir = os.path.join(repo, ".git", "objects", loose[0])
+    (name,) = os.listdir(loose_dir)
+    assert os.path.getsize(os.path.join(loose_dir, name)) < 4096  # the text, deflated
+    blob = subprocess.run(("git", "cat-file", "blob", ":big.bin"), cwd=repo, env=env,
+                          stdout=subprocess.PIPE, check=True).stdout
+    assert blob == big
+
+
+def test_a_pulled_pack_is_kept_as_it_came(repo, tmp_path):
+    """fetch.unpackLimit=1: even one fetched object stays in the pack that brought it
+    (git's default unpacks fewer than 100 into loose objects, deflating each again)."""
+    with open(os.path.join(repo, "a.txt"), "w") as f:
+        f.write("one file\n")
+    git("add", "a.txt", cwd=repo)
+    git("commit", "-q", "-m", "one", cwd=repo)
+    other = str(tmp_path / "other")
+    git("init", "-q", other)
+    subprocess.run(("git", "fetch", "-q", repo, "HEAD"), cwd=other, env=commands.environment(),
+                   check=True)
+    loose, packs = objects(other)
+    assert loose == [] and len(packs) == 1

@@ -35,6 +35,22 @@ SETTINGS = (
                                   "maintenancecmd itself, between its commands"),
     ("gc.autoDetach", "false", "that upkeep ends before the daemon's next command starts"),
     ("color.ui", "never", "output is parsed, never shown on a terminal"),
+    # Big files (issue 32; tests/benchmark.py `bigfile`, docs/benchmark.md): each step
+    # git takes on a big file (add, push, the server's receive, its send, the pull) spent
+    # its time deflating again data that does not compress and searching for deltas.
+    ("core.bigFileThreshold", "16m", "a file over 16 MB is streamed into a pack as it is "
+                                     "added and never searched for deltas (git's default, "
+                                     "512 MB, compares each new version of a 50 MB file "
+                                     "with the old one at every push and pull); such files "
+                                     "merge as binary, which keeps both versions"),
+    ("pack.compression", "0", "a big file is stored as it is, not deflated at every step "
+                              "(zlib ran at 14 MB/s on this loaded machine, storing at 111 "
+                              "MB/s); git has no per-size level, so text in packs (pushes, "
+                              "fetches, git gc) takes about 2.4 times its compressed size; "
+                              "small files added or pulled one by one stay compressed "
+                              "(core.looseCompression)"),
+    ("fetch.unpackLimit", "1", "a pulled pack is kept as it came, not unpacked and deflated "
+                               "again file by file; git gc joins the packs"),
 ) + tuple(("color.%s" % what, "never", "the same, where a command has its own colour key")
           for what in ("diff", "status", "branch", "grep", "decorate", "showBranch",
                        "interactive", "remote", "push", "transport", "advice"))
