@@ -91,7 +91,8 @@ def test_bash_completes_every_option_and_subcommand_the_parsers_know(completion)
         options = {o for a in parser._actions for o in a.option_strings}
         assert options <= complete(completion, "dvcs-autosync", word, "-"), word
     assert complete(completion, "dvcs-autosync", "") == {word for word, _ in commands}
-    assert complete(completion, "dvcs-autosync", "re") == {"restore"}
+    prefixed = {word for word, _ in commands if word.startswith("re")}
+    assert "restore" in prefixed and complete(completion, "dvcs-autosync", "re") == prefixed
 
 
 def test_bash_completes_the_values_an_option_or_argument_takes(completion):

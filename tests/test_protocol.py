@@ -159,9 +159,15 @@ def test_notify_without_a_daemon_says_so(tmp_path):
                             capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 3
     assert result.stderr.count("\n") == 1 and "no autosync daemon" in result.stderr
+    # Outside a folder, `sync` looks for the user's daemons (the only one would do): a
+    # runtime folder of its own, so that other tests' daemons are not this user's.
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
     result = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "sync"],
-                            capture_output=True, text=True, cwd=str(tmp_path))
-    assert result.returncode == 3 and "no dvcs-autosync daemon runs for" in result.stderr
+                            capture_output=True, text=True, cwd=str(tmp_path),
+                            env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)))
+    assert result.returncode == 3 and "no dvcs-autosync daemon runs" in result.stderr, \
+        result.stderr
 
 
 def blocked_in_accept(thread):
