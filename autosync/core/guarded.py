@@ -184,6 +184,26 @@ def blob_id(size, chunks, length):
     return h.hexdigest()
 
 
+def put_where_nothing_is(src_fd, src, dst_fd, dst):
+    """Give the file at src the name dst only if nothing has that name: renameat2
+    RENAME_NOREPLACE, or where the file system lacks it a hard link (which never
+    replaces either) and the old name removed. -> True done, False dst was taken."""
+    try:
+        rename(src_fd, src, dst_fd, dst, RENAME_NOREPLACE)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOSYS):
+            raise
+    try:
+        os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    os.unlink(src, dir_fd=src_fd)
+    return True
+
+
 def rename(src_fd, src, dst_fd, dst, flags):
     """renameat2(2); OSError on failure (EINVAL/ENOSYS where the file system lacks it)."""
     if _renameat2 is None:
@@ -457,19 +477,7 @@ class Writer:
         if expect is None:
             if self.checked:
                 self.checked(rel)
-            try:
-                rename(dfd, temp, dfd, name, RENAME_NOREPLACE)
-                return True
-            except FileExistsError:
-                return False
-            except OSError as e:
-                if e.errno not in (errno.EINVAL, errno.ENOSYS):
-                    raise
-                try:  # a hard link never replaces either
-                    os.link(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
-                    return True
-                except FileExistsError:
-                    return False
+            return put_where_nothing_is(dfd, temp, dfd, name)
         held = self._hold(dfd, name, rel, expect)
         if held is None:
             return False
@@ -515,18 +523,8 @@ class Writer:
             try:
                 if self.checked:
                     self.checked(src)
-                try:
-                    rename(sfd, name, dfd, new, RENAME_NOREPLACE)
-                except FileExistsError:
+                if not put_where_nothing_is(sfd, name, dfd, new):
                     return False
-                except OSError as e:
-                    if e.errno not in (errno.EINVAL, errno.ENOSYS):
-                        raise
-                    try:  # a hard link never replaces either
-                        os.link(name, new, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
-                    except FileExistsError:
-                        return False
-                    os.unlink(name, dir_fd=sfd)
                 if self._still_ours(held, dfd, new):
                     return True
                 try:  # someone began writing it meanwhile: back, their bytes where they were

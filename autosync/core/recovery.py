@@ -391,14 +391,8 @@ def _keep_leftover(entry, in_history, copy_name, kept):
         return True
     copy = copy_name(path)
     try:
-        try:
-            guarded.rename(guarded.AT_FDCWD, temp, guarded.AT_FDCWD, copy,
-                           guarded.RENAME_NOREPLACE)
-        except OSError as e:
-            if e.errno not in (errno.EINVAL, errno.ENOSYS):
-                raise
-            os.link(temp, copy, follow_symlinks=False)  # never replaces either
-            os.unlink(temp)
+        if not guarded.put_where_nothing_is(guarded.AT_FDCWD, temp, guarded.AT_FDCWD, copy):
+            raise FileExistsError(errno.EEXIST, "the copy's name is taken")
     except OSError as e:
         log.error("could not keep %s (left by a write that was cut off) as %s: %s; it "
                   "stays where it is", temp, copy, e.strerror)
