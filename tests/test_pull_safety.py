@@ -5,13 +5,12 @@ byte a name can hold crosses git's pipes; contents are streamed. Real git reposi
 (a bare remote, two clones); the planted trees are made with `git mktree`, as an
 attacker who can push would make them."""
 import os
-import resource
 import subprocess
 import sys
 
 import pytest
 
-from autosync.core import git as gitrepo, gitpull
+from autosync.core import gitpull
 from conftest import git
 from test_gitpull import commit, pull, two, write  # noqa: F401 (two: a fixture)
 
@@ -133,16 +132,21 @@ def test_a_hook_that_was_there_before_still_runs(two, tmp_path):
 
 # --- 2. a pull never claims what it did not write ------------------------------------
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """b's working tree on a 4 MB tmpfs (its .git on the ordinary disk)."""
+def small_tmpfs(tmp_path, size):
+    """A tmpfs of `size` ("4m") at tmp_path/small, unmounted (lazily) after the test."""
     mount = tmp_path / "small"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", str(mount)],
                       stderr=subprocess.DEVNULL).returncode:
         pytest.skip("cannot mount a tmpfs here (not root)")
     yield mount
     subprocess.run(["umount", "-l", str(mount)])
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """b's working tree on a 4 MB tmpfs (its .git on the ordinary disk)."""
+    yield from small_tmpfs(tmp_path, "4m")
 
 
 def test_a_full_disk_moves_nothing_and_the_pull_completes_once_space_is_freed(
@@ -379,7 +383,7 @@ def test_a_write_killed_midway_leaves_no_prefix_anywhere(tmp_path, state, kind):
 
 MEASURE = r"""
 import resource, sys
-from autosync.core import git as gitrepo, gitpull
+from autosync.core import gitpull
 folder = sys.argv[1]
 puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
 def vm(field):

@@ -1,13 +1,12 @@
 """End-to-end, real daemons: what the guarded pull refuses or cannot write is named in
 status and never becomes this machine's change (issue 31)."""
 import os
-import subprocess
 
 import pytest
 
 from conftest import git, wait_until
 from helpers import settle, write
-from test_pull_safety import plant
+from test_pull_safety import plant, small_tmpfs
 
 
 def attacker(tmp_path, remote):
@@ -53,13 +52,7 @@ def test_a_planted_hook_is_named_in_status_and_nothing_of_it_runs(machines, remo
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                      stderr=subprocess.DEVNULL).returncode:
-        pytest.skip("cannot mount a tmpfs here (not root)")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)])
+    yield from small_tmpfs(tmp_path, "8m")
 
 
 @pytest.mark.e2e
