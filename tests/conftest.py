@@ -97,8 +97,10 @@ class Remote:
 
     def files(self):
         """{path bytes: content bytes} of what main holds on the remote."""
-        names = git("--git-dir", self.path, "ls-tree", "-r", "-z", "--name-only", "main")
-        return {n: git("--git-dir", self.path, "cat-file", "blob", "main:" + os.fsdecode(n))
+        # main read once: a push landing between the listing and a read changes nothing
+        rev = git("--git-dir", self.path, "rev-parse", "main").decode().strip()
+        names = git("--git-dir", self.path, "ls-tree", "-r", "-z", "--name-only", rev)
+        return {n: git("--git-dir", self.path, "cat-file", "blob", rev + ":" + os.fsdecode(n))
                 for n in names.split(b"\0") if n}
 
     def commit_count(self):
