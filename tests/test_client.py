@@ -236,18 +236,23 @@ def test_flush_gives_up_at_once_on_a_committer_that_is_gone(committer, caplog):
     # At a stop the committer may have ended first: nobody is left to tell, and the
     # program's stop must not wait out flush's whole time for it.
     caplog.set_level(logging.INFO, logger="autosync.client")
-    q = client.RequestQueue(committer.path, 5.0, backoff=Backoff(0.05, 0.2))
-    q.put("link", {"cmd": "link", "up": False})
-    done = []
-    flusher = threading.Thread(target=lambda: done.append(q.flush(600)), daemon=True)
-    flusher.start()
-    wait_until(lambda: q.flushing, 10, what="flush to wait")
-    q.start()  # its first try comes while flush waits, as at a stop
-    wait_until(lambda: done, 10, what="flush to give up")
-    assert done == [False]
-    assert client_log(caplog, logging.WARNING) == []  # no "retrying": it will not
-    assert any(r.getMessage().startswith("the committer is gone (") for r in client_log(caplog))
-    q.close()
+    # A backoff longer than the test: the program closes the queue once flush gave up,
+    # and a second try (logged as "retrying", flush being over) must not come first.
+    q = client.RequestQueue(committer.path, 5.0, backoff=Backoff(600, 600))
+    try:
+        q.put("link", {"cmd": "link", "up": False})
+        done = []
+        flusher = threading.Thread(target=lambda: done.append(q.flush(600)), daemon=True)
+        flusher.start()
+        wait_until(lambda: q.flushing, 10, what="flush to wait")
+        q.start()  # its first try comes while flush waits, as at a stop
+        wait_until(lambda: done, 10, what="flush to give up")
+        assert done == [False]
+        assert client_log(caplog, logging.WARNING) == []  # the failure was no "retrying"
+        assert any(r.getMessage().startswith("the committer is gone (")
+                   for r in client_log(caplog))
+    finally:
+        q.close()
 
 
 def test_a_request_left_undone_by_a_stop_is_no_failure(committer, caplog):
