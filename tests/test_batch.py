@@ -247,9 +247,17 @@ def test_a_burst_on_a_loaded_machine_is_not_ended_by_the_pauses_it_already_made(
     b.touch("late", now=last + 2.5)  # a pause of a second or more is no machine's pace
     assert b.quiet(None) == pytest.approx((last + 2.5 - 10.0) / 10)
     # A batch that begins right after one closed on a pause starts with that pause.
-    after = Batch(previous=11.0)
+    after = Batch(previous=11.0, learned=0.2)
     after.touch("g", now=11.3)
     assert after.quiet(None) == pytest.approx(0.6)
+    # One that begins later than twice that pause is a new change: a save made 0.4 s
+    # after the last one settles in SETTLE, not in twice 0.4 s (issue 32: one file's
+    # propagation had gone from 421 to 552 ms).
+    edit = Batch(previous=11.0, learned=SETTLE)
+    edit.touch("g", now=11.4)
+    assert edit.quiet(None) == pytest.approx(SETTLE)
+    edit.touch("g", now=11.41)
+    assert edit.quiet(None) == pytest.approx(SETTLE)
     fresh = Batch(previous=11.0, learned=0.3)
     fresh.touch("g", now=12.5)  # long after: a new burst
     assert fresh.quiet(None) == pytest.approx(SETTLE)

@@ -27,8 +27,8 @@ SETTLE = 0.05
 # busy) a burst's writer pauses longer than on a quiet one: the pause that
 # ends a batch is also twice the longest it saw between two of its events
 # while nothing was open (the machine's own pace), again up to this; a batch
-# begun less than this after the last one's last event (the burst goes on,
-# after maxwait or a pause) keeps the longest pause seen so far.
+# begun within twice the last one's closing pause (the burst goes on, after
+# maxwait or a pause) keeps the longest pause seen so far.
 SETTLE_MAX = 1.0
 # A file still written at maxwait waits twice as long before each further
 # version, up to this: a long download makes a few versions, not one per maxwait.
@@ -125,8 +125,14 @@ class Batch:
     def paused(self, now):
         """An event at `now`: the pause before it, if nothing was open meanwhile, tells
         how long this burst's writer may pause (see SETTLE_MAX)."""
-        before = self.last if self.last is not None else self.previous
-        if before is not None and not self.writing and now - before < SETTLE_MAX:
+        if self.last is not None:
+            before, longest = self.last, SETTLE_MAX
+        else:
+            # The batch's first event: the burst before goes on only if it comes within
+            # twice the pause that closed the last batch. A save made a second after the
+            # last one is a new change, and waits SETTLE, not twice that second.
+            before, longest = self.previous, 2 * max(self.learned, SETTLE)
+        if before is not None and not self.writing and now - before <= longest:
             self.gap = max(self.gap, now - before)
             if self.last is None:  # the burst goes on: as patient as it was
                 self.gap = max(self.gap, self.learned)
