@@ -362,6 +362,16 @@ def machines(tmp_path, remote):
 BURNER_LIMIT = 1800
 
 
+def suite_burners(n):
+    """How many of a test's `n` busy loops to start: none in tests/run.sh's parallel run
+    (pytest-xdist), whose other workers already keep both cores busy (two more loops
+    there slowed every other test by a fifth), unless AUTOSYNC_BURNERS asks for them;
+    all `n` when the test runs by itself."""
+    if "PYTEST_XDIST_WORKER" in os.environ and "AUTOSYNC_BURNERS" not in os.environ:
+        return 0
+    return n
+
+
 @pytest.fixture
 def cpu_burners():
     """burn(n) starts n busy loops (a loaded machine, as races need); each is killed

@@ -9,7 +9,7 @@ import pytest
 
 from autosync.core.config import load
 from autosync.core.protocol import connect
-from conftest import git, wait_until, write_during_checkout
+from conftest import git, suite_burners, wait_until, write_during_checkout
 from helpers import settle, write
 
 
@@ -18,8 +18,10 @@ ROUNDS = 20
 
 @pytest.fixture
 def load_cpu():
-    """Processes that burn CPU for the whole test (more than the machine's cores)."""
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    """Processes that burn CPU for the whole test (more than the machine's cores; in the
+    parallel suite, its other workers: conftest.suite_burners)."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(suite_burners(3))]
     yield
     for p in burners:
         p.kill()

@@ -29,7 +29,7 @@ from autosync.core import protocol
 from autosync.core.copies import COPY_NAME
 from autosync.core.config import load
 from conftest import git, wait_until
-from conftest import tree
+from conftest import suite_burners, tree
 from helpers import cut_off, reconnect
 from helpers import write
 from helpers import HOOK, Pulls, history_blobs, quiet, remote_main
@@ -37,13 +37,16 @@ from helpers import HOOK, Pulls, history_blobs, quiet, remote_main
 
 SEED = int(os.environ.get("AUTOSYNC_SEED", "1"))
 SEEDS = [int(s) for s in os.environ.get("AUTOSYNC_SEEDS", "2,3,4").split(",") if s.strip()]
-# The normal suite's two runs take about half a minute each at 20 operations (2 cores, two
-# burners); the slow ones take 200 (about 5 minutes each). AUTOSYNC_OPS sets both.
+# The normal suite's two runs take about half a minute each at 20 operations (2 cores);
+# the slow ones take 200 (about 5 minutes each). AUTOSYNC_OPS sets both.
 OPS = int(os.environ.get("AUTOSYNC_OPS", "20"))
 SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
 MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
 READFREQUENCY = os.environ.get("AUTOSYNC_READFREQUENCY", "")  # not set: as shipped
+# Two busy loops load the machine, as races need; the normal suite's runs start them only
+# when run by themselves (conftest.suite_burners); the slow seeds always.
 BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
+SUITE_BURNERS = suite_burners(BURNERS)
 HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
 # Operation -> weight. "race": one machine writes a file, another writes the same file
 # 0-300 ms later, while its own pull of the first one's change may be running (issue 17).
@@ -308,21 +311,21 @@ def same_and_unmarked(ms):
             assert not line.startswith((b"<<<<<<< ", b">>>>>>> ")), path
 
 
-def random_run(seed, ops, machines, remote, commands, cpu_burners):
+def random_run(seed, ops, machines, remote, commands, cpu_burners, burners=BURNERS):
     mounted = []
     try:
-        run(seed, ops, machines, remote, commands, cpu_burners, mounted)
+        run(seed, ops, machines, remote, commands, cpu_burners, burners, mounted)
     finally:  # (lazily: the daemons on it are stopped by the fixture, after)
         for mount in mounted:
             subprocess.run(["umount", "-l", mount])
 
 
-def run(seed, ops, machines, remote, commands, cpu_burners, mounted):
-    """One run: `ops` random operations on MACHINES machines beside BURNERS busy loops,
+def run(seed, ops, machines, remote, commands, cpu_burners, burners, mounted):
+    """One run: `ops` random operations on MACHINES machines beside `burners` busy loops,
     at the shipped delays; every content written must end in history."""
     names = [chr(ord("a") + i) for i in range(MACHINES)]
     print("AUTOSYNC_SEED=%d AUTOSYNC_OPS=%d AUTOSYNC_MACHINES=%d AUTOSYNC_BURNERS=%d "
-          "AUTOSYNC_READFREQUENCY=%s commands=%s" % (seed, ops, MACHINES, BURNERS, READFREQUENCY,
+          "AUTOSYNC_READFREQUENCY=%s commands=%s" % (seed, ops, MACHINES, burners, READFREQUENCY,
                                                     "original" if commands else "new"))
     shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
     # The shipped delays (conftest's shorter maxwait dropped); a 2 s timer pull on
@@ -338,7 +341,7 @@ def run(seed, ops, machines, remote, commands, cpu_burners, mounted):
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
         m.start()
     pulls = Pulls(ms)
-    cpu_burners(BURNERS)
+    cpu_burners(burners)
     world = World(random.Random(seed), ms, remote)
     world.pulls, world.anchors, world.bulk, world.small = pulls, ANCHORS, BULK, small
     started = time.monotonic()
@@ -363,7 +366,7 @@ def run(seed, ops, machines, remote, commands, cpu_burners, mounted):
     print("RESULT seed=%d commands=%s machines=%d readfrequency=%s burners=%d operations=%d "
           "contents=%d lost=%d conflict-copies=%d races=%d races-during-own-pull=%d seconds=%.0f"
           % (seed, "original" if commands else "new", MACHINES, READFREQUENCY or "shipped",
-             BURNERS, ops, len(world.tokens),
+             burners, ops, len(world.tokens),
              len(lost), len(copies), len(world.races), during, time.monotonic() - started))
     assert not lost, "contents neither on disk nor in history: %s" % lost
     for m in ms:
@@ -389,7 +392,7 @@ def on_small_disk(machine, remote):
 
 def test_three_machines_random_operations_converge_and_lose_nothing(machines, remote, commands,
                                                                     cpu_burners):
-    random_run(SEED, OPS, machines, remote, commands, cpu_burners)
+    random_run(SEED, OPS, machines, remote, commands, cpu_burners, SUITE_BURNERS)
 
 
 @pytest.mark.slow  # several minutes each: more seeds than the normal suite has time for
