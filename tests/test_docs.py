@@ -9,7 +9,8 @@ argparse parsers, caught as docs/generate.py catches them for the man pages.
   a docs/ page;
 * docs/commands.md has a section for every program, and for every subcommand of
   dvcs-autosync, whose text names each of its options, the choices its arguments take
-  and its positional arguments.
+  and its positional arguments;
+* a section that a page names (`docs/PAGE.md`, "Title" or README, "Title") is there.
 """
 import argparse
 import glob
@@ -190,3 +191,41 @@ def test_an_undocumented_option_is_named(option, named_):
 def test_an_undocumented_subcommand_is_named():
     text = read("docs/commands.md").replace("### `dvcs-autosync expire`", "### Expiring")
     assert "dvcs-autosync expire" in undocumented_commands(text)
+
+
+# --- a section named by another page is there ------------------------------------------
+
+def headings(path, text):
+    """The section titles of a page: Markdown's `#` lines, the README's underlined ones."""
+    lines = text.splitlines()
+    if path == "README":
+        return [line for line, under in zip(lines, lines[1:])
+                if re.fullmatch(r"-{3,}|={3,}", under)]
+    return [re.sub(r"^#+ ", "", line) for line in lines if line.startswith("#")]
+
+
+def broken_references(docs):
+    """Each `docs/PAGE.md`, "Section" or README, "Section" whose page has no section
+    starting with that title. docs/benchmark.md is left out as a source: it is written
+    from the benchmark's output."""
+    broken = []
+    for path, text in docs.items():
+        if path == "docs/benchmark.md":
+            continue
+        flat = re.sub(r"\s+", " ", text)
+        for m in re.finditer(r'(`docs/[\w.-]+\.md`|README),? "([^"]+)"', flat):
+            target, title = m.group(1).strip("`"), m.group(2)
+            if target not in docs or not any(h.startswith(title)
+                                             for h in headings(target, docs[target])):
+                broken.append("%s: %s, %s" % (path, target, title))
+    return broken
+
+
+def test_every_section_named_by_a_page_is_there():
+    docs = documentation()
+    assert broken_references(docs) == []
+    docs["docs/behaviour.md"] = docs["docs/behaviour.md"].replace(
+        "\n## Conflict copies\n", "\n## Copies of conflicts\n")
+    broken = broken_references(docs)
+    assert broken and all(b.endswith("docs/behaviour.md, Conflict copies") for b in broken)
+    assert "docs/original.md: docs/behaviour.md, Conflict copies" in broken
