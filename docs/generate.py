@@ -5,9 +5,9 @@
   prints), caught as the program builds it: nothing is written twice, so they cannot
   drift apart (autosync-remote, which has no parser, from its USAGE and the docstring
   paragraph its --help prints);
-* autosync(5) from docs/configuration.md and the README's table of keys (which
-  tests/test_config.py holds to autosync/core/config.py's KEYS), with each key's
-  expected value from KEYS.
+* autosync(5) from docs/configuration.md, its table of keys (which
+  tests/test_config.py holds to autosync/core/config.py's KEYS) under "Keys", with
+  each key's expected value from KEYS.
 
     python3 docs/generate.py OUT
 
@@ -253,17 +253,18 @@ def remote_page():
     return "\n".join(out) + "\n"
 
 
-README_ROW = re.compile(r"^\| (\w+) \| `(\w+)` \| (.*?) \| (.*) \| (orig\.|new) \|$")
+KEY_ROW = re.compile(r"^\| (\w+) \| `(\w+)` \| (.*?) \| (.*) \| (orig\.|new) \|$")
 
 
 def config_page():
-    """autosync(5): docs/configuration.md, with the README's key table under KEYS."""
+    """autosync(5): docs/configuration.md, its table of keys as a list under "Keys"."""
     with open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8") as f:
-        doc = f.read()
-    with open(os.path.join(ROOT, "README"), encoding="utf-8") as f:
-        rows = [README_ROW.match(line) for line in f.read().splitlines()]
+        lines = f.read().splitlines()
+    rows = [KEY_ROW.match(line) for line in lines]
     rows = [m.groups() for m in rows if m and m.group(1) in config.KEYS]
-    out = header("autosync", "5", "docs/configuration.md and the README's table of keys")
+    # The tables themselves are not Markdown that markdown() knows: the keys are keys().
+    doc = "\n".join(line for line in lines if not line.startswith("|")) + "\n"
+    out = header("autosync", "5", "docs/configuration.md")
     out += [".SH NAME", "autosync \\- the configuration file of dvcs\\-autosync",
             ".SH SYNOPSIS", "\\fI~/.autosync\\fR, \\fI~/.config/autosync/NAME\\fR"]
     body = doc.split("\n", 1)[1]  # without "# Configuration"

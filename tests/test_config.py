@@ -352,7 +352,7 @@ def test_long_readfrequency_raises_the_default_maxwait(tmp_path, folder):
     assert cfg.maxwait == 30.0
 
 
-# --- One table of defaults: the dataclasses and the README follow KEYS ---------------------
+# --- One table of defaults: the dataclasses and docs/configuration.md follow KEYS ----------
 
 def test_dataclass_defaults_are_those_of_keys():
     cfg, xmpp = config.Config(), config.Xmpp()
@@ -370,12 +370,13 @@ def test_dataclass_defaults_are_those_of_keys():
 
 
 def readme_text():
-    with open(os.path.join(HERE, "..", "README"), encoding="utf-8") as f:
+    """The page that holds the table of keys (it left the README for docs/)."""
+    with open(os.path.join(HERE, "..", "docs", "configuration.md"), encoding="utf-8") as f:
         return f.read()
 
 
 def readme_differences(text):
-    """Each key whose default the README's key tables show otherwise than KEYS, in one line."""
+    """Each key whose default the key table shows otherwise than KEYS, in one line."""
     rows = {}
     for line in text.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -398,10 +399,10 @@ def readme_differences(text):
                 want = "`%g`" % key.default
             cell = rows.pop((section, name), None)
             if cell is None:
-                found.append("[%s] %s: not in the README" % (section, name))
+                found.append("[%s] %s: not in the docs" % (section, name))
             elif cell != want and not cell.startswith(want + " "):
-                found.append("[%s] %s: the README says %s, KEYS %s" % (section, name, cell, want))
-    return found + ["[%s] %s: in the README, not in KEYS" % row for row in rows]
+                found.append("[%s] %s: the docs say %s, KEYS %s" % (section, name, cell, want))
+    return found + ["[%s] %s: in the docs, not in KEYS" % row for row in rows]
 
 
 def test_readme_shows_every_key_with_the_default_of_keys():
@@ -414,10 +415,10 @@ def test_a_readme_difference_names_the_key():
     text = text.replace("| dvcs | `pushcmd` | `git push -q` |", "| dvcs | `pushcmd` | `git push` |")
     text = text.replace("| xmpp | `port` |", "| xmpp | `portt` |")
     assert readme_differences(text) == [
-        "[autosync] pushdelay: the README says `2`, KEYS `0`",
-        "[dvcs] pushcmd: the README says `git push`, KEYS `git push -q`",
-        "[xmpp] port: not in the README",
-        "[xmpp] portt: in the README, not in KEYS"]
+        "[autosync] pushdelay: the docs say `2`, KEYS `0`",
+        "[dvcs] pushcmd: the docs say `git push`, KEYS `git push -q`",
+        "[xmpp] port: not in the docs",
+        "[xmpp] portt: in the docs, not in KEYS"]
 
 
 # --- Errors: one line naming file, section, key and what was expected -------------------
@@ -673,7 +674,8 @@ def test_the_example_file_and_the_readme_agree():
     example = os.path.join(os.path.dirname(HERE), ".autosync-example")
     with open(os.path.join(os.path.dirname(HERE), "README"), encoding="utf-8") as f:
         readme = f.read()
-    setup = readme[readme.index("\nSet up\n"):readme.index("\nThe programs\n")]
+    setup = readme[readme.index("\nSet up with an XMPP account\n"):readme.index(
+        "\nEveryday commands\n")]
     with open(example, encoding="utf-8") as f:
         text = f.read()
     shown = {}

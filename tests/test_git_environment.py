@@ -129,7 +129,8 @@ def test_no_pager_editor_or_prompt_can_wait(repo, private_home):
 
 
 def test_the_readme_lists_every_setting():
-    with open(os.path.join(ROOT, "README")) as f:
+    """The table of settings left the README for docs/behaviour.md."""
+    with open(os.path.join(ROOT, "docs", "behaviour.md")) as f:
         readme = f.read()
     missing = [k for k, _, _ in git_environment.SETTINGS if k not in readme]
     missing += [k for k in git_environment.VARIABLES if k not in readme]

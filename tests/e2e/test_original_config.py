@@ -15,7 +15,7 @@ word. Facts about the original relied on here (read in its autosync.py):
   warning naming the key and value, and no notifications over XMPP.
 * `readfrequency = 5` is an int there (`int(config.get(...))`); here seconds, 5.0.
 * `[autosync-server]` was never implemented: accepted and ignored.
-* The pidfile holds the PID as digits without a newline (README, "The programs").
+* The pidfile holds the PID as digits without a newline (docs/commands.md, `dvcs-autosync`).
 
 What the test changes, and why (nothing else):
 

@@ -67,7 +67,8 @@ def test_divergence_and_conflict_with_a_hostile_gitconfig(machines, remote, comm
 
 
 def test_every_setting_is_in_the_readme_with_its_reason():
-    with open(os.path.join(ROOT, "README")) as f:
+    """The table of settings left the README for docs/behaviour.md."""
+    with open(os.path.join(ROOT, "docs", "behaviour.md")) as f:
         readme = " ".join(f.read().split())
     for key, value, why in git_environment.SETTINGS:
         row = "| `%s=%s` | %s |" % (key, value, why)
