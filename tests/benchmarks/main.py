@@ -202,10 +202,10 @@ def main(argv=None):
         print(flush=True)
         if recorded:
             results.finish(info)
-            print("figures stored in %s (tests/benchmark.py --table puts them in "
-                  "docs/benchmark.md)" % results.write(args.results or
-                                                       results.default_path(info), info,
-                                                       recorded), flush=True)
+            path = results.write(args.results or results.default_path(info), info, recorded)
+            print("figures stored in %s%s" % (path, "" if args.results else
+                                               " (tests/benchmark.py --table puts them in "
+                                               "docs/benchmark.md)"), flush=True)
         if args.keep:
             print("kept %s" % base)
         else:
