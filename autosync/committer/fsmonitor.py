@@ -37,7 +37,7 @@ from autosync.core.commands import Template, environment
 log = logging.getLogger("autosync.fsmonitor")
 
 HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fsmonitor_hook.py")
-# fsmonitor = auto: on from this many files in the index. Measured (docs/benchmark.md):
+# fsmonitor = auto: on from this many files in the index. Measured (tests/benchmarks/JOURNAL.md):
 # one change's add + commit at 10,000 files 25 -> 39 ms (the hook's start-up, 8-10 ms
 # a run, costs more than the lstat()s saved), at 50,000 114 -> 100 ms, at 100,000
 # 212 -> 115 ms, at 300,000 496 -> 314 ms; end to end at 100,000 the commit on A is

@@ -35,7 +35,7 @@ SETTINGS = (
                                   "maintenancecmd itself, between its commands"),
     ("gc.autoDetach", "false", "that upkeep ends before the daemon's next command starts"),
     ("color.ui", "never", "output is parsed, never shown on a terminal"),
-    # Big files (issue 32; tests/benchmark.py `bigfile`, docs/benchmark.md): each step
+    # Big files (issue 32; tests/benchmark.py `bigfile`, tests/benchmarks/JOURNAL.md): each step
     # git takes on a big file (add, push, the server's receive, its send, the pull) spent
     # its time deflating again data that does not compress and searching for deltas.
     ("core.bigFileThreshold", "16m", "a file over 16 MB is streamed into a pack as it is "
@@ -57,7 +57,7 @@ SETTINGS = (
 
 # Settings for large trees, measured (issue 21, tests/benchmark.py `onechange`, and the
 # committer's commands for one change run interleaved on clones of one 100,000-file tree;
-# docs/benchmark.md) and NOT set here, with why. Only a setting that helps measurably and
+# tests/benchmarks/JOURNAL.md) and NOT set here, with why. Only a setting that helps measurably and
 # changes nothing for the user's command strings and tools would go into SETTINGS.
 NOT_SET = (
     ("core.splitIndex", "true",
