@@ -124,6 +124,11 @@ def test_a_folder_that_is_no_repository_is_one_line(tmp_path):
 def test_usage(capsys):
     assert ar.main(["look", "x"]) == 2
     assert capsys.readouterr().err == ar.USAGE + "\n"
+    # --help: the usage once (it printed the three forms twice), then what it does
+    assert ar.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(ar.USAGE + "\n\nprints one line per branch movement")
+    assert out.count("autosync-remote serve REPO") == 2  # the usage line, the key's line
 
 
 def test_changes_lists_moves_and_removals():

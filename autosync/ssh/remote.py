@@ -317,7 +317,7 @@ def poll(url, interval=POLL, out=None):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv in (["-h"], ["--help"]):
-        print(USAGE + "\n\n" + __doc__.split("\n\n", 2)[1])
+        print(USAGE + "\n\n" + __doc__.split("\n\n", 2)[2].rstrip())  # the usage once
         return 0
     if len(argv) != 2 or argv[0] not in ("watch", "serve", "poll"):
         print(USAGE, file=sys.stderr)
