@@ -198,7 +198,8 @@ class Machine:
         from autosync.core import config, protocol
         try:
             path = config.load(self.config, check_path=False).socket
-            return protocol.ask(path, {"cmd": "status"}, timeout=10).get("status") or {}
+            # as long as a user's autosync-notify waits: a busy committer answers late
+            return protocol.ask(path, {"cmd": "status"}, timeout=120).get("status") or {}
         except (OSError, ValueError, config.ConfigError, protocol.ProtocolError,
                 protocol.NoDaemon, protocol.Untrusted):
             return {}

@@ -257,8 +257,10 @@ RAW = ("-unknown-path", "<Watch wd=", "pyinotify")
 
 
 def away(machine):
-    """The committer's status says the folder is away (the watcher told it)."""
-    return machine.status().get("folder")
+    """The committer's status says the folder is away (the watcher told it): the problem;
+    None when an answer says it is watched; False while the daemon does not answer."""
+    status = machine.status()
+    return status.get("folder") if status else False
 
 
 def test_the_folder_moved_away_and_back_syncs_on_without_a_restart(machines, remote):

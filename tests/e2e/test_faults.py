@@ -82,21 +82,29 @@ def test_changes_during_a_pull_are_committed_once(machines, remote):
 
 def test_committer_killed_mid_commit_loses_and_repeats_nothing(machines, remote):
     a = machines("a", start=False)
-    slow(a, "commitcmd", "git commit -q -m %s")
+    # commitcmd holds until the test lets it go: the kill lands while it runs, and it
+    # still runs when the restarted committer looks (a fixed sleep ended first when the
+    # restart was slow, on a busy machine).
+    release = str(a.path) + ".release"
+    a.dvcs["commitcmd"] = "while [ ! -e '%s' ]; do sleep 0.05; done; git commit -q -m %%s" \
+        % release
+    a.write_config()
     a.start()
     write(a, "mid.txt", b"committed while killed\n")
     # Kill while commitcmd itself runs (not while staging, which may be over in a blink).
-    wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 2; git commit"],
+    wait_until(lambda: subprocess.run(["pgrep", "-f", "done; git commit"],
                                       stdout=subprocess.DEVNULL).returncode == 0,
                10, what="the commit command")
     kill_committer(a)
+    wait_until(lambda: "left running by a killed committer" in a.logtext(), 30,
+               what="the restarted committer to wait for the commit left running")
+    open(release, "w").close()
     write(a, "after.txt", b"after the restart\n")
     settle(a, remote)
     files = remote.files()
     assert files[b"mid.txt"] == b"committed while killed\n"
     assert files[b"after.txt"] == b"after the restart\n"
     assert remote.log("--format=%B").count("mid.txt") == 1
-    assert "left running by a killed committer" in a.logtext()
 
 
 def test_committer_killed_mid_pull_with_conflict_recovers(machines, remote):
