@@ -613,3 +613,21 @@ def test_a_refused_push_keeps_git_s_reasons(tmp_path, repo):
                               "error: failed to push some refs to '%s'" % bare]
     assert "(exit 1): git push -q %s HEAD:main: remote: quota exceeded for this repository | " \
            "! [remote rejected]" % bare in str(info.value)
+
+
+def test_the_daemon_s_commands_find_our_programs_on_a_short_path(tmp_path, monkeypatch):
+    """A git hook run by the daemon's push calls autosync-notify: its folder (a venv's
+    bin/) ends the commands' PATH when PATH lacks it, and is not added twice."""
+    bin_ = tmp_path / "venv" / "bin"
+    bin_.mkdir(parents=True)
+    (bin_ / "autosync-notify").write_text("#!/bin/sh\n")
+    (bin_ / "autosync-notify").chmod(0o755)
+    monkeypatch.setattr(commands.sys, "executable", str(bin_ / "python3"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert commands.environment()["PATH"] == "/usr/bin:/bin:" + str(bin_)
+    monkeypatch.setenv("PATH", "%s:/usr/bin" % bin_)
+    assert commands.environment()["PATH"] == "%s:/usr/bin" % bin_
+    (bin_ / "autosync-notify").unlink()  # not ours to name: PATH as it was
+    monkeypatch.setattr(commands.sysconfig, "get_path", lambda *a: str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert commands.environment()["PATH"] == "/usr/bin:/bin"

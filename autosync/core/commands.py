@@ -34,6 +34,8 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
+import sysconfig
 from collections import namedtuple
 
 from autosync.core import git_environment
@@ -130,8 +132,33 @@ def environment(extra=None):
     env.pop("LANGUAGE", None)   # it would override LC_ALL for gettext (German `git status`)
     env.update(git_environment.variables(env))
     env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1", AUTOSYNC_DAEMON="1")
+    env["PATH"] = with_our_programs(env.get("PATH", os.defpath))
     env.update(extra or {})
     return env
+
+
+def our_programs():
+    """The folder holding this installation's programs (autosync-notify): a venv's bin/,
+    /usr/bin, ~/.local/bin; None when it cannot be told."""
+    candidates = [os.path.dirname(sys.executable)]
+    try:
+        candidates.append(sysconfig.get_path("scripts", "%s_user" % os.name))
+    except KeyError:
+        pass
+    for folder in candidates:
+        if folder and os.access(os.path.join(folder, "autosync-notify"), os.X_OK):
+            return folder
+    return None
+
+
+def with_our_programs(path):
+    """`path` with our programs' folder at its end when it lacks it: a git hook the
+    daemon's push runs (hooks/post-receive on a local remote, post-commit) calls
+    autosync-notify, which a venv or a systemd unit's short PATH does not hold."""
+    ours = our_programs()
+    if ours is None or ours in path.split(os.pathsep):
+        return path
+    return path + os.pathsep + ours if path else ours
 
 
 def show(arg):

@@ -211,6 +211,32 @@ def test_two_machines_sync_through_the_post_receive_hook(machines, remote, pulll
     assert mentions == 1, remote.log("--format=%B")
 
 
+def test_the_hook_tells_daemons_started_with_a_path_without_our_programs(machines, remote,
+                                                                       monkeypatch):
+    """A venv install run by a systemd unit (PATH: /usr/bin:/bin) pushing to a local
+    remote: the post-receive hook that the daemon's own push runs finds autosync-notify
+    (the daemon's commands have its folder at the end of PATH). It did `exit 0` in
+    silence, and the other machine never heard of a push."""
+    short = "/usr/bin:/bin"
+    if shutil.which("autosync-notify", path=short):
+        pytest.skip("autosync-notify is installed in /usr/bin here: nothing to find")
+    monkeypatch.setenv("PATH", short)
+    a, b = machines("a", "b")
+    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"),
+                os.path.join(remote.path, "hooks", "post-receive"))
+    for m in (a, b):
+        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
+    write(a, "from-a.txt", b"hello from a\n")
+    wait_until(lambda: b.read("from-a.txt") == b"hello from a\n", 30,
+               what="the file to reach b, told by the hook of a's push")
+    # By hand, with that PATH, the hook says why it tells nobody.
+    hook = subprocess.run([os.path.join(remote.path, "hooks", "post-receive")],
+                          cwd=remote.path, input=b"", stderr=subprocess.PIPE,
+                          env=dict(os.environ, GIT_DIR=remote.path))
+    assert hook.returncode == 0
+    assert b"autosync-notify is not on PATH" in hook.stderr
+
+
 def test_post_commit_hook_pushes_a_manual_commit_once(machines, remote):
     a = machines("a", start=False)
     hook = os.path.join(a.path, ".git", "hooks", "post-commit")
