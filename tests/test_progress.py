@@ -139,3 +139,54 @@ def test_run_gives_each_line_as_it_comes_and_fails_with_gits_words(tmp_path):
     with pytest.raises(RuntimeError) as failed:
         progress.run(str(repo), ["rev-parse", "--verify", "no-such-revision"])
     assert str(failed.value).startswith("git rev-parse: fatal: ")
+
+
+def test_restore_of_a_folder_counts_what_it_reads_and_writes_on_a_terminal_only(tmp_path):
+    """`restore` of a removed folder of 500 files, no daemon running: on a terminal it
+    shows how far reading the old versions and writing them got (files, bytes); its
+    output to a file holds the same lasting lines and not one progress line."""
+    def removed_folder(base):
+        folder = str(base / "plain")
+        git("init", "-q", "-b", "main", folder)
+        config = str(base / "plain.autosync")
+        with open(config, "w") as f:
+            f.write("[autosync]\npath = %s\nsyncmethod = none\nnotifymethod = none\n" % folder)
+        os.makedirs(os.path.join(folder, "photos"))
+        total = 0
+        for i in range(500):
+            data = b"y" * (i % 500) + b"\n"
+            with open(os.path.join(folder, "photos", "p%04d.txt" % i), "wb") as f:
+                f.write(data)
+            total += len(data)
+        git("add", "-A", cwd=folder)
+        git("commit", "-q", "-m", "photos", cwd=folder)
+        git("rm", "-q", "-r", "photos", cwd=folder)
+        git("commit", "-q", "-m", "gone", cwd=folder)
+        argv = [sys.executable, "-m", "autosync.supervisor", "restore",
+                os.path.join(folder, "photos"), "--config", config]
+        return argv, folder, total
+
+    argv, folder, total = removed_folder(tmp_path / "t")
+    os.makedirs(tmp_path / "t", exist_ok=True)
+    status, seen = on_a_terminal(argv)
+    assert status == 0, seen
+    assert len(os.listdir(os.path.join(folder, "photos"))) == 500
+    states = re.findall(r"\r\033\[K([^\r\n]*)", seen)
+    human = progress.sizes.human(total)
+    reading = [s for s in states if s.startswith("reading the old versions: ")]
+    writing = [s for s in states if s.startswith("writing: ")]
+    assert len(reading) == 101 and len(writing) == 101, (reading[:2], writing[:2])
+    assert reading[-1] == "reading the old versions: 500 of 500 files (%s so far)" % human
+    assert writing[-1] == "writing: 500 of 500 files (%s so far)" % human
+
+    argv, folder, _ = removed_folder(tmp_path / "f")
+    out = tmp_path / "out.txt"
+    with open(out, "w") as f:
+        result = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    assert result.returncode == 0
+    written = out.read_text()
+    assert "\r" not in written and "\033" not in written and "so far" not in written
+    # the same lasting lines (but the two histories' times and revisions)
+    same = lambda text: re.sub(r"\d\d:\d\d:\d\d \([0-9a-f]{12}", "TIME (REV", text)
+    assert same(lasting(seen).replace("/t/", "/f/")) == same(written)

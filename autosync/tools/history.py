@@ -19,6 +19,7 @@ import time
 from autosync.core import cli, commands, git, gitnotes, guarded, thin
 from autosync.core.ignore import Ignore
 from autosync.core.messages import TEXT_MAX, action_of, printable, text_of
+from autosync.tools.progress import Progress
 from autosync.tools.rewind import MODES, Rewind
 from autosync.core.protocol import NoDaemon, Untrusted, ask
 
@@ -136,7 +137,7 @@ class History:
                 return version
         raise HistoryError("%s has no version as early as %s" % (rel, at))
 
-    def restore(self, rel, at=None, dry_run=False, before_write=None):
+    def restore(self, rel, at=None, dry_run=False, before_write=None, progress=None):
         """Make `rel` (a file, a folder, or "." for everything) what it was at `at`.
 
         -> (Version, [Change] made, [(path, why)] failed). Nothing is written with dry_run;
@@ -156,6 +157,7 @@ class History:
         rewind = Rewind(self, version.rev, rel, wanted, ignore)
         if before_write is not None:
             rewind.before_write = lambda: before_write(version)
+        rewind.progress = progress
         try:
             changes = rewind.run(dry_run)
         except guarded.Refused as e:  # before anything was written
@@ -333,7 +335,8 @@ def restore_command(cfg, history, rel, at, dry_run):
 
     def hand_note(version):
         owed.append(note_first(cfg, restore_note(rel, version), [rel]))
-    version, changes, failed = history.restore(rel, at, dry_run, before_write=hand_note)
+    version, changes, failed = history.restore(rel, at, dry_run, before_write=hand_note,
+                                               progress=Progress())
     kept = [c for c in changes if c.action in KEPT]
     changes = [c for c in changes if c.action not in KEPT]
     held = sum(c.action == "changed" for c in kept)

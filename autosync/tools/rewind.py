@@ -112,15 +112,23 @@ class Rewind:
         return expect if self.writer.holds(path, expect) else None
 
     before_write = None  # called once the plan writes anything, before the first write
+    progress = None  # a tools/progress.Progress: how far reading and writing got
+
+    def counted(self, doing, done, total, size):
+        if self.progress is not None:
+            self.progress.files(doing, done, total, size)
 
     def run(self, dry_run):
         self.check_way()
         now = self.present()
         changes, writes, removals = [], [], []
+        read = 0
         try:
-            for path in sorted(self.wanted):
+            for n, path in enumerate(sorted(self.wanted), start=1):
                 mode = self.wanted[path]
                 data = self.history.content(self.rev, path)
+                read += len(data)
+                self.counted("reading the old versions", n, len(self.wanted), read)
                 expect = None
                 if path in now:
                     if same(self.full(path), now[path], mode, data):
@@ -146,6 +154,8 @@ class Rewind:
                 kept = self.apply(removals, writes)
                 changes = [Change("changed", c.path) if c.path in kept else c for c in changes]
         finally:
+            if self.progress is not None:
+                self.progress.clear()
             if self.staging:
                 shutil.rmtree(self.staging, ignore_errors=True)
         return sorted(changes, key=lambda c: c.path)
@@ -168,10 +178,15 @@ class Rewind:
         for path, expect in removals:
             # (the writer removes the folders this empties, never the synced folder)
             self.guarded(path, kept, self.writer.remove, path, expect)
-        for path, mode, staged, expect in writes:
+        if self.progress is not None:
+            self.progress.clear()  # a new count: writing
+        written = 0
+        for n, (path, mode, staged, expect) in enumerate(writes, start=1):
             with open(staged, "rb") as f:
                 data = f.read()
             self.guarded(path, kept, self.writer.put, path, mode, data, expect)
+            written += len(data)
+            self.counted("writing", n, len(writes), written)
         return kept
 
     def guarded(self, path, kept, write, *args):
