@@ -97,3 +97,23 @@ def test_every_status_field_the_code_sets_is_in_the_schema():
     assert "mass_delete" not in status.snapshot()  # absent until one happens
     status.update(mass_delete={"count": 30})
     assert status.snapshot()["mass_delete"] == {"count": 30}
+
+
+def test_a_blocked_repository_puts_off_a_due_timer_pull(tmp_path):
+    """The folder away (or a rebase half done): the repository says look again later.
+    A timer pull that was due is put off as long, or the worker, which asks the schedule
+    whether anything is due, would find it due at once, again and again."""
+    h = Host(tmp_path, pullinterval=1, safetypull=1)
+    now = time.monotonic()
+    h.schedule.next_timer_pull = h.schedule.next_safety_pull = now - 1  # due
+    assert h.schedule.due(now)
+    h.reports.look_again(5.0)
+    later = time.monotonic()
+    assert not h.schedule.due(later)
+    assert later + 4 < h.schedule.next_timer_pull <= later + 5
+    assert later + 4 < h.schedule.next_safety_pull <= later + 5
+    assert h.schedule.sleep_time() > 4
+    # One not due yet keeps its time.
+    h.schedule.next_timer_pull = later + 100
+    h.reports.look_again(5.0)
+    assert h.schedule.next_timer_pull == later + 100

@@ -139,8 +139,17 @@ class Schedule:
                 self.backoff[op].reset()
 
     def look_again(self, seconds):
+        """The repository cannot be touched now (the folder is away, a rebase is half
+        done): a commit is tried again in `seconds`, and a timer or safety pull that is
+        due is put off as long (still due, it kept the worker awake: a committer whose
+        folder was away spun at full speed while pullinterval was set)."""
         with self.cond:
-            self.retry_at["commit"] = time.monotonic() + seconds
+            now = time.monotonic()
+            self.retry_at["commit"] = now + seconds
+            if self.next_timer_pull is not None and self.next_timer_pull <= now:
+                self.next_timer_pull = now + seconds
+            if self.next_safety_pull is not None and self.next_safety_pull <= now:
+                self.next_safety_pull = now + seconds
 
     def committed(self):
         with self.cond:
