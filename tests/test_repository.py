@@ -368,3 +368,35 @@ def test_a_pull_reads_the_whole_index_only_to_write_it(repo, tmp_path, monkeypat
     git("push", "-q", cwd=str(other))
     assert r.pull()["ok"]
     assert reports.fields["conflicts"] == [copy]
+
+
+def test_a_stop_kills_the_pull_s_fetch_and_the_pull_is_not_done_not_failed(repo, tmp_path,
+                                                                           caplog):
+    import logging
+    import threading
+    from autosync.core.commands import Template
+    from conftest import wait_until
+    caplog.set_level(logging.INFO)
+    r, reports = repo()
+    other = str(tmp_path / "other")
+    git("clone", "-q", repo.remote.path, other)
+    with open(os.path.join(other, "new.txt"), "w") as f:
+        f.write("from the other machine\n")
+    git("add", "new.txt", cwd=other)
+    git("commit", "-q", "-m", "new", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    started = str(tmp_path / "fetching")
+    r.guarded.fetch = Template("pullcmd", "touch %s && exec sleep 600" % started)  # a slow server
+    replies = []
+    puller = threading.Thread(target=lambda: replies.append(r.pull()))
+    puller.start()
+    wait_until(lambda: os.path.exists(started), what="the fetch to hang")
+    r.stop()  # as Committer.stop does, from its SIGTERM handler
+    puller.join(30)
+    assert not puller.is_alive()
+    assert replies == [{"ok": False, "pulled": False, "stopping": True,
+                        "error": "the daemon is stopping before the pull was made"}]
+    assert reports.named("failed") == []
+    said = [rec.getMessage() for rec in caplog.records]
+    assert "pull not done: the daemon is stopping (the next start pulls)" in said
+    assert not os.path.exists(repo.path / "new.txt")

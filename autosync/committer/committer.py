@@ -495,6 +495,7 @@ class Committer:
         with self.cond:
             self.stopping = self.reports.stopping = True
             self.cond.notify_all()
+        self.repo.stop()  # a pull under way ends now, not when its fetch would
 
     def commit(self, changes, rescan, note=None):
         """A commit with the descriptions waiting for it; True if one was made."""

@@ -149,6 +149,12 @@ class Repository:
             if self.gitdir else None
         self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
 
+    def stop(self):
+        """The daemon stops: a guarded pull's fetch is killed and the pull ends before it
+        writes anything (one writing already runs to its end). Safe in a signal handler."""
+        if self.guarded is not None:
+            self.guarded.cancel.cancel()
+
     def close(self):
         """The daemon stops: what it made goes (its socket is the server's)."""
         if self.excludes:
@@ -591,6 +597,9 @@ class Repository:
             return False
         try:
             result = self.guarded.run()
+        except gitpull.Stopped:  # cut short by the stop: nothing written, nothing failed
+            log.info("pull not done: the daemon is stopping (the next start pulls)")
+            return False
         except gitpull.PullFailed as e:
             # A refused tree or a path not written is its own problem, with its own fix.
             self.report.failed(e.problem, e, retry="pull")
@@ -691,6 +700,8 @@ class Repository:
         # the instant the pull ended. With no watcher connected, the rescan at its start
         # does the same.
         result = {"ok": ok, "pulled": ok}
-        if not ok:
+        if not ok and self.guarded is not None and self.guarded.cancel.cancelled:
+            result.update(stopping=True, error="the daemon is stopping before the pull was made")
+        elif not ok:
             result["error"] = self.report.last_error()
         return result

@@ -36,6 +36,12 @@ unmoved: the next commit records them with the other machine's content, which
 the next pull merges cleanly. A new submodule is an empty folder, as `git
 pull` leaves it; its pointer moves in the index only.
 
+A stop (GitPull.cancel, from the committer's SIGTERM) kills the fetch's process
+group and ends the pull at the next step, Stopped, up to the moment the first file is
+replaced or removed: nothing is written, HEAD stays, the next start pulls again. From
+that moment on the pull runs to its end (its files are all made already), so that a
+stop never leaves written files under an unmoved HEAD.
+
 Any other pullcmd (a rebase, Mercurial, a script) stays a command.
 """
 import collections
@@ -48,7 +54,7 @@ import threading
 
 from autosync.core import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
-from autosync.core.commands import SHELL_CHARS, Template, environment
+from autosync.core.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.core.git import git, hash_open, no_index
 from autosync.core.guarded import Expect, Refused, Writer
 from autosync.core.messages import merge_message
@@ -76,6 +82,11 @@ class Unsafe(PullFailed):
 class Unwritten(PullFailed):
     """A pulled version could not be written: HEAD and the index were not moved."""
     problem = "unwritten"
+
+
+class Stopped(PullFailed):
+    """The daemon stops (GitPull.cancel): the pull ended before it wrote anything, its
+    fetch killed; nothing failed, and the next start pulls again."""
 
 
 def null(oid):
@@ -156,6 +167,12 @@ class GitPull:
         self.fetch = None  # a Template to run instead of fetch_command() (tests)
         self.writer = Writer(self.folder, confirm=self.hash_as_git)
         self.index_env = dict  # -> variables for the index's update (fsmonitor.attach)
+        # A stop: cancel.cancel() kills the fetch (its process group) and ends the pull at
+        # the next stop_point(), up to the swap. From the first file replaced or removed
+        # on, the pull runs to its end: its few renames and the index are quick, and a
+        # pull cut there would leave files written and HEAD unmoved.
+        self.cancel = Cancel()
+        self.swapping = False
 
     def git(self, *args, env=None, data=None, check=True):
         proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
@@ -173,13 +190,32 @@ class GitPull:
 
     # --- the pull ---------------------------------------------------------------------
 
+    def stop_point(self):
+        """Stopped when the daemon stops and nothing of the pull is written yet."""
+        if self.cancel.cancelled and not self.swapping:
+            raise Stopped("the daemon is stopping")
+
     def run(self, timeout=None):
+        """The pull (see run_pull); a stop ends it unwritten, Stopped."""
+        self.swapping = False
+        try:
+            return self.run_pull(timeout)
+        finally:
+            self.swapping = False
+
+    def run_pull(self, timeout=None):
         """Fetch, merge, write. -> {"merged": copies in the merge commit, "beside": copies
         of files changed here meanwhile, "kept": paths that kept local bytes, "merge": the
         merge commit made here (None for a fast-forward)}; PullFailed (Unsafe, Unwritten)
         or CommandFailed (the fetch) when it could not be done: HEAD and the index are
         as they were then."""
-        (self.fetch or self.fetch_command()).run(cwd=self.folder, timeout=timeout)
+        try:
+            (self.fetch or self.fetch_command()).run(cwd=self.folder, timeout=timeout,
+                                                     cancel=self.cancel)
+        except CommandFailed:
+            self.stop_point()  # killed by the stop: not a failure
+            raise
+        self.stop_point()
         theirs = for_merge(self.gitdir)
         if theirs is None:
             raise PullFailed("the remote has no branch this one follows: set it with git "
@@ -197,6 +233,7 @@ class GitPull:
             new = None
         entries = self.diff(head, tree)
         self.refuse_unsafe(entries, theirs)  # before anything is written or made
+        self.stop_point()
         if new is None:
             new = self.git("commit-tree", tree, "-p", head, "-p", theirs,   # message: stdin
                            data=os.fsencode(merge_message(self.host, copies))).stdout.decode().strip()
@@ -206,6 +243,7 @@ class GitPull:
                        "the pulled files' contents")
         except thin.Unreachable as e:
             raise PullFailed(str(e)) from None
+        self.stop_point()
         hook = self.hook_before()
         kept, beside = self.write(entries, theirs)
         self.move_index(entries)
@@ -423,6 +461,8 @@ class GitPull:
             try:
                 blobs.ahead(first)
                 self.prepare(first, blobs, prepared)
+                self.stop_point()
+                self.swapping = True  # from here on, to the end (see __init__)
                 kept = []
                 for e in files:  # removals first: a file may give its name to a folder
                     if null(e.new) and e.path not in moving and \
@@ -498,6 +538,7 @@ class GitPull:
     def prepare(self, entries, blobs, prepared):
         """Each entry's new version in a temporary file beside its path."""
         for e in entries:
+            self.stop_point()
             try:
                 prepared[e.path] = self.writer.prepare(e.path, e.new_mode,
                                                        blobs.source(e.path, e.new, e.new_mode))
@@ -683,6 +724,7 @@ class Blobs:
             raise PullFailed("git cat-file: %s is missing" % oid)
         left = int(header[2])
         while left:
+            self.pull.stop_point()  # (a big file's content: the stop need not wait for it)
             chunk = proc.stdout.read(min(left, CHUNK))
             if not chunk:
                 raise PullFailed("git cat-file: %s was cut short" % oid)
@@ -706,6 +748,7 @@ class Blobs:
                 raise PullFailed("git cat-file: could not read %s for %s" % (oid, path))
             held = b""
             while True:
+                self.pull.stop_point()
                 chunk = proc.stdout.read(CHUNK)
                 if not chunk:
                     break
