@@ -400,3 +400,32 @@ def test_a_stop_kills_the_pull_s_fetch_and_the_pull_is_not_done_not_failed(repo,
     said = [rec.getMessage() for rec in caplog.records]
     assert "pull not done: the daemon is stopping (the next start pulls)" in said
     assert not os.path.exists(repo.path / "new.txt")
+
+
+def test_rmcmd_is_not_run_for_paths_a_pull_has_just_removed(repo, tmp_path, caplog):
+    import logging
+    caplog.set_level(logging.DEBUG)
+    # A user's own rmcmd that fails on a path git does not hold (`git rm` without -r or
+    # --ignore-unmatch), as a drop-in config's may.
+    r, reports = repo(rmcmd="git rm -q %s")
+    for name in ("gone.txt", "kept.txt"):
+        (repo.path / name).write_text(name)
+    assert r.commit([{"action": "added", "path": "gone.txt"},
+                     {"action": "added", "path": "kept.txt"}])
+    assert r.push()
+    other = str(tmp_path / "other")
+    git("clone", "-q", repo.remote.path, other)
+    git("rm", "-q", "gone.txt", cwd=other)
+    git("commit", "-q", "-m", "removed there", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    assert r.pull()["ok"] and not (repo.path / "gone.txt").exists()
+    # The watcher names the pull's removal after it; a file removed here too.
+    os.unlink(repo.path / "kept.txt")
+    assert r.commit([{"action": "removed", "path": "gone.txt"},
+                     {"action": "removed", "path": "kept.txt"}])
+    said = [rec.getMessage() for rec in caplog.records]
+    assert not any("rmcmd failed" in line for line in said), said
+    ran = [line for line in said if line.startswith("rmcmd: ")]
+    assert len(ran) == 1 and ran[0].endswith("< kept.txt"), ran  # (its paths on stdin)
+    assert reports.named("failed") == []
+    assert b"kept.txt" not in git("ls-tree", "-r", "--name-only", "HEAD", cwd=str(repo.path))
