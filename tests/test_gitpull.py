@@ -434,3 +434,58 @@ def test_a_stop_once_files_are_replaced_lets_the_pull_finish(two):
     assert gitrepo.head(b) == gitrepo.head(a)
     assert open(os.path.join(b, "z.txt"), "rb").read() == b"second\n"
     assert status(b) == ""
+
+
+# --- an edit made while the daemon was stopped: the README's rule --------------------
+
+def edited_while_stopped(two, ago):
+    """b's z.txt edited `ago` seconds before a's later commit of it, and never committed
+    (b's daemon was stopped): -> (a, b, the commit time of a's version)."""
+    remote, a, b = two
+    write(b, "z.txt", b"edited on b while its daemon was stopped\n")
+    write(a, "z.txt", b"edited on a\n")
+    commit(a, "autosync on a: modified z.txt")
+    stamp = int(git("log", "-1", "--format=%ct", cwd=a))
+    os.utime(os.path.join(b, "z.txt"), (stamp - ago, stamp - ago))
+    return a, b, stamp
+
+
+def test_an_older_edit_made_while_stopped_goes_beside_the_newer_pulled_one(two, caplog):
+    a, b, stamp = edited_while_stopped(two, ago=3600)
+    result = pull(b)
+    # The newer (a's) at its place, this machine's beside it, named for this machine.
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"edited on a\n"
+    [copy] = result["beside"]
+    assert result["kept"] == [] and copy["path"] == "z.txt" and copy["host"] == "b"
+    assert read_copy_name(copy["copy"]).host == "b"
+    assert open(os.path.join(b, copy["copy"]), "rb").read() == \
+        b"edited on b while its daemon was stopped\n"
+    said = [r.getMessage() for r in caplog.records]
+    assert "conflict in z.txt: changed here before this pull and not committed (made while " \
+        "the daemon was stopped or paused), and later on a: kept the newer (from a), this " \
+        "machine's as %s" % copy["copy"] in said
+    assert not any("while the pull ran" in line for line in said)
+    # z.txt is as HEAD has it; the copy is a new file to commit.
+    assert status(b).splitlines() == ['?? "%s"' % copy["copy"]]
+
+
+def test_a_newer_edit_made_while_stopped_stays_and_the_pulled_one_goes_beside(two, caplog,
+                                                                            monkeypatch):
+    import time
+    remote, a, b = two
+    write(a, "z.txt", b"edited on a\n")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "@%d +0000" % (time.time() - 3600))
+    commit(a, "autosync on a: modified z.txt")  # an hour ago
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    write(b, "z.txt", b"edited on b later, its daemon stopped\n")
+    os.utime(os.path.join(b, "z.txt"), (time.time() - 60, time.time() - 60))
+    result = pull(b)
+    assert open(os.path.join(b, "z.txt"), "rb").read() == \
+        b"edited on b later, its daemon stopped\n"
+    [copy] = result["beside"]
+    assert result["kept"] == ["z.txt"] and copy["host"] == "a"
+    assert open(os.path.join(b, copy["copy"]), "rb").read() == b"edited on a\n"
+    said = [r.getMessage() for r in caplog.records]
+    assert "conflict in z.txt: changed here before this pull and not committed (made while " \
+        "the daemon was stopped or paused), and on a before it: kept the newer (this " \
+        "machine's), the pulled version as %s" % copy["copy"] in said

@@ -49,8 +49,10 @@ import logging
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import threading
+import time
 
 from autosync.core import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
@@ -198,6 +200,7 @@ class GitPull:
     def run(self, timeout=None):
         """The pull (see run_pull); a stop ends it unwritten, Stopped."""
         self.swapping = False
+        self.began = time.time()  # a local edit older than this was made before the pull
         try:
             return self.run_pull(timeout)
         finally:
@@ -476,8 +479,10 @@ class GitPull:
                 copies = []
                 for e in sorted((e for e in files if e.path in prepared), key=lambda e: e.path):
                     if not self.put(e, prepared.pop(e.path), blobs):
-                        kept.append(e.path)
-                        copies.append(self.keep_beside(e, blobs, theirs))
+                        copy, local_stays = self.keep_beside(e, blobs, theirs)
+                        copies.append(copy)
+                        if local_stays:
+                            kept.append(e.path)
             finally:
                 for p in prepared.values():
                     self.writer.discard(p)
@@ -564,9 +569,24 @@ class GitPull:
                "until it is" % (path, why)
 
     def keep_beside(self, e, blobs, theirs):
-        """A file changed here while the pull ran keeps its bytes; the pulled version
-        goes beside it as a conflict copy (the local change is the newer one)."""
+        """A file changed here that the pull would replace: both versions are kept.
+        Changed while the pull ran (or as new as the pulled one), its bytes stay at the
+        path and the pulled version goes beside it as a conflict copy. Changed before
+        the pull began and not committed (an edit made while the daemon was stopped or
+        paused) and older than the pulled version: the README's rule, as in a merge
+        (copies.keep_both): the newer at its place, the local one beside it.
+        -> (the copy's {"path", "copy", "host"}, whether the local bytes stay at the path)"""
         stamp, _, host = gitmerge.last_change(self.folder, theirs, e.path)
+        local = self.edited_before(e.path)
+        if local is not None and local[0] < stamp:
+            made = self.put_local_beside(e, blobs, *local)
+            if made is not None:
+                log.warning("conflict in %s: changed here before this pull and not committed "
+                            "(made while the daemon was stopped or paused), and later on %s: "
+                            "kept the newer (from %s), this machine's as %s",
+                            e.path, host, host, made["copy"])
+                return made, False
+            local = None  # it changed meanwhile: being written now
         copy = copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
             os.path.join(self.folder, n)))
         try:
@@ -575,9 +595,60 @@ class GitPull:
             log.warning("conflict in %s: kept, but the pulled version (from %s) could not be "
                         "written beside it (%s); it is in history", e.path, host,
                         getattr(err, "strerror", None) or err)
-        log.warning("conflict in %s: changed here while the pull ran; kept, the pulled version "
-                    "(from %s) as %s", e.path, host, copy)
-        return {"path": e.path, "copy": copy, "host": host}
+        if local is None:
+            log.warning("conflict in %s: changed here while the pull ran; kept, the pulled "
+                        "version (from %s) as %s", e.path, host, copy)
+        else:
+            log.warning("conflict in %s: changed here before this pull and not committed "
+                        "(made while the daemon was stopped or paused), and on %s before "
+                        "it: kept the newer (this machine's), the pulled version as %s",
+                        e.path, host, copy)
+        return {"path": e.path, "copy": copy, "host": host}, True
+
+    def edited_before(self, rel):
+        """(mtime, mode) of the regular file at rel when it was last written before this
+        pull began (its change, not committed, predates the pull); None when it was
+        written since (or is not a regular file)."""
+        try:
+            st = os.lstat(os.path.join(self.folder, rel))
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_mtime >= self.began:
+            return None
+        return st.st_mtime, "100755" if st.st_mode & 0o100 else "100644"
+
+    def put_local_beside(self, e, blobs, mtime, mode):
+        """The local file moved to a conflict copy named for this machine (only if it
+        still holds what it held when looked at: one rename), then the pulled version
+        put at the path. -> the copy's {"path", "copy", "host"}; None when the file
+        changed meanwhile (it is being written: it stays, the newest of all)."""
+        full = os.path.join(self.folder, e.path)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            oid = self.hash_as_git(e.path, fd)
+        finally:
+            os.close(fd)
+        if oid is None:
+            return None
+        copy = copy_name(e.path, self.host, mtime, lambda n: not os.path.lexists(
+            os.path.join(self.folder, n)))
+        try:
+            if not self.writer.move(e.path, copy, Expect(mode, oid=oid)):
+                return None
+        except (Refused, OSError):
+            return None
+        try:
+            put = self.writer.put(e.path, e.new_mode, blobs.source(e.path, e.new, e.new_mode),
+                                  None)
+        except (Refused, OSError):
+            put = False
+        if not put:  # a file made at the path meanwhile keeps it; the pulled one is in history
+            log.warning("conflict in %s: the pulled version was not written (a file was made "
+                        "there meanwhile); it is in history", e.path)
+        return {"path": e.path, "copy": copy, "host": self.host}
 
     def gitlinks(self, entries):
         """Submodules as `git pull` leaves them: a new one an empty folder, a removed
