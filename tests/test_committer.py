@@ -490,3 +490,14 @@ def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert "push not finished: the daemon is stopping (remote away)" in said
     assert not any(r.levelno >= logging.WARNING for r in caplog.records)
+
+
+def test_a_polled_link_is_in_the_status_while_it_is_up(tmp_path):
+    c = Committer(config(tmp_path, syncmethod="ssh"), server=FakeServer,
+                  repository=FakeRepository)
+    c.handle({"cmd": "link", "up": True, "polled": 10}, None)
+    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] == 10
+    c.handle({"cmd": "link", "up": False}, None)
+    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] is None
+    c.handle({"cmd": "link", "up": True}, None)  # watched again
+    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] is None

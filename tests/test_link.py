@@ -680,6 +680,9 @@ def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, r
         assert "watching the remote: %s -m autosync.ssh.remote poll %s" % (
             sys.executable, sshd.url(remote.path)) in b.logtext()
         assert link_problem(b) == []
+        assert b.status().get("link_polled") == 10
+        assert "link:        polled every 10 s over ssh (git ls-remote: the server cannot run " \
+            "the watch)" in b.notify("status").stdout
         edit_and_wait(a, b, remote, "polled.txt", "seen by ls-remote\n")
         assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
     finally:

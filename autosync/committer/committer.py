@@ -235,7 +235,9 @@ class Committer:
         error = message.get("error")
         with self.cond:
             changed, self.schedule.link_up = up != self.schedule.link_up, up
-            self.status.update(link="up" if up else "down")
+            polled = message.get("polled") if up else None
+            self.status.update(link="up" if up else "down",
+                               link_polled=polled if isinstance(polled, (int, float)) else None)
             # The listener announces this revision unless it already has: a push
             # made before it logged in or subscribed is not missed.
             upstream, url = self.status["upstream"], self.url
