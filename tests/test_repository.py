@@ -429,3 +429,29 @@ def test_rmcmd_is_not_run_for_paths_a_pull_has_just_removed(repo, tmp_path, capl
     assert len(ran) == 1 and ran[0].endswith("< kept.txt"), ran  # (its paths on stdin)
     assert reports.named("failed") == []
     assert b"kept.txt" not in git("ls-tree", "-r", "--name-only", "HEAD", cwd=str(repo.path))
+
+
+def test_a_stop_kills_a_push_under_way_and_it_is_not_done_not_failed(repo, tmp_path, caplog):
+    import logging
+    import threading
+    from autosync.core.commands import Template
+    from conftest import wait_until
+    caplog.set_level(logging.INFO)
+    r, reports = repo()
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}])
+    started = str(tmp_path / "pushing")
+    r.cmd["pushcmd"] = Template("pushcmd", "touch %s && exec sleep 600" % started)  # slow
+    done = []
+    pusher = threading.Thread(target=lambda: done.append(r.push()))
+    pusher.start()
+    wait_until(lambda: os.path.exists(started), what="the push to hang")
+    r.stop()
+    pusher.join(30)
+    assert not pusher.is_alive() and done == [False]
+    assert reports.named("failed") == []
+    said = [rec.getMessage() for rec in caplog.records]
+    assert "push not done: the daemon is stopping (the next start pushes)" in said
+    # A push that begins after the stop (of the stop's last commit) still runs.
+    r.cmd["pushcmd"] = Template("pushcmd", "git push -q")
+    assert r.push() and repo.remote.files()[b"a.txt"] == b"a"

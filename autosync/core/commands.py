@@ -366,27 +366,34 @@ def _filtered(path):
 
 class Cancel:
     """Lets another thread (a stop, even from a signal handler) end the commands run with
-    it: cancel() sends SIGTERM to the process group of each one running, and of each one
-    started after it. Without locks (a signal handler may run while the worker holds
-    one): a command is listed before `cancelled` is read, and cancel() sets `cancelled`
-    before it reads the list, so either side sees the other."""
+    it: cancel() sends SIGTERM to the process group of each one running, and (`later`)
+    of each one started after it. Without locks (a signal handler may run while the
+    worker holds one): a command is listed before `cancelled` is read, and cancel() sets
+    `cancelled` before it reads the list, so either side sees the other."""
 
-    def __init__(self):
+    def __init__(self, later=True):
         self.cancelled = False
+        self.later = later
         self.running = set()   # the process groups (= PIDs) of the commands running
+        self.ended_by_us = set()   # those it sent SIGTERM
 
     def cancel(self):
         self.cancelled = True
         for pid in list(self.running):
-            _kill_group(pid, signal.SIGTERM)
+            self._end(pid)
 
     def started(self, pid):
         self.running.add(pid)
-        if self.cancelled:
-            _kill_group(pid, signal.SIGTERM)
+        if self.cancelled and self.later:
+            self._end(pid)
+
+    def _end(self, pid):
+        self.ended_by_us.add(pid)
+        _kill_group(pid, signal.SIGTERM)
 
     def ended(self, pid):
         self.running.discard(pid)
+        self.ended_by_us.discard(pid)
 
 
 def _kill_group(pid, sig):
@@ -443,7 +450,7 @@ def _until_cancelled(proc, data, timeout, cancel):
             first = False
             if deadline is not None and time.monotonic() >= deadline:
                 raise
-            if cancel.cancelled and proc.poll() is not None:
+            if proc.pid in cancel.ended_by_us and proc.poll() is not None:
                 for pipe in (proc.stdout, proc.stderr):
                     if pipe is not None:
                         pipe.close()
