@@ -349,7 +349,12 @@ class Committer:
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.pausing.paused.since))
         else:
-            self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
+            # Pulled first, as on resume, whenever this machine pulls at all: an edit made
+            # while stopped then meets the other machines' newer versions by the README's
+            # rule (gitpull.keep_beside: the newer at its place); committed first, it
+            # would count as made now.
+            self.catch_up("changes found at start-up", self.cfg.syncmethod != "none"
+                          or bool(self.cfg.pullinterval))
         self.idle()
 
     def catch_up(self, note, pull):

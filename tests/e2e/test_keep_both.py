@@ -2,6 +2,8 @@
 import os
 import time
 
+import pytest
+
 
 from autosync.core import gitmerge as conflicts
 from conftest import git, tree
@@ -118,10 +120,14 @@ def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
     assert conflicts.undo_killed_pull(folder) == []
 
 
-def test_an_older_edit_made_while_stopped_goes_beside_the_newer_pulled_one(machines, remote):
-    # syncmethod = ssh (its link watches a remote on a local path without ssh): the
-    # daemon pulls at start before it commits what changed while it was stopped.
-    a, b = machines("a", "b", syncmethod="ssh")
+@pytest.mark.parametrize("settings", [
+    {"syncmethod": "ssh"},  # its link watches a remote on a local path, without ssh
+    {"pullinterval": "300"},  # syncmethod = none, pulled every 300 s (and at start)
+], ids=["ssh", "pullinterval"])
+def test_an_older_edit_made_while_stopped_goes_beside_the_newer_pulled_one(machines, remote,
+                                                                          settings):
+    # The daemon pulls at start before it commits what changed while it was stopped.
+    a, b = machines("a", "b", **settings)
     write(a, "notes.txt", b"base\n")
     share(a, b, remote)
     b.stop()
