@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 
-from autosync.core import cli, config, ini
-from autosync.core import protocol
+from autosync.core import cli, config
+from autosync.core import daemons, protocol
 from autosync.core.protocol import Untrusted
 from autosync.core.retry import Backoff
 
@@ -86,84 +86,16 @@ def _is_autosync(pid):
 def other_daemon(cfg):
     """(PID, config file) of another running dvcs-autosync of this user that syncs our
     folder under another config, or None. The socket check sees only our own daemons;
-    this also sees the original (a Python 2 script named dvcs-autosync, which makes no
+    this also sees the original (a Python script named dvcs-autosync, which makes no
     socket), read from each process's command line, working folder and HOME."""
     mine = os.path.realpath(cfg.path)
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (os.getpid(), os.getppid()):
-            continue
-        pid = int(name)
-        try:
-            if os.stat("/proc/%d" % pid).st_uid != os.getuid():
-                continue
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                args = [os.fsdecode(a) for a in f.read().split(b"\0")][:-1]
-        except OSError:
-            continue
-        file = config_of(pid, args)
-        if file is None or os.path.realpath(file) == os.path.realpath(cfg.file):
+    for pid, args, file in daemons.running(COMMANDS):
+        if os.path.realpath(file) == os.path.realpath(cfg.file):
             continue  # the same config: the pidfile decides (take_pidfile)
-        path = folder_of(file, environ_of(pid))
+        path = daemons.synced_folder(pid, args, file)
         if path and os.path.realpath(path) == mine:
             return pid, file
     return None
-
-
-def environ_of(pid):
-    """{name: value} of another process's environment ({} when it cannot be read)."""
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            pairs = [v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v]
-    except OSError:
-        return {}
-    return {os.fsdecode(k): os.fsdecode(v) for k, v in pairs}
-
-
-def folder_of(file, env):
-    """The folder a config file names (its path) as the process with environment `env`
-    reads it (`~` is its HOME, `$VARS` its own), or None: only that key is read, since
-    another daemon's file need not be one we would accept as a whole (the original's)."""
-    try:
-        sections = ini.parse(file, ini.read_text(file), [], secret=("xmpp",))
-        value = sections["autosync"]["path"]
-    except Exception:  # whatever another file holds, it never stops ours
-        return None
-    value = value[0] if isinstance(value, tuple) else value
-    value = "\n".join(value) if isinstance(value, list) else str(value)
-    return config._expand(value.strip(), os.path.dirname(file), env)
-
-
-def config_of(pid, args):
-    """The config file a dvcs-autosync command line runs on (absolute), or None when it
-    is not one (or runs a subcommand such as log or status)."""
-    for i, arg in enumerate(args):
-        if os.path.basename(arg) == "dvcs-autosync" or (
-                arg == "autosync.supervisor" and i and args[i - 1] == "-m"):
-            rest = args[i + 1:]
-            break
-    else:
-        return None
-    file, words = None, list(rest)
-    while words:
-        word = words.pop(0)
-        if word == "--config" and words:
-            file = words.pop(0)
-        elif word.startswith("--config="):
-            file = word.split("=", 1)[1]
-        elif not word.startswith("-") and file is None:
-            if word in COMMANDS:
-                return None
-            file = word
-    try:
-        if file is None:  # the default: ~/.autosync of that process's HOME
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-            file = os.path.join(os.fsdecode(env.get(b"HOME", b"")) or "/", ".autosync")
-        elif not file.startswith("/"):
-            file = os.path.join(os.readlink("/proc/%d/cwd" % pid), os.path.expanduser(file))
-    except OSError:
-        return None
-    return os.path.expanduser(file)
 
 
 SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM}

@@ -289,6 +289,9 @@ class FakeRepository:
             self.count = 0  # as git counts: the upstream has it all now
         return self.push_ok
 
+    def stop(self):
+        self.calls.append("stop")
+
     def pull(self):
         self.calls.append("pull")
         self.report.pulled(self.pull_ok)

@@ -490,3 +490,29 @@ def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert "push not finished: the daemon is stopping (remote away)" in said
     assert not any(r.levelno >= logging.WARNING for r in caplog.records)
+
+
+def test_a_polled_link_is_in_the_status_while_it_is_up(tmp_path):
+    c = Committer(config(tmp_path, syncmethod="ssh"), server=FakeServer,
+                  repository=FakeRepository)
+    c.handle({"cmd": "link", "up": True, "polled": 10}, None)
+    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] == 10
+    c.handle({"cmd": "link", "up": False}, None)
+    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] is None
+    c.handle({"cmd": "link", "up": True}, None)  # watched again
+    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] is None
+
+
+@pytest.mark.parametrize("syncmethod, pullinterval, pulls_first", [
+    ("none", 300.0, True),   # it pulls every pullinterval: at start, first
+    ("none", 0.0, False),    # it never pulls by itself
+    ("ssh", 0.0, True),
+])
+def test_the_start_pulls_before_it_commits_whenever_the_machine_pulls(tmp_path, syncmethod,
+                                                                     pullinterval, pulls_first):
+    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=pullinterval,
+                         syncmethod=syncmethod), server=FakeServer, repository=FakeRepository)
+    c.startup()
+    calls = [call if isinstance(call, str) else call[0] for call in c.repo.calls]
+    assert calls[:3] == (["recover", "pull", "commit"] if pulls_first
+                         else ["recover", "commit", "push"]), calls

@@ -348,3 +348,144 @@ def test_pulled_files_take_the_folders_attributes(two):
     assert pull(b)["kept"] == []
     assert open(os.path.join(b, "new.txt"), "rb").read() == b"one\r\ntwo\r\n"
     assert status(b) == ""
+
+
+# --- a stop: the fetch killed, nothing written; once writing began, to the end ---------
+
+def guarded(folder):
+    return gitpull.GitPull(folder, gitrepo.git_dir(folder), "b",
+                           gitpull.plain_pull("git pull -q --no-rebase --no-edit"))
+
+
+def test_a_stop_kills_the_fetch_and_the_pull_ends_unwritten(two, tmp_path):
+    import threading
+    from autosync.core.commands import Template
+    remote, a, b = two
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: z.txt")
+    head = gitrepo.head(b)
+    # A fetch that brings the change, then hangs (as one a slow server holds): its group,
+    # sh and its sleep, must end at the stop.
+    started = str(tmp_path / "started")
+    puller = guarded(b)
+    puller.fetch = Template("pullcmd", "git fetch -q && touch %s && exec sleep 600" % started)
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(puller.run())
+        except Exception as e:  # noqa: BLE001 (the test looks at what it was)
+            outcome.append(e)
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_until(lambda: os.path.exists(started), what="the fetch to hang")
+    sleeper = wait_until(lambda: list(puller.cancel.running), what="the fetch listed")[0]
+    puller.cancel.cancel()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], gitpull.Stopped), outcome
+    with pytest.raises(ProcessLookupError):
+        os.killpg(sleeper, 0)  # the whole group is gone
+    assert gitrepo.head(b) == head
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"first\n"
+    assert status(b) == ""
+    # A command started after the stop is ended at once too, and the next pull (of a
+    # daemon started again) brings the change.
+    with pytest.raises(gitpull.Stopped):
+        puller.run()
+    assert pull(b)["merge"] is None
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"second\n"
+
+
+def test_a_stop_while_the_new_versions_are_made_leaves_nothing_written(two):
+    remote, a, b = two
+    write(a, "z.txt", b"second\n")
+    write(a, "new.txt", b"new\n")
+    commit(a, "autosync on a: z.txt, new.txt")
+    head, before = gitrepo.head(b), sorted(os.listdir(b))
+    puller = guarded(b)
+    made = puller.writer.prepare
+
+    def prepare(rel, mode, source):
+        prepared = made(rel, mode, source)
+        puller.cancel.cancel()  # the stop comes while the first version is being made
+        return prepared
+    puller.writer.prepare = prepare
+    with pytest.raises(gitpull.Stopped):
+        puller.run()
+    assert gitrepo.head(b) == head
+    assert status(b) == ""  # no temporary file left, nothing replaced
+    assert sorted(os.listdir(b)) == before
+
+
+def test_a_stop_once_files_are_replaced_lets_the_pull_finish(two):
+    remote, a, b = two
+    write(a, "z.txt", b"second\n")
+    os.unlink(os.path.join(a, "d", "y.txt"))
+    commit(a, "autosync on a: z.txt changed, d/y.txt removed")
+    puller = guarded(b)
+    removes = puller.writer.remove
+
+    def remove(rel, expect):
+        puller.cancel.cancel()  # the stop comes during the swap: it runs to its end
+        return removes(rel, expect)
+    puller.writer.remove = remove
+    assert puller.run()["kept"] == []
+    assert gitrepo.head(b) == gitrepo.head(a)
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"second\n"
+    assert status(b) == ""
+
+
+# --- an edit made while the daemon was stopped: the README's rule --------------------
+
+def edited_while_stopped(two, ago):
+    """b's z.txt edited `ago` seconds before a's later commit of it, and never committed
+    (b's daemon was stopped): -> (a, b, the commit time of a's version)."""
+    remote, a, b = two
+    write(b, "z.txt", b"edited on b while its daemon was stopped\n")
+    write(a, "z.txt", b"edited on a\n")
+    commit(a, "autosync on a: modified z.txt")
+    stamp = int(git("log", "-1", "--format=%ct", cwd=a))
+    os.utime(os.path.join(b, "z.txt"), (stamp - ago, stamp - ago))
+    return a, b, stamp
+
+
+def test_an_older_edit_made_while_stopped_goes_beside_the_newer_pulled_one(two, caplog):
+    a, b, stamp = edited_while_stopped(two, ago=3600)
+    result = pull(b)
+    # The newer (a's) at its place, this machine's beside it, named for this machine.
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"edited on a\n"
+    [copy] = result["beside"]
+    assert result["kept"] == [] and copy["path"] == "z.txt" and copy["host"] == "b"
+    assert read_copy_name(copy["copy"]).host == "b"
+    assert open(os.path.join(b, copy["copy"]), "rb").read() == \
+        b"edited on b while its daemon was stopped\n"
+    said = [r.getMessage() for r in caplog.records]
+    assert "conflict in z.txt: changed here before this pull and not committed (made while " \
+        "the daemon was stopped or paused), and later on a: kept the newer (from a), this " \
+        "machine's as %s" % copy["copy"] in said
+    assert not any("while the pull ran" in line for line in said)
+    # z.txt is as HEAD has it; the copy is a new file to commit.
+    assert status(b).splitlines() == ['?? "%s"' % copy["copy"]]
+
+
+def test_a_newer_edit_made_while_stopped_stays_and_the_pulled_one_goes_beside(two, caplog,
+                                                                            monkeypatch):
+    import time
+    remote, a, b = two
+    write(a, "z.txt", b"edited on a\n")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "@%d +0000" % (time.time() - 3600))
+    commit(a, "autosync on a: modified z.txt")  # an hour ago
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    write(b, "z.txt", b"edited on b later, its daemon stopped\n")
+    os.utime(os.path.join(b, "z.txt"), (time.time() - 60, time.time() - 60))
+    result = pull(b)
+    assert open(os.path.join(b, "z.txt"), "rb").read() == \
+        b"edited on b later, its daemon stopped\n"
+    [copy] = result["beside"]
+    assert result["kept"] == ["z.txt"] and copy["host"] == "a"
+    assert open(os.path.join(b, copy["copy"]), "rb").read() == b"edited on a\n"
+    said = [r.getMessage() for r in caplog.records]
+    assert "conflict in z.txt: changed here before this pull and not committed (made while " \
+        "the daemon was stopped or paused), and on a before it: kept the newer (this " \
+        "machine's), the pulled version as %s" % copy["copy"] in said

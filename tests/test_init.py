@@ -415,3 +415,59 @@ def test_the_restricted_key_s_line_is_made_for_an_ssh_remote_only():
     assert key_line('ssh://me@server:2222/~/my "sync".git') == \
         r"""command="autosync-remote serve '~/my \"sync\".git'",restrict"""
     assert key_line("/srv/sync.git") is None and key_line("https://h/r.git") is None
+
+
+def test_init_finds_the_original_run_by_python3_on_any_config(tmp_path, remote):
+    """`python3 dvcs-autosync other.autosync`: a port of the original, on a config of
+    its own, is found running and named; ours, run the same way, is not the original."""
+    its_folder = tmp_path / "its-folder"
+    its_config = tmp_path / "other.autosync"
+    its_config.write_text("[autosync]\npath = %s\n" % its_folder)
+    scripts = {}
+    for kind, text in (("original", "# import pyinotify (the original's script)\n"),
+                       ("ours", "# from autosync.supervisor import main (our launcher)\n")):
+        script = tmp_path / kind / "dvcs-autosync"
+        script.parent.mkdir()
+        script.write_text(text + "import sys\nprint('ready', flush=True)\nsys.stdin.read()\n")
+        scripts[kind] = script
+    for kind, found in (("ours", False), ("original", True)):
+        running = subprocess.Popen(["python3", str(scripts[kind]), str(its_config)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert running.stdout.readline() == b"ready\n"
+            out = ok(Joined(tmp_path, "a-" + kind).init(remote))
+        finally:
+            running.kill()
+            running.wait()
+        said = "Found the original dvcs-autosync's process (PID %d, config %s)" % (
+            running.pid, its_config)
+        assert (said in out) is found, out
+        if found:
+            assert "git -C %s config pull.rebase false" % its_folder in out
+
+
+def test_init_force_refuses_while_a_daemon_runs_on_the_config_and_then_moves_the_folder(
+        tmp_path, remote):
+    a = Joined(tmp_path, "a")
+    ok(a.init(remote))
+    before = open(a.config).read()
+    a.start()
+    moved = tmp_path / "moved"
+    try:
+        result = init(remote.path, moved, "--config", a.config, "--force")
+        assert result.returncode == 1
+        assert result.stderr.strip().endswith(
+            "dvcs-autosync runs on %s (PID %d): stop it first (kill %d), then run this init "
+            "again and start it; nothing touched" % (a.config, a.proc.pid, a.proc.pid))
+        assert open(a.config).read() == before and not moved.exists()
+    finally:
+        assert a.stop() == 0
+    # The recipe: stopped, the folder moved, init --force takes it where it is now.
+    os.rename(a.path, moved)
+    out = ok(init(remote.path, moved, "--config", a.config, "--force"))
+    assert "is a clone of %s already: taken as it is" % remote.path in out
+    a.path = str(moved)
+    a.start()
+    write(a, "after-the-move.txt", b"synced from the new place\n")
+    wait_until(lambda: a.settled(remote), what="a's push from the moved folder")
+    assert remote.files()[b"after-the-move.txt"] == b"synced from the new place\n"

@@ -680,6 +680,9 @@ def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, r
         assert "watching the remote: %s -m autosync.ssh.remote poll %s" % (
             sys.executable, sshd.url(remote.path)) in b.logtext()
         assert link_problem(b) == []
+        assert b.status().get("link_polled") == 10
+        assert "link:        polled every 10 s over ssh (git ls-remote: the server cannot run " \
+            "the watch)" in b.notify("status").stdout
         edit_and_wait(a, b, remote, "polled.txt", "seen by ls-remote\n")
         assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
     finally:
@@ -753,3 +756,55 @@ def test_a_command_killed_mid_session_is_not_held_open_by_the_connection(sshd, r
         if fetch.poll() is None:
             os.killpg(fetch.pid, signal.SIGKILL)
             fetch.wait()
+
+
+def server_packing(sshd):
+    """True while the server's side of a fetch waits in its pack-objects hook."""
+    for pid in descendants(sshd.proc.pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"pack-objects" in f.read():
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+@pytest.mark.e2e
+def test_a_stop_during_a_pull_ends_it_at_once_and_the_next_start_pulls(sshd, ssh_machines,
+                                                                       remote, tmp_path):
+    a, b = ssh_machines(sshd, "a", "b")
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+    # From now on the server's side of every fetch waits until the fifo is opened: b's
+    # pull, asked by its link for a's push, hangs in its fetch.
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    gitconfig = os.path.join(sshd.home, ".gitconfig")
+    with open(gitconfig, "w") as f:
+        f.write('[uploadpack]\n\tpackObjectsHook = "cat %s >/dev/null; exec"\n' % fifo)
+    try:
+        with open(os.path.join(a.path, "while-stopping.txt"), "w") as f:
+            f.write("pushed while b pulls\n")
+        wait_until(lambda: server_packing(sshd) and b.status().get("state") == "pulling", 30,
+                   what="b's fetch to wait on the server")
+        b.proc.send_signal(signal.SIGTERM)
+        # The server would hold the pack until the fifo is opened, below: the stop did
+        # not wait for it (the supervisor's SIGKILL after its grace would say so).
+        assert b.proc.wait(10) == 0
+        assert server_packing(sshd)
+        log = b.logtext()
+        assert "did not stop in time" not in log
+        assert "pull failed" not in log
+        assert "pull not done: the daemon is stopping" in log
+        assert b.read("while-stopping.txt") is None
+    finally:
+        os.unlink(gitconfig)
+        try:  # the server's side goes on, and ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    b.start()
+    wait_until(lambda: b.read("while-stopping.txt") == b"pushed while b pulls\n", 30,
+               what="the next start's pull")
+    assert "pull failed" not in b.logtext()

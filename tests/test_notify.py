@@ -391,3 +391,12 @@ def test_dvcs_autosync_takes_the_everyday_commands(tmp_path):
     assert proc.stderr.startswith("dvcs-autosync: pause is a file here: read as the config "
                                   "file, as the original dvcs-autosync CONFIG did; for the "
                                   "command, run it in another folder\n")
+
+
+def test_a_polled_link_is_said_to_be_polled_not_up():
+    polled = dict(STATUS, pending=[], unpushed=0, link="up", syncmethod="ssh", link_polled=10)
+    text = notify.status_text(polled)
+    assert "link:        polled every 10 s over ssh (git ls-remote: the server cannot run the " \
+        "watch)" in text
+    assert "link:        up over ssh" in notify.status_text(dict(polled, link_polled=None))
+    assert "link:        down over ssh" in notify.status_text(dict(polled, link="down"))

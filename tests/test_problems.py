@@ -54,3 +54,16 @@ def test_the_ssh_link_s_fix_fits_ssh_s_words():
     assert fix("link: ... (exit 127): sh: 1: exec: autosync-remote: not found").startswith(
         "install autosync-remote on the server")
     assert fix("link: something else") == problems.LINK_FIX["ssh"]
+
+
+def test_a_folder_away_is_told_how_to_move_it_and_a_rebase_how_to_end_it():
+    away = {"state": "idle", "failing": {"folder": "folder: /home/u/Sync is gone; not "
+                                                   "committing"}}
+    fix = problems.problems(away)[0]["fix"]
+    assert fix.startswith("put the synced folder back where it was; or, moved on purpose: "
+                          "stop dvcs-autosync, run dvcs-autosync init REMOTE NEWFOLDER --force")
+    assert "rebase" not in fix
+    rebase = {"state": "idle", "failing": {"folder": "folder: the repository is in the middle "
+                                                     "of a rebase: finish it (git rebase "
+                                                     "--continue) or abort it"}}
+    assert problems.problems(rebase)[0]["fix"] == problems.REBASE_FIX

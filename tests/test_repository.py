@@ -368,3 +368,90 @@ def test_a_pull_reads_the_whole_index_only_to_write_it(repo, tmp_path, monkeypat
     git("push", "-q", cwd=str(other))
     assert r.pull()["ok"]
     assert reports.fields["conflicts"] == [copy]
+
+
+def test_a_stop_kills_the_pull_s_fetch_and_the_pull_is_not_done_not_failed(repo, tmp_path,
+                                                                           caplog):
+    import logging
+    import threading
+    from autosync.core.commands import Template
+    from conftest import wait_until
+    caplog.set_level(logging.INFO)
+    r, reports = repo()
+    other = str(tmp_path / "other")
+    git("clone", "-q", repo.remote.path, other)
+    with open(os.path.join(other, "new.txt"), "w") as f:
+        f.write("from the other machine\n")
+    git("add", "new.txt", cwd=other)
+    git("commit", "-q", "-m", "new", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    started = str(tmp_path / "fetching")
+    r.guarded.fetch = Template("pullcmd", "touch %s && exec sleep 600" % started)  # a slow server
+    replies = []
+    puller = threading.Thread(target=lambda: replies.append(r.pull()))
+    puller.start()
+    wait_until(lambda: os.path.exists(started), what="the fetch to hang")
+    r.stop()  # as Committer.stop does, from its SIGTERM handler
+    puller.join(30)
+    assert not puller.is_alive()
+    assert replies == [{"ok": False, "pulled": False, "stopping": True,
+                        "error": "the daemon is stopping before the pull was made"}]
+    assert reports.named("failed") == []
+    said = [rec.getMessage() for rec in caplog.records]
+    assert "pull not done: the daemon is stopping (the next start pulls)" in said
+    assert not os.path.exists(repo.path / "new.txt")
+
+
+def test_rmcmd_is_not_run_for_paths_a_pull_has_just_removed(repo, tmp_path, caplog):
+    import logging
+    caplog.set_level(logging.DEBUG)
+    # A user's own rmcmd that fails on a path git does not hold (`git rm` without -r or
+    # --ignore-unmatch), as a drop-in config's may.
+    r, reports = repo(rmcmd="git rm -q %s")
+    for name in ("gone.txt", "kept.txt"):
+        (repo.path / name).write_text(name)
+    assert r.commit([{"action": "added", "path": "gone.txt"},
+                     {"action": "added", "path": "kept.txt"}])
+    assert r.push()
+    other = str(tmp_path / "other")
+    git("clone", "-q", repo.remote.path, other)
+    git("rm", "-q", "gone.txt", cwd=other)
+    git("commit", "-q", "-m", "removed there", cwd=other)
+    git("push", "-q", "origin", "HEAD:main", cwd=other)
+    assert r.pull()["ok"] and not (repo.path / "gone.txt").exists()
+    # The watcher names the pull's removal after it; a file removed here too.
+    os.unlink(repo.path / "kept.txt")
+    assert r.commit([{"action": "removed", "path": "gone.txt"},
+                     {"action": "removed", "path": "kept.txt"}])
+    said = [rec.getMessage() for rec in caplog.records]
+    assert not any("rmcmd failed" in line for line in said), said
+    ran = [line for line in said if line.startswith("rmcmd: ")]
+    assert len(ran) == 1 and ran[0].endswith("< kept.txt"), ran  # (its paths on stdin)
+    assert reports.named("failed") == []
+    assert b"kept.txt" not in git("ls-tree", "-r", "--name-only", "HEAD", cwd=str(repo.path))
+
+
+def test_a_stop_kills_a_push_under_way_and_it_is_not_done_not_failed(repo, tmp_path, caplog):
+    import logging
+    import threading
+    from autosync.core.commands import Template
+    from conftest import wait_until
+    caplog.set_level(logging.INFO)
+    r, reports = repo()
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}])
+    started = str(tmp_path / "pushing")
+    r.cmd["pushcmd"] = Template("pushcmd", "touch %s && exec sleep 600" % started)  # slow
+    done = []
+    pusher = threading.Thread(target=lambda: done.append(r.push()))
+    pusher.start()
+    wait_until(lambda: os.path.exists(started), what="the push to hang")
+    r.stop()
+    pusher.join(30)
+    assert not pusher.is_alive() and done == [False]
+    assert reports.named("failed") == []
+    said = [rec.getMessage() for rec in caplog.records]
+    assert "push not done: the daemon is stopping (the next start pushes)" in said
+    # A push that begins after the stop (of the stop's last commit) still runs.
+    r.cmd["pushcmd"] = Template("pushcmd", "git push -q")
+    assert r.push() and repo.remote.files()[b"a.txt"] == b"a"

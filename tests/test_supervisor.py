@@ -409,3 +409,49 @@ def test_pause_typed_in_home_pauses_the_default_config_s_daemon(machines, remote
         resumed.stderr
     wait_until(lambda: a.settled(remote), what="the change pushed after the resume")
     assert git("--git-dir", remote.path, "rev-parse", "main") != before
+
+
+# --- the original beside: which runs, on which folder (core/daemons.py) ----------------
+
+def test_the_original_is_told_from_ours_by_its_script_under_python3(tmp_path):
+    from autosync.core import daemons
+    original, ours = tmp_path / "o" / "dvcs-autosync", tmp_path / "u" / "dvcs-autosync"
+    for script, text in ((original, "import pyinotify, jabberbot\n"),
+                         (ours, "from autosync.supervisor import main\nmain()\n")):
+        script.parent.mkdir()
+        script.write_text(text)
+    assert daemons.is_original(["/usr/bin/python3", str(original), "x.autosync"])
+    assert daemons.is_original(["python3", "-u", "dvcs-autosync"], str(original.parent))
+    assert not daemons.is_original(["/usr/bin/python3", str(ours)])
+    assert daemons.is_original(["/usr/bin/python2.7", str(ours)])  # Python 2: only it
+    assert daemons.is_original(["python", "./dvcs-autosync"])
+    assert not daemons.is_original(["python3", "-m", "autosync.supervisor"])
+    assert not daemons.is_original(["python3", str(tmp_path / "gone" / "dvcs-autosync")])
+
+
+def test_an_original_given_another_config_syncs_the_folder_of_its_home_s_autosync(tmp_path):
+    """The original reads ~/.autosync after the file it is given: a path there wins. Ours,
+    on the folder of that ~/.autosync, is refused though the original's file names another."""
+    from autosync.core.config import load
+    home, folder = tmp_path / "its-home", tmp_path / "Sync"
+    home.mkdir()
+    folder.mkdir()
+    (home / ".autosync").write_text("[autosync]\npath = ~/../Sync\n")
+    given = tmp_path / "given.autosync"
+    given.write_text("[autosync]\npath = %s\n" % (tmp_path / "elsewhere"))
+    ours = tmp_path / "ours.autosync"
+    ours.write_text("[autosync]\npath = %s\nsyncmethod = none\nnotifymethod = none\n" % folder)
+    script = tmp_path / "original" / "dvcs-autosync"
+    script.parent.mkdir()
+    script.write_text("import sys\nprint('ready', flush=True)\nsys.stdin.read()\n")
+    for env_home, same in ((home, True), (tmp_path / "nowhere", False)):
+        original = subprocess.Popen([sys.executable, str(script), str(given)],
+                                    env=dict(os.environ, HOME=str(env_home)),
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert original.stdout.readline() == b"ready\n"
+            found = supervisor.other_daemon(load(str(ours), check_path=False))
+            assert found == ((original.pid, str(given)) if same else None), env_home
+        finally:
+            original.kill()
+            original.wait()

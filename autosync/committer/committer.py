@@ -235,7 +235,9 @@ class Committer:
         error = message.get("error")
         with self.cond:
             changed, self.schedule.link_up = up != self.schedule.link_up, up
-            self.status.update(link="up" if up else "down")
+            polled = message.get("polled") if up else None
+            self.status.update(link="up" if up else "down",
+                               link_polled=polled if isinstance(polled, (int, float)) else None)
             # The listener announces this revision unless it already has: a push
             # made before it logged in or subscribed is not missed.
             upstream, url = self.status["upstream"], self.url
@@ -347,7 +349,12 @@ class Committer:
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.pausing.paused.since))
         else:
-            self.catch_up("changes found at start-up", self.cfg.syncmethod != "none")
+            # Pulled first, as on resume, whenever this machine pulls at all: an edit made
+            # while stopped then meets the other machines' newer versions by the README's
+            # rule (gitpull.keep_beside: the newer at its place); committed first, it
+            # would count as made now.
+            self.catch_up("changes found at start-up", self.cfg.syncmethod != "none"
+                          or bool(self.cfg.pullinterval))
         self.idle()
 
     def catch_up(self, note, pull):
@@ -495,6 +502,7 @@ class Committer:
         with self.cond:
             self.stopping = self.reports.stopping = True
             self.cond.notify_all()
+        self.repo.stop()  # a pull under way ends now, not when its fetch would
 
     def commit(self, changes, rescan, note=None):
         """A commit with the descriptions waiting for it; True if one was made."""

@@ -51,6 +51,7 @@ FIELDS = {
     "upstream": None,  # git: the upstream branch's revision
     "syncmethod": None,  # which link (core/problems.py)
     "link": None,
+    "link_polled": None,  # seconds between polls, while the link polls instead of watching
     "mass_delete": ABSENT,  # the last commit that removed many files (committer/massdelete.py)
     "history": ABSENT,  # the history's size here and on the remote (core/sizes.py)
     "maintenance": ABSENT,  # the last maintenancecmd run (committer/maintenance.py)

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import shlex
+import signal
 import time
 import typing
 
@@ -16,7 +17,7 @@ from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
 from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
     recovery
 from autosync.core import sshremote
-from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.core.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -143,11 +144,22 @@ class Repository:
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
+        # A stop ends a push under way (a remote takes a push whole or not at all); one
+        # that begins after the stop (what the stop's last commit made) still runs.
+        self.push_cancel = Cancel(later=False)
         # git: a batch committed from its changed paths, without rewriting the whole index
         # (committer/quickcommit.py; only with the shipped command strings, else never taken).
         self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top) \
             if self.gitdir else None
         self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
+
+    def stop(self):
+        """The daemon stops: a guarded pull's fetch is killed and the pull ends before it
+        writes anything (one writing already runs to its end); a push under way is
+        killed. Safe in a signal handler."""
+        if self.guarded is not None:
+            self.guarded.cancel.cancel()
+        self.push_cancel.cancel()
 
     def close(self):
         """The daemon stops: what it made goes (its socket is the server's)."""
@@ -516,10 +528,13 @@ class Repository:
         for attempt in range(1, PUSH_TRIES + 1):
             self.report.state("pushing")
             try:
-                self.cmd["pushcmd"].run(cwd=self.folder)
+                self.cmd["pushcmd"].run(cwd=self.folder, cancel=self.push_cancel)
                 break
             except CommandFailed as e:
                 error = e
+            if self.push_cancel.cancelled and error.returncode == -signal.SIGTERM:
+                log.info("push not done: the daemon is stopping (the next start pushes)")
+                return False
             # Rejected because the remote moved on (merge and try again), or unreachable
             # (then the pull fails too): never a force push.
             if attempt == PUSH_TRIES or not self.pull()["ok"]:
@@ -591,6 +606,9 @@ class Repository:
             return False
         try:
             result = self.guarded.run()
+        except gitpull.Stopped:  # cut short by the stop: nothing written, nothing failed
+            log.info("pull not done: the daemon is stopping (the next start pulls)")
+            return False
         except gitpull.PullFailed as e:
             # A refused tree or a path not written is its own problem, with its own fix.
             self.report.failed(e.problem, e, retry="pull")
@@ -691,6 +709,8 @@ class Repository:
         # the instant the pull ended. With no watcher connected, the rescan at its start
         # does the same.
         result = {"ok": ok, "pulled": ok}
-        if not ok:
+        if not ok and self.guarded is not None and self.guarded.cancel.cancelled:
+            result.update(stopping=True, error="the daemon is stopping before the pull was made")
+        elif not ok:
             result["error"] = self.report.last_error()
         return result

@@ -107,6 +107,7 @@ class Staging:
             by_action["added"] += by_action.pop("modified")
             by_action["modified"] = []
         files, by_action["added"] = by_action["added"], self.collapse_folders(by_action["added"])
+        by_action["removed"] = self.recorded(by_action["removed"])
         for name, action in (("rmcmd", "removed"), ("addcmd", "added"), ("modifycmd", "modified")):
             paths = by_action[action]
             if paths:
@@ -116,6 +117,29 @@ class Staging:
         for path, error in failed:
             log.warning("%s", error)
         return failed
+
+    def recorded(self, removed):
+        """The removed paths that git records (in the index or HEAD, as a file or a
+        folder): a removal of any other has nothing to stage, and rmcmd is not run for it.
+        Such are the paths a pull has just removed (the watcher names them after it), or
+        a file made and removed between two commits: a `git rm %s` of the user's would
+        fail on each ("did not match any files"). Asked of git on stdin, no lock taken."""
+        if not self.gitdir or not removed:
+            return removed
+        asked = [p for p in removed if "\n" not in p]   # (a name with a newline: kept)
+        data = b"".join(b":%s\nHEAD:%s\n" % (os.fsencode(p), os.fsencode(p)) for p in asked)
+        out = git.git(self.folder, "cat-file", "--batch-check", data=data, check=False)
+        if out is None:
+            return removed
+        answers = out.split(b"\n")
+        if len(answers) < 2 * len(asked):
+            return removed
+        gone = {p for i, p in enumerate(asked) if answers[2 * i].endswith(b" missing")
+                and answers[2 * i + 1].endswith(b" missing")}
+        if gone:
+            log.debug("rmcmd not run for %d path(s) git does not record (removed by a pull, "
+                      "or never committed)", len(gone))
+        return [p for p in removed if p not in gone]
 
     def move(self, move):
         """movecmd for one move; a folder that movecmd cannot take whole (a `git rm %s` /

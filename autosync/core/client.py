@@ -287,10 +287,11 @@ class LinkState:
         self.queue = queue
         self.up = None     # as last told; None: never told
         self.error = None
+        self.polled = None  # seconds between polls of a link that polls instead of watching
 
-    def tell(self, up, error=None):
-        if up != self.up or error != self.error:
-            self.up, self.error = up, error
+    def tell(self, up, error=None, polled=None):
+        if (up, error, polled) != (self.up, self.error, self.polled):
+            self.up, self.error, self.polled = up, error, polled
             self.again()
 
     def again(self):
@@ -299,6 +300,8 @@ class LinkState:
         request = {"cmd": "link", "up": self.up}
         if self.error:
             request["error"] = self.error
+        if self.polled:
+            request["polled"] = self.polled
         self.queue.put("link", request)
 
 

@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import time
 from collections import namedtuple
 
 from autosync.core import git_environment
@@ -48,6 +49,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")   # `VAR=value cmd` needs a
 _MARK = "\0"   # stands for %s while shlex splits a plain line: a config value cannot hold NUL
 _REF = {None: '"%s"', '"': "%s", "'": "'\"%s\"'"}   # a parameter reference, by enclosing quote
 _EDGE = " \t()|&;"   # what may stand around a whole-word %s ("" in _EDGE: line start/end)
+CANCEL_POLL = 0.1   # seconds between looks at a cancelled command's end (_until_cancelled)
 CHUNK_BYTES = 512 * 1024   # argv bytes per run_many run, well under the usual 2 MiB ARG_MAX
 # git commands that read their pathspecs from standard input (git 2.26 on); git says 129
 # for an option it does not know, and such a git gets the paths as arguments instead.
@@ -389,9 +391,46 @@ def _filtered(path):
     return post
 
 
-def _spawn(argv, cwd, env, timeout, split, data=None):
+class Cancel:
+    """Lets another thread (a stop, even from a signal handler) end the commands run with
+    it: cancel() sends SIGTERM to the process group of each one running, and (`later`)
+    of each one started after it. Without locks (a signal handler may run while the
+    worker holds one): a command is listed before `cancelled` is read, and cancel() sets
+    `cancelled` before it reads the list, so either side sees the other."""
+
+    def __init__(self, later=True):
+        self.cancelled = False
+        self.later = later
+        self.running = set()   # the process groups (= PIDs) of the commands running
+        self.ended_by_us = set()   # those it sent SIGTERM
+
+    def cancel(self):
+        self.cancelled = True
+        for pid in list(self.running):
+            self._end(pid)
+
+    def started(self, pid):
+        self.running.add(pid)
+        if self.cancelled and self.later:
+            self._end(pid)
+
+    def _end(self, pid):
+        self.ended_by_us.add(pid)
+        _kill_group(pid, signal.SIGTERM)
+
+    def ended(self, pid):
+        self.running.discard(pid)
+        self.ended_by_us.discard(pid)
+
+
+def _kill_group(pid, sig):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _spawn(argv, cwd, env, timeout, split, data=None, cancel=None):
     """Run argv (data: its stdin, else none); -> (returncode, stdout, stderr, timed_out).
-    Output is combined unless split."""
+    Output is combined unless split. cancel: a Cancel that may end it."""
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
@@ -401,8 +440,13 @@ def _spawn(argv, cwd, env, timeout, split, data=None):
     except OSError as e:   # like the shell: 127 not found, 126 cannot run (E2BIG, EACCES, ...)
         code = 127 if isinstance(e, FileNotFoundError) else 126
         return code, b"", f"{e.filename or argv[0]}: {e.strerror}".encode(), False
+    if cancel is not None:
+        cancel.started(proc.pid)
     try:
-        out, err = proc.communicate(data, timeout=timeout)
+        if cancel is None:
+            out, err = proc.communicate(data, timeout=timeout)
+        else:
+            out, err = _until_cancelled(proc, data, timeout, cancel)
         return proc.returncode, out, err or b"", False
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
@@ -412,6 +456,32 @@ def _spawn(argv, cwd, env, timeout, split, data=None):
         except subprocess.TimeoutExpired:   # a daemonised grandchild still holds the pipe
             out, err = b"", b""
         return proc.returncode, out or b"", err or b"", True
+    finally:
+        if cancel is not None:
+            cancel.ended(proc.pid)
+
+
+def _until_cancelled(proc, data, timeout, cancel):
+    """proc.communicate(), except that the output of a cancelled command is not waited
+    for once it has exited: a process outside its group may hold its pipes (ssh's held
+    connection is handed the stdio of each ssh that uses it, until the server's side
+    of that session ends). -> (stdout, stderr); a cancelled one's: empty."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    first = True
+    while True:
+        wait = CANCEL_POLL if deadline is None else \
+            max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
+        try:
+            return proc.communicate(data if first else None, timeout=wait)
+        except subprocess.TimeoutExpired:
+            first = False
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            if proc.pid in cancel.ended_by_us and proc.poll() is not None:
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
+                return b"", b""
 
 
 def _arg_bytes(s):
@@ -445,9 +515,11 @@ class Template:
         # A plain `git add ... %s`: a folder given to it stages exactly the files in it.
         self.git_add = len(self.lines) == 1 and self.lines[0].git == "add"
 
-    def run(self, *args, cwd, check=True, timeout=None, env=None):
-        """Fill the %s with args and run; env: variables added to environment()."""
-        return self._run(self._fill(args), cwd, check, timeout, environment(env))[0]
+    def run(self, *args, cwd, check=True, timeout=None, env=None, cancel=None):
+        """Fill the %s with args and run; env: variables added to environment();
+        cancel: a Cancel that may end it (it then fails, killed by SIGTERM)."""
+        return self._run(self._fill(args), cwd, check, timeout, environment(env),
+                         cancel=cancel)[0]
 
     def output(self, *args, cwd, timeout=None, env=None):
         """stdout (only) of the last command, decoded like a file name, trailing newlines cut."""
@@ -513,17 +585,17 @@ class Template:
         it = iter(args)
         return [l.fill([next(it) for _ in range(l.nargs)]) for l in self.lines]
 
-    def _run(self, filled, cwd, check, timeout, env, split=False):
+    def _run(self, filled, cwd, check, timeout, env, split=False, cancel=None):
         """Run filled lines in order up to the first failure -> (Result, last stdout if split).
 
         A timeout raises even with check=False: there is no exit status to report."""
         rc, outputs, out = 0, [], b""
         for i, run in enumerate(filled):
             last = split and i == len(filled) - 1
-            rc, out, err, timed_out = self._spawn(run, cwd, env, timeout, last)
+            rc, out, err, timed_out = self._spawn(run, cwd, env, timeout, last, cancel)
             if rc == UNKNOWN_OPTION and run.fallback and b"pathspec-from-file" in err + out:
                 run = run.fallback   # a git before 2.26
-                rc, out, err, timed_out = self._spawn(run, cwd, env, timeout, last)
+                rc, out, err, timed_out = self._spawn(run, cwd, env, timeout, last, cancel)
             text = (err + out).decode("utf-8", errors="replace")   # err is empty unless split
             outputs.append(text)
             if timed_out:
@@ -534,11 +606,11 @@ class Template:
                 break
         return Result(rc, "".join(outputs)), out
 
-    def _spawn(self, run, cwd, env, timeout, split):
+    def _spawn(self, run, cwd, env, timeout, split, cancel=None):
         log.debug("%s: %s", self.name, run.shown)
         if run.post is None:
-            return _spawn(run.argv, cwd, env, timeout, split, run.data)
-        rc, out, err, timed_out = _spawn(run.argv, cwd, env, timeout, True, run.data)
+            return _spawn(run.argv, cwd, env, timeout, split, run.data, cancel)
+        rc, out, err, timed_out = _spawn(run.argv, cwd, env, timeout, True, run.data, cancel)
         if timed_out:
             return rc, out, err, timed_out
         rc, out, err = run.post(rc, out, err, lambda argv, data: _spawn(

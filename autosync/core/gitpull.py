@@ -36,6 +36,12 @@ unmoved: the next commit records them with the other machine's content, which
 the next pull merges cleanly. A new submodule is an empty folder, as `git
 pull` leaves it; its pointer moves in the index only.
 
+A stop (GitPull.cancel, from the committer's SIGTERM) kills the fetch's process
+group and ends the pull at the next step, Stopped, up to the moment the first file is
+replaced or removed: nothing is written, HEAD stays, the next start pulls again. From
+that moment on the pull runs to its end (its files are all made already), so that a
+stop never leaves written files under an unmoved HEAD.
+
 Any other pullcmd (a rebase, Mercurial, a script) stays a command.
 """
 import collections
@@ -43,12 +49,14 @@ import logging
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import threading
+import time
 
 from autosync.core import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
-from autosync.core.commands import SHELL_CHARS, Template, environment
+from autosync.core.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.core.git import git, hash_open, no_index
 from autosync.core.guarded import Expect, Refused, Writer
 from autosync.core.messages import merge_message
@@ -76,6 +84,11 @@ class Unsafe(PullFailed):
 class Unwritten(PullFailed):
     """A pulled version could not be written: HEAD and the index were not moved."""
     problem = "unwritten"
+
+
+class Stopped(PullFailed):
+    """The daemon stops (GitPull.cancel): the pull ended before it wrote anything, its
+    fetch killed; nothing failed, and the next start pulls again."""
 
 
 def null(oid):
@@ -156,6 +169,12 @@ class GitPull:
         self.fetch = None  # a Template to run instead of fetch_command() (tests)
         self.writer = Writer(self.folder, confirm=self.hash_as_git)
         self.index_env = dict  # -> variables for the index's update (fsmonitor.attach)
+        # A stop: cancel.cancel() kills the fetch (its process group) and ends the pull at
+        # the next stop_point(), up to the swap. From the first file replaced or removed
+        # on, the pull runs to its end: its few renames and the index are quick, and a
+        # pull cut there would leave files written and HEAD unmoved.
+        self.cancel = Cancel()
+        self.swapping = False
 
     def git(self, *args, env=None, data=None, check=True):
         proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
@@ -173,13 +192,33 @@ class GitPull:
 
     # --- the pull ---------------------------------------------------------------------
 
+    def stop_point(self):
+        """Stopped when the daemon stops and nothing of the pull is written yet."""
+        if self.cancel.cancelled and not self.swapping:
+            raise Stopped("the daemon is stopping")
+
     def run(self, timeout=None):
+        """The pull (see run_pull); a stop ends it unwritten, Stopped."""
+        self.swapping = False
+        self.began = time.time()  # a local edit older than this was made before the pull
+        try:
+            return self.run_pull(timeout)
+        finally:
+            self.swapping = False
+
+    def run_pull(self, timeout=None):
         """Fetch, merge, write. -> {"merged": copies in the merge commit, "beside": copies
         of files changed here meanwhile, "kept": paths that kept local bytes, "merge": the
         merge commit made here (None for a fast-forward)}; PullFailed (Unsafe, Unwritten)
         or CommandFailed (the fetch) when it could not be done: HEAD and the index are
         as they were then."""
-        (self.fetch or self.fetch_command()).run(cwd=self.folder, timeout=timeout)
+        try:
+            (self.fetch or self.fetch_command()).run(cwd=self.folder, timeout=timeout,
+                                                     cancel=self.cancel)
+        except CommandFailed:
+            self.stop_point()  # killed by the stop: not a failure
+            raise
+        self.stop_point()
         theirs = for_merge(self.gitdir)
         if theirs is None:
             raise PullFailed("the remote has no branch this one follows: set it with git "
@@ -197,6 +236,7 @@ class GitPull:
             new = None
         entries = self.diff(head, tree)
         self.refuse_unsafe(entries, theirs)  # before anything is written or made
+        self.stop_point()
         if new is None:
             new = self.git("commit-tree", tree, "-p", head, "-p", theirs,   # message: stdin
                            data=os.fsencode(merge_message(self.host, copies))).stdout.decode().strip()
@@ -206,6 +246,7 @@ class GitPull:
                        "the pulled files' contents")
         except thin.Unreachable as e:
             raise PullFailed(str(e)) from None
+        self.stop_point()
         hook = self.hook_before()
         kept, beside = self.write(entries, theirs)
         self.move_index(entries)
@@ -423,6 +464,8 @@ class GitPull:
             try:
                 blobs.ahead(first)
                 self.prepare(first, blobs, prepared)
+                self.stop_point()
+                self.swapping = True  # from here on, to the end (see __init__)
                 kept = []
                 for e in files:  # removals first: a file may give its name to a folder
                     if null(e.new) and e.path not in moving and \
@@ -436,8 +479,10 @@ class GitPull:
                 copies = []
                 for e in sorted((e for e in files if e.path in prepared), key=lambda e: e.path):
                     if not self.put(e, prepared.pop(e.path), blobs):
-                        kept.append(e.path)
-                        copies.append(self.keep_beside(e, blobs, theirs))
+                        copy, local_stays = self.keep_beside(e, blobs, theirs)
+                        copies.append(copy)
+                        if local_stays:
+                            kept.append(e.path)
             finally:
                 for p in prepared.values():
                     self.writer.discard(p)
@@ -498,6 +543,7 @@ class GitPull:
     def prepare(self, entries, blobs, prepared):
         """Each entry's new version in a temporary file beside its path."""
         for e in entries:
+            self.stop_point()
             try:
                 prepared[e.path] = self.writer.prepare(e.path, e.new_mode,
                                                        blobs.source(e.path, e.new, e.new_mode))
@@ -523,9 +569,24 @@ class GitPull:
                "until it is" % (path, why)
 
     def keep_beside(self, e, blobs, theirs):
-        """A file changed here while the pull ran keeps its bytes; the pulled version
-        goes beside it as a conflict copy (the local change is the newer one)."""
+        """A file changed here that the pull would replace: both versions are kept.
+        Changed while the pull ran (or as new as the pulled one), its bytes stay at the
+        path and the pulled version goes beside it as a conflict copy. Changed before
+        the pull began and not committed (an edit made while the daemon was stopped or
+        paused) and older than the pulled version: the README's rule, as in a merge
+        (copies.keep_both): the newer at its place, the local one beside it.
+        -> (the copy's {"path", "copy", "host"}, whether the local bytes stay at the path)"""
         stamp, _, host = gitmerge.last_change(self.folder, theirs, e.path)
+        local = self.edited_before(e.path)
+        if local is not None and local[0] < stamp:
+            made = self.put_local_beside(e, blobs, *local)
+            if made is not None:
+                log.warning("conflict in %s: changed here before this pull and not committed "
+                            "(made while the daemon was stopped or paused), and later on %s: "
+                            "kept the newer (from %s), this machine's as %s",
+                            e.path, host, host, made["copy"])
+                return made, False
+            local = None  # it changed meanwhile: being written now
         copy = copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
             os.path.join(self.folder, n)))
         try:
@@ -534,9 +595,60 @@ class GitPull:
             log.warning("conflict in %s: kept, but the pulled version (from %s) could not be "
                         "written beside it (%s); it is in history", e.path, host,
                         getattr(err, "strerror", None) or err)
-        log.warning("conflict in %s: changed here while the pull ran; kept, the pulled version "
-                    "(from %s) as %s", e.path, host, copy)
-        return {"path": e.path, "copy": copy, "host": host}
+        if local is None:
+            log.warning("conflict in %s: changed here while the pull ran; kept, the pulled "
+                        "version (from %s) as %s", e.path, host, copy)
+        else:
+            log.warning("conflict in %s: changed here before this pull and not committed "
+                        "(made while the daemon was stopped or paused), and on %s before "
+                        "it: kept the newer (this machine's), the pulled version as %s",
+                        e.path, host, copy)
+        return {"path": e.path, "copy": copy, "host": host}, True
+
+    def edited_before(self, rel):
+        """(mtime, mode) of the regular file at rel when it was last written before this
+        pull began (its change, not committed, predates the pull); None when it was
+        written since (or is not a regular file)."""
+        try:
+            st = os.lstat(os.path.join(self.folder, rel))
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_mtime >= self.began:
+            return None
+        return st.st_mtime, "100755" if st.st_mode & 0o100 else "100644"
+
+    def put_local_beside(self, e, blobs, mtime, mode):
+        """The local file moved to a conflict copy named for this machine (only if it
+        still holds what it held when looked at: one rename), then the pulled version
+        put at the path. -> the copy's {"path", "copy", "host"}; None when the file
+        changed meanwhile (it is being written: it stays, the newest of all)."""
+        full = os.path.join(self.folder, e.path)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            oid = self.hash_as_git(e.path, fd)
+        finally:
+            os.close(fd)
+        if oid is None:
+            return None
+        copy = copy_name(e.path, self.host, mtime, lambda n: not os.path.lexists(
+            os.path.join(self.folder, n)))
+        try:
+            if not self.writer.move(e.path, copy, Expect(mode, oid=oid)):
+                return None
+        except (Refused, OSError):
+            return None
+        try:
+            put = self.writer.put(e.path, e.new_mode, blobs.source(e.path, e.new, e.new_mode),
+                                  None)
+        except (Refused, OSError):
+            put = False
+        if not put:  # a file made at the path meanwhile keeps it; the pulled one is in history
+            log.warning("conflict in %s: the pulled version was not written (a file was made "
+                        "there meanwhile); it is in history", e.path)
+        return {"path": e.path, "copy": copy, "host": self.host}
 
     def gitlinks(self, entries):
         """Submodules as `git pull` leaves them: a new one an empty folder, a removed
@@ -683,6 +795,7 @@ class Blobs:
             raise PullFailed("git cat-file: %s is missing" % oid)
         left = int(header[2])
         while left:
+            self.pull.stop_point()  # (a big file's content: the stop need not wait for it)
             chunk = proc.stdout.read(min(left, CHUNK))
             if not chunk:
                 raise PullFailed("git cat-file: %s was cut short" % oid)
@@ -706,6 +819,7 @@ class Blobs:
                 raise PullFailed("git cat-file: could not read %s for %s" % (oid, path))
             held = b""
             while True:
+                self.pull.stop_point()
                 chunk = proc.stdout.read(CHUNK)
                 if not chunk:
                     break

@@ -11,8 +11,10 @@ next works). From that, the pause, the watcher's report and the XMPP link,
 
 # name -> what the user can do. The error says why; these say what next.
 FIX = {
-    "folder": "put the synced folder back where it was (or finish the rebase the error "
-              "names); syncing resumes by itself",
+    "folder": "put the synced folder back where it was; or, moved on purpose: stop "
+              "dvcs-autosync, run dvcs-autosync init REMOTE NEWFOLDER --force (with --config "
+              "FILE if it runs on one) and start it again; syncing resumes by itself once "
+              "the folder is back",
     "paused": "autosync-notify resume",
     "commit": "see the error (git's own hint is in it); tried again by itself",
     "merge": "see the error; tried again by itself",
@@ -37,6 +39,8 @@ LINK_FIX = {
            "password, and that autosync-remote is installed there (README); until then "
            "other machines' changes come only every pullinterval",
 }
+# The `folder` problem that is a rebase left half-done in the repository, not a folder away.
+REBASE_FIX = "finish the rebase or abort it, as the error says; syncing resumes by itself"
 UNTIL = "; until then other machines' changes come only every pullinterval"
 # ssh's words for a failure -> what that failure asks for (the first that matches).
 SSH_FIX = (
@@ -62,6 +66,12 @@ def link_fix(syncmethod, error):
     return LINK_FIX.get(syncmethod, FIX["link"])
 
 
+def folder_fix(error):
+    """What to do about the `folder` problem: a rebase to end, or a folder to bring back
+    (or, moved on purpose, the config to point at its new place)."""
+    return REBASE_FIX if "rebase" in (error or "") else FIX["folder"]
+
+
 ORDER = tuple(FIX)  # most pressing first
 BUSY = ("starting", "committing", "pushing", "pulling")
 
@@ -76,7 +86,8 @@ def problems(status):
     watch = status.get("watch")
     if watch and watch.get("unwatched"):
         found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
-    fixes = dict(FIX, link=link_fix(status.get("syncmethod"), found.get("link")))
+    fixes = dict(FIX, link=link_fix(status.get("syncmethod"), found.get("link")),
+                 folder=folder_fix(found.get("folder")))
     return [{"name": name, "error": str(found[name]), "fix": fixes[name]}
             for name in ORDER if name in found]
 

@@ -305,7 +305,8 @@ class Link(client.CommitterLink):
     # -- the committer
 
     def _tell_link(self, up, error=None):
-        self.link.tell(up, error)
+        # Polled (the server cannot run the watch): up, and said to be polled every POLL s.
+        self.link.tell(up, error, POLL if self.polling else None)
 
     def _pull(self, why):
         log.info("asking the committer to pull (%s)", why)

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from autosync.core import config, excludes, git, git_environment, gitpull, sshremote, thin
+from autosync.core import config, daemons, excludes, git, git_environment, gitpull, sshremote, thin
 from autosync.core.commands import environment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
@@ -243,6 +243,23 @@ class Init:
         if os.path.lexists(self.config) and not self.args.force:
             raise Refused("%s exists: not overwritten (--force replaces it); nothing touched"
                           % self.config)
+        if os.path.lexists(self.config):
+            self.check_no_daemon()
+
+    def check_no_daemon(self):
+        """--force over a config a daemon runs on (ours or the original): refused, with how
+        to stop it. Moving the folder is: stop, `init --force REMOTE NEWFOLDER`, start."""
+        pids = sorted(pid for pid, _, file in daemons.running()
+                      if os.path.realpath(file) == os.path.realpath(self.config))
+        if not pids:
+            return
+        if os.path.exists(self.unit_path()):
+            how = "systemctl --user stop %s" % self.unit_name()
+        else:
+            how = "kill %s" % " ".join(map(str, pids))
+        raise Refused("dvcs-autosync runs on %s (PID %s): stop it first (%s), then run this "
+                      "init again and start it; nothing touched"
+                      % (self.config, ", ".join(map(str, pids)), how))
 
     def check_options(self):
         a = self.args
@@ -839,7 +856,8 @@ def key_line(remote):
 def original_setup():
     """(what, where, its folder or None) when the original dvcs-autosync is set up for
     this user: its config ~/.autosync (its own example's statuscmd greps `git status`;
-    init never writes [dvcs]) or its pidfile (~/.autosync.pid) naming a running original."""
+    init never writes [dvcs]), its pidfile (~/.autosync.pid) naming a running original,
+    or an original running on any config (python, python2 or python3 dvcs-autosync)."""
     file = config.default_path()
     text = ""
     try:
@@ -856,12 +874,16 @@ def original_setup():
     pid = original_running(file + ".pid")
     if pid:
         return "pidfile", "%s (PID %d)" % (file + ".pid", pid), folder
+    for pid, args, its_config in daemons.running():
+        if daemons.is_original(args, "/proc/%d/cwd" % pid):
+            return "process", "(PID %d, config %s)" % (pid, its_config), \
+                daemons.synced_folder(pid, args, its_config)
     return None
 
 
 def original_running(pidfile):
-    """The PID a pidfile names when that process is the original dvcs-autosync (a Python 2
-    running a script named dvcs-autosync), else None."""
+    """The PID a pidfile names when that process is the original dvcs-autosync
+    (daemons.is_original), else None."""
     try:
         with open(pidfile) as f:
             pid = int(f.read().split()[0])
@@ -869,11 +891,4 @@ def original_running(pidfile):
             args = [os.fsdecode(a) for a in f.read().split(b"\0") if a]
     except (OSError, ValueError, IndexError):
         return None
-    return pid if is_original(args) else None
-
-
-def is_original(args):
-    """Whether a command line is the original's: Python 2 running dvcs-autosync."""
-    return (len(args) >= 2 and os.path.basename(args[0]).startswith("python")
-            and not os.path.basename(args[0]).startswith("python3")
-            and os.path.basename(args[1]) == "dvcs-autosync")
+    return pid if daemons.is_original(args, "/proc/%d/cwd" % pid) else None

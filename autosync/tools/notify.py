@@ -155,6 +155,10 @@ def link_text(status):
         return "not used (syncmethod = none: other machines' changes come every pullinterval)"
     failing = (status.get("failing") or {}).get("link")
     over = " over ssh" if status.get("syncmethod") == "ssh" else ""
+    polled = status.get("link_polled")
+    if link == "up" and polled:  # the server cannot run the watch: git ls-remote instead
+        return "polled every %g s%s (git ls-remote: the server cannot run the watch)" % (
+            polled, over)
     return link + over + (" (%s)" % failing if failing and link != "up" else "")
 
 

@@ -2,6 +2,8 @@
 import os
 import time
 
+import pytest
+
 
 from autosync.core import gitmerge as conflicts
 from conftest import git, tree
@@ -116,3 +118,34 @@ def test_a_repository_without_a_commit_has_no_killed_pull_to_undo(tmp_path):
     with open(os.path.join(folder, "f.txt"), "w") as f:
         f.write(">>>>>>> " + "a" * 40 + "\n")
     assert conflicts.undo_killed_pull(folder) == []
+
+
+@pytest.mark.parametrize("settings", [
+    {"syncmethod": "ssh"},  # its link watches a remote on a local path, without ssh
+    {"pullinterval": "300"},  # syncmethod = none, pulled every 300 s (and at start)
+], ids=["ssh", "pullinterval"])
+def test_an_older_edit_made_while_stopped_goes_beside_the_newer_pulled_one(machines, remote,
+                                                                          settings):
+    # The daemon pulls at start before it commits what changed while it was stopped.
+    a, b = machines("a", "b", **settings)
+    write(a, "notes.txt", b"base\n")
+    share(a, b, remote)
+    b.stop()
+    write(b, "notes.txt", b"b's edit, made while b was stopped\n")
+    before = time.time() - 30  # half a minute before a's edit
+    os.utime(os.path.join(b.path, "notes.txt"), (before, before))
+    write(a, "notes.txt", b"a's edit, made later\n")
+    settle(a, remote)
+    b.start()
+    settle(b, remote)
+    a.notify("pull")
+    settle(a, remote)
+    files = tree(b)
+    assert tree(a) == files
+    assert files["notes.txt"] == b"a's edit, made later\n"  # the newer at its place
+    assert list(copies(files, "notes", ".txt").values()) == \
+        [b"b's edit, made while b was stopped\n"]
+    log = b.logtext()
+    assert "conflict in notes.txt: changed here before this pull and not committed (made " \
+        "while the daemon was stopped or paused)" in log
+    assert "while the pull ran" not in log
