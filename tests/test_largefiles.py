@@ -117,6 +117,52 @@ def test_files_above_largefiles_go_to_the_annex_and_old_versions_expire_from_the
     assert b.read("video.bin") == versions[-1] and a.read("video.bin") == versions[-1]
     again = expire(a, "--older-than", "1s", "--yes")
     assert again.stdout.startswith("nothing to expire: "), again.stdout
+    # An expired version cannot be restored: said in one line, nothing written.
+    said = restore(a, "video.bin")
+    assert said.returncode == 1 and said.stderr.count("\n") == 1
+    assert "cannot restore video.bin: git-annex could not get 1 version(s) (expired, or no " \
+           "repository holding them is reachable: SHA256E-s300000--" in said.stderr
+    assert a.read("video.bin") == versions[-1]
+
+
+def restore(machine, rel):
+    return subprocess.run([sys.executable, "-m", "autosync.supervisor", "restore",
+                           os.path.join(machine.path, rel), "--config", machine.config],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")
+def test_restore_gets_back_a_version_this_machine_dropped(machines, remote):
+    annex(remote.path, "init", "-q", "remote")
+    a = machines("a", start=False, largefiles="100kb")
+    annex(a.path, "init", "-q", "a")
+    annex(a.path, "sync", "-q", "--no-content")
+    b = machines("b", start=False, largefiles="100kb")
+    annex(b.path, "init", "-q", "b")
+    hook = os.path.join(remote.path, "hooks", "post-receive")
+    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
+    for m in (a, b):
+        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
+        use_example(m, "git-annex.autosync")
+        m.start()
+    versions = []
+    for i in range(2):
+        versions.append(os.urandom(SIZE))
+        with open(os.path.join(a.path, "video.bin"), "wb") as f:
+            f.write(versions[-1])
+        wait_until(lambda: b.read("video.bin") == versions[-1] and a.settled(remote)
+                   and b.settled(remote), 60, 0.1, "version %d on b" % i)
+    wait_until(lambda: annex_bytes(os.path.join(a.path, ".git")) < 2 * SIZE, 60, 0.1,
+               "a to drop the first version")
+    # (Without the restore's get, git-annex's pointer would be written, and the content
+    # would replace it only when the daemon's `git annex sync --content` gets it.)
+    said = restore(a, "video.bin")
+    assert said.returncode == 0, said.stderr
+    assert a.read("video.bin") == versions[0]  # its content, not git-annex's pointer
+    wait_until(lambda: b.read("video.bin") == versions[0] and a.settled(remote), 60, 0.1,
+               "the restored version on b")
+    assert "Traceback" not in a.logtext() + b.logtext()
 
 
 @pytest.mark.e2e

@@ -258,6 +258,23 @@ def drop(folder, key, remote=None, force=False):
     return proc.returncode == 0, said[-1] if said else ""
 
 
+def bring(folder, oids):
+    """Before a restore reads old versions: the content of those that are annex pointers
+    and not held here (the automatic drop let them go) got from where git-annex finds
+    them. -> the keys it could not get (expired, or their holders unreachable)."""
+    if not annex_uuid(folder):
+        return []
+    wanted = set(keys_of(folder, oids).values()) - local_keys(folder)
+    missing = []
+    for key in sorted(wanted):
+        proc = subprocess.run(["git", "annex", "get", "--quiet", "--key", key], cwd=folder,
+                              env=environment(), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if proc.returncode:
+            missing.append(key)
+    return missing
+
+
 # --- the automatic drop after a push or a pull -------------------------------------------
 
 class Trimmer:
