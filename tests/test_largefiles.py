@@ -352,6 +352,16 @@ def test_expire_keeps_a_version_until_every_machine_has_got_it_or_a_later_one(tm
     annex(a.path, "dead", "c")
     assert planned(a)[1] == {v4: "b has got neither this version nor a later one of the "
                                  "file yet"}
+    # A removed file waits for nobody: what b gets of it is the removal.
+    v6 = a.save(os.urandom(SIZE), "other.bin")
+    a.sync()
+    os.unlink(os.path.join(a.path, "other.bin"))
+    git("add", "-A", cwd=a.path)
+    git("commit", "-q", "-m", "other.bin removed", cwd=a.path)
+    assert v6 not in planned(a)[0]  # still current on the remote's branch
+    a.sync()
+    drops, kept = planned(a)
+    assert drops[v6] == ("remote", "here") and v6 not in kept
 
 
 class Cfg:
@@ -371,6 +381,14 @@ def test_largefileskeep_is_an_age_or_nothing(tmp_path):
         assert str(e.value).endswith("[autosync] largefileskeep: expected an age such as 30d, "
                                      "12w, 1y (s, m, h, d, w, y), or nothing (keep every "
                                      "version), got %r" % bad) and "\n" not in str(e.value)
+
+
+def test_largefileskeep_needs_commands_that_carry_annexed_content(tmp_path):
+    with pytest.raises(config.ConfigError) as e:
+        config.load(write_config(tmp_path, "largefileskeep = 30d\n"))
+    assert str(e.value).endswith("[autosync] largefileskeep: expected nothing, since pushcmd "
+                                 "does not carry annexed content (it applies to git-annex's "
+                                 "versions; docs/examples/git-annex.autosync), got '30d'")
 
 
 @needs_annex

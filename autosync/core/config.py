@@ -461,6 +461,11 @@ def _build(file, values, known, warnings):
                    "annexed content (use git-annex's: git annex sync ... --content; "
                    "docs/examples/git-annex.autosync)"
                    % largefiles.needs_annex_commands(config.commands), a["largefiles"])
+    if config.largefileskeep and largefiles.needs_annex_commands(config.commands):
+        raise _bad(file, "autosync", "largefileskeep", "nothing, since %s does not carry "
+                   "annexed content (it applies to git-annex's versions; "
+                   "docs/examples/git-annex.autosync)"
+                   % largefiles.needs_annex_commands(config.commands), a["largefileskeep"])
     if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
         warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
                         % (file, config.syncmethod))

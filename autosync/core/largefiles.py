@@ -389,7 +389,9 @@ def plan(folder, remote, remote_uuid, age, now=None):
         line, 1 or 0, in the location log of this version or of one that a commit put
         at the same path since. A machine that dropped a copy still "has got" it; one
         with no line for it or for anything newer at that path lacks it and may still
-        be catching up, so the version stays until it has moved past it.
+        be catching up, so the version stays until it has moved past it. A file whose
+        last change removed it (or made it too small for the annex) waits for nobody:
+        what a machine gets of that is the removal, which needs no content.
     It may then be the last copy: it goes for good (that is the user's rule)."""
     now = time.time() if now is None else now
     cutoff = now - age
@@ -422,7 +424,7 @@ def plan(folder, remote, remote_uuid, age, now=None):
             kept.append((version, "only this machine has it (it never reached %s)" % remote))
             continue
         behind = sorted(name or uuid for uuid, name in others.items()
-                        if uuid not in logs[key]
+                        if later[key] and uuid not in logs[key]
                         and not any(uuid in logs.get(k, {}) for k in later[key]))
         if behind:
             kept.append((version, "%s has got neither this version nor a later one of the "
