@@ -283,6 +283,17 @@ def test_a_save_leaves_one_local_copy_once_the_remote_holds_the_old_one(tmp_path
     assert trim.run() == [(v4, SIZE)] and a.held() == {v3}
 
 
+def test_the_drop_does_nothing_in_a_repository_without_an_annex(tmp_path):
+    from conftest import Remote
+    remote = Remote(tmp_path / "remote.git")
+    folder = str(tmp_path / "plain")
+    git("clone", "-q", remote.path, folder)
+    trim = largefiles.Trimmer(folder)
+    assert trim.run() == [] and trim.tell() is False
+    assert not os.path.exists(os.path.join(folder, ".git", "annex"))
+    assert b"git-annex" not in git("--git-dir", remote.path, "branch", "-a")
+
+
 @needs_annex
 def test_expire_keeps_current_versions_and_what_only_this_machine_has(tmp_path):
     remote = annexed_remote(tmp_path)

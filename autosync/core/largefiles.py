@@ -311,6 +311,8 @@ class Trimmer:
         machine got and dropped (`expire` on the others waits for what it got). Its
         pullcmd (`git annex sync --no-push`) never pushes, and a machine that only
         receives would never say. -> True if pushed."""
+        if not annex_uuid(self.folder):
+            return False  # no annex here (largefiles warned at the start): nothing to tell
         remote = sizes.upstream_remote(self.folder)
         theirs = "refs/remotes/%s/git-annex" % remote
         known = subprocess.run(["git", "rev-parse", "-q", "--verify", theirs], cwd=self.folder,
@@ -327,7 +329,7 @@ class Trimmer:
 
     def run(self):
         """-> [(key, size)] dropped here."""
-        if not self.due():
+        if not annex_uuid(self.folder) or not self.due():
             return []
         spare = local_keys(self.folder) - used_keys(self.folder)
         dropped = []
