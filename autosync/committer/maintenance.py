@@ -123,9 +123,10 @@ class Upkeep:
             largefiles.expire(self.committer.cfg, self.keep, True, out=said)
         except (OSError, largefiles.ExpireError) as e:
             return "expire (largefileskeep = %s): %s" % (self.keep, e)
-        for line in said.lines:
-            if not line.startswith("nothing to expire"):
-                log.info("expire (largefileskeep = %s): %s", self.keep, line)
+        for line in said.lines:  # what it dropped; what it keeps, hourly, only in the debug log
+            level = logging.DEBUG if line.startswith(("nothing to expire", "keeping")) else \
+                logging.WARNING if line.startswith("not dropped") else logging.INFO
+            log.log(level, "expire (largefileskeep = %s): %s", self.keep, line)
         return None
 
     def run(self):
