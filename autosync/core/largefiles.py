@@ -286,7 +286,7 @@ class Trimmer:
 
     def __init__(self, folder):
         self.folder = folder
-        self.seen = None  # (HEAD, the keys held) at the last look
+        self.seen = None  # ({ref: commit}, the keys held) at the last look
 
     def due(self):
         """Cheap: has a version arrived here, or has a branch (HEAD, or the remote's as last
