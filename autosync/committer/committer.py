@@ -28,7 +28,7 @@ import threading
 import time
 
 from autosync.committer import maintenance, wakeup
-from autosync.core import cli, largefiles, problems
+from autosync.core import cli, largefiles, problems, sizes
 from autosync.committer.user_requests import Descriptions, Pausing
 from autosync.committer.reports import LINKED, Reports, Schedule, Status
 from autosync.core.messages import ACTIONS, TEXT_MAX
@@ -152,6 +152,8 @@ class Committer:
         }
         self.upkeep = maintenance.Upkeep(self)  # maintenancecmd, between the worker's steps
         largefiles.apply(cfg, log)  # the largefiles key: git-annex takes files above it
+        # ... and after a push or a pull, the old versions the remote holds are not kept here.
+        self.trimmer = largefiles.Trimmer(cfg.path) if getattr(cfg, "largefiles", "") else None
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -430,7 +432,10 @@ class Committer:
         else:
             notes = here + notes
         if pulls > self.done["pull"] or timer_pull or "pull" in retry or woken:
-            self.finish("pull", pulls, self.repo.pull())
+            pulled = self.repo.pull()
+            if pulled.get("ok"):
+                self.trim()
+            self.finish("pull", pulls, pulled)
         if not sync:
             with self.cond:
                 self.notes[:0] = notes  # kept for the commit of their change
@@ -485,12 +490,32 @@ class Committer:
                                last_error=self.repo.commit_error)  # still said if so
         if self.repo.pushed_new:
             self.status.event("pushed", url=url, source="committer", rev=upstream or "")
+        self.trim()
         left = self.reports.recount()
         if left and not self.told_still_unpushed:
             self.told_still_unpushed = True  # pushcmd pushes elsewhere than the upstream branch?
             log.warning("the push worked, yet %d commit(s) are still not on the upstream branch "
                         "(does pushcmd push to another remote or branch?)", left)
         return True
+
+    def trim(self):
+        """largefiles: drop here the annexed versions no current file uses that the remote
+        holds, then tell the remote what this machine holds (core/largefiles.py, Trimmer);
+        a failure is said and syncing goes on."""
+        if self.trimmer is None:
+            return
+        try:
+            dropped = self.trimmer.run()
+        except (OSError, largefiles.ExpireError) as e:
+            log.warning("large files: old versions not dropped here: %s", e)
+            return
+        if dropped:
+            log.info("large files: dropped here %d old version(s) the remote holds (%s)",
+                     len(dropped), sizes.human(sum(size or 0 for _, size in dropped)))
+        try:
+            self.trimmer.tell()  # what this machine got and dropped, for expire elsewhere
+        except (OSError, largefiles.ExpireError) as e:
+            log.warning("large files: the remote was not told what this machine holds: %s", e)
 
     def finish(self, kind, ticket, result):
         with self.cond:

@@ -20,11 +20,15 @@ with their own upkeep sets theirs; empty (or maintenanceinterval = 0) turns it o
 A failure is logged once until it works again, and said in `status`; it stops
 nothing. The history's size shown in `status` (core/sizes.py) is measured here too:
 in idle time, at most once a minute after work, and after each maintenance.
+
+`largefileskeep` (an age) is applied here as well: each run ends with `dvcs-autosync
+expire --yes` at that age (core/largefiles.py), each drop logged; it runs even with
+an empty `maintenancecmd`, never with maintenanceinterval = 0.
 """
 import logging
 import time
 
-from autosync.core import commands, sizes
+from autosync.core import commands, largefiles, sizes
 
 log = logging.getLogger("autosync.maintenance")
 
@@ -45,7 +49,8 @@ class Upkeep:
         self.interval = getattr(cfg, "maintenanceinterval", 0.0)
         self.quiet = min(QUIET, self.interval)
         self.clock = clock
-        self.on = bool(self.interval) and not self.template.empty
+        self.keep = getattr(cfg, "largefileskeep", "")  # annexed versions' age: expire
+        self.on = bool(self.interval) and (not self.template.empty or bool(self.keep))
         self.last_work = clock()
         self.next_at = clock() + self.interval if self.on else None
         self.failing = False
@@ -111,15 +116,31 @@ class Upkeep:
         self.run()
         return True
 
+    def expire(self):
+        """largefileskeep: expire's drops, each line logged -> an error's line, or None."""
+        said = _Lines()
+        try:
+            largefiles.expire(self.committer.cfg, self.keep, True, out=said)
+        except (OSError, largefiles.ExpireError) as e:
+            return "expire (largefileskeep = %s): %s" % (self.keep, e)
+        for line in said.lines:  # what it dropped; what it keeps, hourly, only in the debug log
+            level = logging.DEBUG if line.startswith(("nothing to expire", "keeping")) else \
+                logging.WARNING if line.startswith("not dropped") else logging.INFO
+            log.log(level, "expire (largefileskeep = %s): %s", self.keep, line)
+        return None
+
     def run(self):
         c = self.committer
         started = time.time()
         c.status.update(maintenance=dict(c.status["maintenance"] or {}, running=started))
         error = None
         try:
-            self.template.run(cwd=c.cfg.path, timeout=TIMEOUT)
+            if not self.template.empty:
+                self.template.run(cwd=c.cfg.path, timeout=TIMEOUT)
         except commands.CommandFailed as e:
             error = str(e)
+        if self.keep:
+            error = self.expire() or error
         self.runs += 1
         ended = time.time()
         self.last_work = self.clock()
@@ -138,3 +159,13 @@ class Upkeep:
                                      "error": error})
         if self.measure_sizes:
             self.measure()  # what the upkeep freed
+
+
+class _Lines:
+    """A file for expire's report, kept as lines."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write(self, text):
+        self.lines.extend(text.splitlines())

@@ -83,6 +83,10 @@ KEYS = {
         # Files above this size go to git-annex (core/largefiles.py); "": off.
         "largefiles": Key("size_or_off", "", "a size such as 10mb (kb, mb, gb), or nothing "
                           "(off)"),
+        # Annexed versions replaced longer ago than this may go for good, from the remote
+        # and here (`dvcs-autosync expire`, core/largefiles.py); "": every version is kept.
+        "largefileskeep": Key("age_or_off", "", largefiles.AGE_EXPECTED + ", or nothing "
+                              "(keep every version)"),
         # git's fsmonitor hook answered from the watcher's batches (committer/fsmonitor.py);
         # auto: on in a large tree, where it makes a commit faster.
         "fsmonitor": Key("option('auto', 'yes', 'no')", "auto", "auto, yes or no"),
@@ -210,6 +214,7 @@ class Config:
     tray: bool = _A["tray"]
     maintenanceinterval: float = _A["maintenanceinterval"]
     largefiles: str = _A["largefiles"]  # git-annex's size text ("10mb"), "" off
+    largefileskeep: str = _A["largefileskeep"]  # an age ("30d"), "" keep all
     fsmonitor: str = _A["fsmonitor"]
     hostname: str = dataclasses.field(default_factory=lambda: socket.gethostname())
     describecmd: str = _A["describecmd"]
@@ -349,7 +354,8 @@ def _validate(file, known):
     values = ConfigObj(given, configspec=spec, interpolation=False)
     results = values.validate(Validator({"seconds": _seconds, "seconds_or_unset": _seconds_or_unset,
                                           "fingerprint": fingerprint,
-                                          "size_or_off": _size_or_off}),
+                                          "size_or_off": _size_or_off,
+                                          "age_or_off": _age_or_off}),
                               preserve_errors=True)
     # Report the first bad key in the order of KEYS, so the message does not vary.
     errors = {(path[0], key) for path, key, _ in flatten_errors(values, results) if key}
@@ -366,6 +372,17 @@ def _size_or_off(value):
         return largefiles.parse_size(value)
     except ValueError:
         raise VdtValueError(value) from None
+
+
+def _age_or_off(value):
+    """configobj check: an age for largefileskeep ("30d"), or "" (keep every version)."""
+    text = value.strip()
+    if text:
+        try:
+            largefiles.parse_age(text)
+        except ValueError:
+            raise VdtValueError(value) from None
+    return text
 
 
 def _seconds_or_unset(value):
@@ -426,6 +443,7 @@ def _build(file, values, known, warnings):
         pushdelay=a["pushdelay"], pullinterval=a["pullinterval"], safetypull=a["safetypull"],
         notifylevel=a["notifylevel"], hostname=host, tray=a["tray"],
         maintenanceinterval=a["maintenanceinterval"], largefiles=a["largefiles"],
+        largefileskeep=a["largefileskeep"],
         fsmonitor=a["fsmonitor"],
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"
@@ -443,6 +461,11 @@ def _build(file, values, known, warnings):
                    "annexed content (use git-annex's: git annex sync ... --content; "
                    "docs/examples/git-annex.autosync)"
                    % largefiles.needs_annex_commands(config.commands), a["largefiles"])
+    if config.largefileskeep and largefiles.needs_annex_commands(config.commands):
+        raise _bad(file, "autosync", "largefileskeep", "nothing, since %s does not carry "
+                   "annexed content (it applies to git-annex's versions; "
+                   "docs/examples/git-annex.autosync)"
+                   % largefiles.needs_annex_commands(config.commands), a["largefileskeep"])
     if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
         warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
                         % (file, config.syncmethod))

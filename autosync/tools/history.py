@@ -16,7 +16,7 @@ import re
 import sys
 import time
 
-from autosync.core import cli, commands, git, gitnotes, guarded, thin
+from autosync.core import cli, commands, git, gitnotes, guarded, largefiles, thin
 from autosync.core.ignore import Ignore
 from autosync.core.messages import TEXT_MAX, action_of, printable, text_of
 from autosync.tools.progress import Progress
@@ -178,6 +178,15 @@ class History:
         except thin.Unreachable as e:
             raise HistoryError("cannot restore %s: %s; nothing written" % (printable(rel), e)) \
                 from None
+        # git-annex (largefiles): an old version this machine dropped, got back first.
+        try:
+            missing = largefiles.bring(self.cfg.path, oids)
+        except largefiles.ExpireError as e:
+            missing = [str(e)]
+        if missing:
+            raise HistoryError("cannot restore %s: git-annex could not get %d version(s) "
+                               "(expired, or no repository holding them is reachable: %s); "
+                               "nothing written" % (printable(rel), len(missing), missing[0]))
 
     def newest(self):
         """The newest revision of the folder (what the working tree was last committed as)."""
