@@ -18,7 +18,7 @@ from benchmarks import results  # noqa: E402
 
 PAGE = os.path.join(results.ROOT, "docs", "benchmark.md")
 ORDER = ("propagation", "burst", "machines", "slowwriter", "scale", "onechange", "home",
-         "bigfile", "idle")
+         "bigfile", "annex", "idle")
 LIMIT = 150  # lines: the page is a table, the journal holds the rest
 
 WHAT = """\
@@ -31,6 +31,8 @@ WHAT = """\
 * onechange: one file changed in a committed tree of N files until B has it.
 * home: a home folder's scale: start, memory, idle CPU, a rescan, a resume, a burst.
 * bigfile: a new 1 GB file, and a 1 MB edit inside a 50 MB file, until B has it.
+* annex: a 200 MB file saved 10 times with largefiles (git-annex): the disk of each machine
+  and of the remote after the sync and after expire (tests/benchmarks/annex.py, standalone).
 * idle: CPU of the whole suite over an idle minute."""
 
 HOW = """\

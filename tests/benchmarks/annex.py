@@ -3,8 +3,8 @@
 the disk it costs a laptop, a desktop and the remote, with `largefiles` (git-annex)
 beside plain git, after the sync and after `expire`.
 
-    python3 tests/bench_annex.py [--size-mb 200] [--saves 10] [--scale 0.1] [--thin]
-                                 [--only plain|annex] [--keep DIR]
+    python3 tests/benchmarks/annex.py [--size-mb 200] [--saves 10] [--scale 0.1] [--thin]
+                                       [--only plain|annex] [--keep DIR]
 
 Not a test: nothing is asserted; it prints what it measured (a Markdown table) and
 the load average. Everything runs in a temporary folder with a private HOME: real
@@ -34,9 +34,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # conftest, helpers
+ROOT = os.path.dirname(TESTS)
+sys.path.insert(0, TESTS)
 sys.path.insert(0, ROOT)
 
 from conftest import Machine, Remote, git, wait_until  # noqa: E402
