@@ -327,7 +327,7 @@ class Committer:
         # Before anyone can ask: the status never says 0 wrongly.
         self.reports.recount(upstream=True)
         self.server.start()
-        self.startup()
+        self.unless_the_folder_went(self.startup)
         while True:
             with self.cond:
                 # (wait_for answers has_work() as it last found it: whether this step works)
@@ -335,9 +335,24 @@ class Committer:
                                             timeout=self.upkeep.timeout(self.sleep_time()))
                 if self.stopping and (not self.pending or self.pausing.active()):
                     break  # pending changes while paused: the rescan on resume finds them
-            self.step()
-            self.upkeep.tick(worked)  # in this thread: never beside a commit, push or pull
+            self.unless_the_folder_went(self.step)
+            # (in this thread: never beside a commit, push or pull)
+            self.unless_the_folder_went(lambda: self.upkeep.tick(worked))
         self.status.state("stopped")
+
+    def unless_the_folder_went(self, work):
+        """Run `work`. The folder gone in the middle of it (moved, deleted or unmounted
+        between the repository's check and a command, whose working folder then does not
+        exist) is the folder problem, told and looked at again (a rescan once it is
+        back), not the end of the worker: it died, and the committer with it."""
+        try:
+            work()
+        except FileNotFoundError as e:
+            if os.path.isdir(self.cfg.path):
+                raise
+            log.warning("the synced folder went away during a commit, pull or push (%s)", e)
+            self.repo.safe("commit")  # says why (status, log, notification); looks again
+            self.idle()
 
     def startup(self):
         self.repo.recover()

@@ -284,3 +284,33 @@ def test_refused_commits_are_counted_across_a_restart_and_pushed_when_the_remote
     print("pushed %.1f s after the remote accepted again" % (time.monotonic() - started))
     wait_until(lambda: a.status().get("unpushed") == 0, 10, what="a to count 0 unpushed")
     assert local_only(a) == 0 and a.status()["last_error"] is None
+
+
+def test_the_folder_moved_away_in_the_middle_of_a_commit_is_the_folder_problem(machines,
+                                                                               remote):
+    """The worst moment for a move of the folder: after the committer checked that it is
+    there, while its commit runs (commitcmd itself moves it, once). The next command's
+    working folder is gone: that is the folder problem, said in status, and the committer
+    goes on; it died there (the worker thread, then the process) and, restarted, refused
+    to start on a folder that did not exist, with nobody left to say why."""
+    a = machines("a", start=False)
+    moved = a.path + ".moved"
+    a.dvcs["commitcmd"] = "git commit -q -m %%s && if [ ! -e '%s.once' ]; then " \
+        ": > '%s.once'; mv '%s' '%s'; fi" % (moved, moved, a.path, moved)
+    a.write_config()
+    a.start()
+    committer = a.children()["committer"]
+    write(a, "first.txt", b"committed, then the folder went\n")
+    problem = wait_until(lambda: a.status().get("folder"), 30,
+                         what="status to say the folder is away")
+    assert "gone" in problem and a.path in problem
+    assert a.children()["committer"] == committer  # still the same process
+    os.rename(moved, a.path)
+    wait_until(lambda: (lambda s: s and s.get("folder") is None)(a.status()), 30,
+               what="the folder to be taken back")
+    write(a, "after.txt", b"after\n")
+    wait_until(lambda: a.settled(remote), 30, what="a to settle")
+    files = remote.files()
+    assert files[b"first.txt"] == b"committed, then the folder went\n"
+    assert files[b"after.txt"] == b"after\n"
+    assert "Traceback" not in a.logtext()
