@@ -20,7 +20,7 @@ import time
 
 from autosync.core import protocol
 from autosync.core.config import Config
-from autosync.core.xmpp_session import LoginError, Replaced, SessionLost
+from autosync.xmpp.session import LoginError, Replaced, SessionLost
 
 
 class FakeCommitter:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autosync.core import commands
-from autosync.core.commands import CommandFailed, Result, Template, environment, remote_said
+from autosync.vcs import commands
+from autosync.vcs.commands import CommandFailed, Result, Template, environment, remote_said
 
 # Each must reach the program as exactly one argument, byte for byte, and never run.
 HOSTILE = [

@@ -1,5 +1,5 @@
 """copies.py: conflict copies' names written, read back and found, and the keep-both
-policy that git's merges (core/gitmerge.py, core/gitpull.py) and Mercurial's (committer/hgmerge.py) share,
+policy that git's merges (vcs/gitmerge.py, vcs/gitpull.py) and Mercurial's (committer/hgmerge.py) share,
 here against a Place made of dicts (the real ones: e2e/test_keep_both, test_gitpull,
 test_hgmerge, e2e/test_mercurial)."""
 import os
@@ -135,9 +135,9 @@ def test_deleted_on_both_sides_writes_nothing():
 
 
 def test_the_mercurial_helper_loads_no_git_plumbing():
-    """autosync-hgmerge takes the policy from core/copies.py, not from git's core/gitmerge.py."""
+    """autosync-hgmerge takes the policy from core/copies.py, not from git's vcs/gitmerge.py."""
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, autosync.committer.hgmerge; print(' '.join(sys.modules))"],
         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
     assert "autosync.core.copies" in loaded
-    assert not {"autosync.core.gitmerge", "autosync.core.git"} & set(loaded)
+    assert not {"autosync.vcs.gitmerge", "autosync.vcs.git"} & set(loaded)

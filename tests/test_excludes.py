@@ -3,8 +3,8 @@ import subprocess
 
 import pytest
 
-from autosync.core import excludes, git_environment
-from autosync.core.commands import environment
+from autosync.vcs import excludes, git_environment
+from autosync.vcs.commands import environment
 from autosync.core.config import Config
 from conftest import git
 

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from autosync.committer import fsmonitor, fsmonitor_hook
-from autosync.core import git_environment
-from autosync.core.commands import environment
+from autosync.vcs import git_environment
+from autosync.vcs.commands import environment
 from autosync.core.config import GIT_COMMANDS, load
 from autosync.committer.repository import Repository
 from conftest import Remote, git, wait_until

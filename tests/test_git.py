@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from autosync.core import git as gitrepo
+from autosync.vcs import git as gitrepo
 from conftest import git
 
 

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from autosync.core import commands, git_environment
+from autosync.vcs import commands, git_environment
 from conftest import ROOT, git
 
 OURS = len(git_environment.SETTINGS)

@@ -1,6 +1,6 @@
 """gitnotes.py: descriptions of pushed commits travel between clones, none lost.
 Real git: a bare remote and two clones."""
-from autosync.core import gitnotes
+from autosync.vcs import gitnotes
 from conftest import Remote, git
 
 

@@ -17,7 +17,8 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync.core import paths, problems, sshremote
+from autosync.core import paths, problems
+from autosync.ssh import connection as sshremote
 from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from autosync.core import gitpull
+from autosync.vcs import gitpull
 from conftest import git
 from test_gitpull import commit, pull, two, write  # noqa: F401 (two: a fixture)
 
@@ -298,7 +298,7 @@ def dead_pid():
 
 
 def test_a_crafted_journal_entry_changes_nothing_outside_the_folder(tmp_path, state):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     root = tmp_path / "synced"
     (root / "d").mkdir(parents=True)
     outside = tmp_path / "outside"
@@ -327,7 +327,7 @@ def test_a_crafted_journal_entry_changes_nothing_outside_the_folder(tmp_path, st
 
 
 def test_a_journal_folder_others_can_write_is_not_followed(tmp_path, state, caplog):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     root = tmp_path / "synced"
     root.mkdir()
     temp = root / ".autosync-write.1.1~"
@@ -342,7 +342,7 @@ def test_a_journal_folder_others_can_write_is_not_followed(tmp_path, state, capl
 
 KILLED = r"""
 import os, signal, sys
-from autosync.core import guarded
+from autosync.vcs import guarded
 root, rel, expect = sys.argv[1], sys.argv[2], sys.argv[3]
 writer = guarded.Writer(root)
 def source(fd):  # a 300 MB version; the writer is killed 8 MB into it
@@ -361,7 +361,7 @@ writer.put(rel, "100644", source,
 
 @pytest.mark.parametrize("kind", ["swap", "new"])
 def test_a_write_killed_midway_leaves_no_prefix_anywhere(tmp_path, state, kind):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     root = tmp_path / "synced"
     (root / "d").mkdir(parents=True)
     if kind == "swap":
@@ -383,7 +383,7 @@ def test_a_write_killed_midway_leaves_no_prefix_anywhere(tmp_path, state, kind):
 
 MEASURE = r"""
 import resource, sys
-from autosync.core import gitpull
+from autosync.vcs import gitpull
 folder = sys.argv[1]
 puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
 def vm(field):

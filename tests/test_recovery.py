@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from autosync.core import recovery
+from autosync.vcs import recovery
 from conftest import git, wait_until
 
 
@@ -238,7 +238,7 @@ def test_a_folder_the_watcher_says_is_away_is_not_committed(repo):
 
 
 def test_remote_of_runs_remoteurlcmd_in_the_folder(repo):
-    from autosync.core.commands import Template
+    from autosync.vcs.commands import Template
     git("remote", "add", "origin", "https://example.org/x.git", cwd=repo)
     remote = recovery.remote_of(Template("remoteurlcmd", "git config --get remote.origin.url"))
     assert remote(repo) == "https://example.org/x.git"

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from autosync.core import git_environment
+from autosync.vcs import git_environment
 from autosync.core.config import GIT_COMMANDS
 from autosync.committer.repository import Repository
 from conftest import Remote, git

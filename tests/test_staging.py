@@ -1,7 +1,7 @@
 """What goes into a commit: staging, rescans, what is held back, nested repositories."""
 import os
 
-from autosync.core.commands import CommandFailed
+from autosync.vcs.commands import CommandFailed
 from autosync.committer.staging import arg, expand_moves, why_not_staged
 
 

@@ -21,7 +21,7 @@ import xmpp as xmpppy
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from autosync.xmpp import listener as ax
-from autosync.core import xmpp_session
+from autosync.xmpp import session as xmpp_session
 from autosync.core import config
 from autosync.core.config import Xmpp
 from fakes import FakeCommitter  # noqa: E402

@@ -11,9 +11,9 @@ import time
 import pytest
 import xmpp
 
-from autosync.core import xmpp_session
+from autosync.xmpp import session as xmpp_session
 from autosync.core.config import Xmpp
-from autosync.core.xmpp_session import DeadlineSocket, LoginError, one_line, open_session
+from autosync.xmpp.session import DeadlineSocket, LoginError, one_line, open_session
 
 PASSWORD = "s3cret-Pa55word"
 

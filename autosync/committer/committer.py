@@ -28,7 +28,8 @@ import threading
 import time
 
 from autosync.committer import maintenance, wakeup
-from autosync.core import cli, largefiles, problems
+from autosync.core import cli, problems
+from autosync.vcs import largefiles
 from autosync.committer.user_requests import Descriptions, Pausing
 from autosync.committer.reports import LINKED, Reports, Schedule, Status
 from autosync.core.messages import ACTIONS, TEXT_MAX

@@ -31,8 +31,8 @@ import subprocess
 import sys
 import threading
 
-from autosync.core import git, git_environment
-from autosync.core.commands import Template, environment
+from autosync.vcs import git, git_environment
+from autosync.vcs.commands import Template, environment
 
 log = logging.getLogger("autosync.fsmonitor")
 

@@ -52,7 +52,7 @@ FIELDS = {
     "syncmethod": None,  # which link (core/problems.py)
     "link": None,
     "mass_delete": ABSENT,  # the last commit that removed many files (committer/massdelete.py)
-    "history": ABSENT,  # the history's size here and on the remote (core/sizes.py)
+    "history": ABSENT,  # the history's size here and on the remote (vcs/sizes.py)
     "maintenance": ABSENT,  # the last maintenancecmd run (committer/maintenance.py)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".

@@ -1,7 +1,7 @@
 """One synced folder's DVCS operations: commit, merge, push, pull.
 
 Runs the configured command strings (any DVCS) plus the few git-only
-safeguards (core/gitmerge.py, core/recovery.py). It decides nothing about when: the
+safeguards (vcs/gitmerge.py, vcs/recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
 a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
@@ -13,10 +13,10 @@ import time
 import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
+from autosync.vcs import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
     recovery
-from autosync.core import sshremote
-from autosync.core.commands import SHELL_CHARS, CommandFailed, Template
+from autosync.ssh import connection as sshremote
+from autosync.vcs.commands import SHELL_CHARS, CommandFailed, Template
 from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -139,7 +139,7 @@ class Repository:
         self.own_commands = all(plain_git(self.cmd[name].text, STAGING_COMMANDS) for name in
                                 ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
                                  "statuscmd", "commitcmd"))
-        # A plain `git pull` is done by core/gitpull.py: it never overwrites a write it did not see.
+        # A plain `git pull` is done by vcs/gitpull.py: it never overwrites a write it did not see.
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
@@ -348,7 +348,7 @@ class Repository:
 
     def describe_pushed(self, rev, text):
         """Put `text` on commit `rev`, pushed already, as a note that travels with the
-        branch (core/gitnotes.py); -> the commit's subject, or None when that cannot be done
+        branch (vcs/gitnotes.py); -> the commit's subject, or None when that cannot be done
         (not git, or no such commit here): the text then goes on the next commit."""
         if not self.gitdir or not self.safe("commit"):
             return None
@@ -659,7 +659,7 @@ class Repository:
         before = git.head(self.folder) if self.gitdir else None
         self.merged = None
         ok = self.run_pull()
-        # guarded: every write the pull made went through core/gitpull.py's guarded writer
+        # guarded: every write the pull made went through vcs/gitpull.py's guarded writer
         # (no command of the user's ran): the watcher's events of the pull are a full
         # account of what changed, and it stages them instead of asking for a rescan.
         self.report.event("pull-finished", ok=ok, guarded=self.guarded is not None)

@@ -24,7 +24,7 @@ import typing
 from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
-from autosync.core import ini, largefiles
+from autosync.core import ini
 from autosync.core.ini import ConfigError
 from autosync.core.paths import find_marker, socket_for
 
@@ -80,7 +80,7 @@ KEYS = {
         "tray": Key("boolean", False, "yes or no"),
         # The repository's upkeep (maintenancecmd), at most this often (committer/maintenance.py).
         "maintenanceinterval": Key("seconds", 3600.0, SECONDS + " (0: never)"),
-        # Files above this size go to git-annex (core/largefiles.py); "": off.
+        # Files above this size go to git-annex (vcs/largefiles.py); "": off.
         "largefiles": Key("size_or_off", "", "a size such as 10mb (kb, mb, gb), or nothing "
                           "(off)"),
         # git's fsmonitor hook answered from the watcher's batches (committer/fsmonitor.py);
@@ -363,9 +363,36 @@ def _validate(file, known):
 def _size_or_off(value):
     """configobj check: a size for git-annex ("10mb"), or "" (off)."""
     try:
-        return largefiles.parse_size(value)
+        return parse_size(value)
     except ValueError:
         raise VdtValueError(value) from None
+
+
+# The `largefiles` key (vcs/largefiles.py does the rest: the daemon's git settings, expire).
+SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|bytes?|kb|mb|gb|tb|kib|mib|gib|tib)?", re.I)
+
+
+def parse_size(text):
+    """The `largefiles` value -> git-annex's size text ("10mb"); "" for off.
+    ValueError for anything else."""
+    text = text.strip()
+    if not text or text.lower() == "off":
+        return ""
+    match = SIZE.fullmatch(text)
+    if not match:
+        raise ValueError(text)
+    number, unit = match.group(1), (match.group(2) or "b").lower()
+    unit = "b" if unit.startswith("b") else unit
+    return "%s%s" % (number, unit)
+
+
+def needs_annex_commands(commands):
+    """Why the push and pull commands cannot carry annexed content, or None."""
+    for name in ("pushcmd", "pullcmd"):
+        text = commands.get(name) or ""
+        if "annex sync" not in text or "--content" not in text:
+            return name
+    return None
 
 
 def _seconds_or_unset(value):
@@ -438,11 +465,11 @@ def _build(file, values, known, warnings):
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         warnings.extend(_check_account(file, config))
-    if config.largefiles and largefiles.needs_annex_commands(config.commands):
+    if config.largefiles and needs_annex_commands(config.commands):
         raise _bad(file, "autosync", "largefiles", "nothing, since %s does not carry "
                    "annexed content (use git-annex's: git annex sync ... --content; "
                    "docs/examples/git-annex.autosync)"
-                   % largefiles.needs_annex_commands(config.commands), a["largefiles"])
+                   % needs_annex_commands(config.commands), a["largefiles"])
     if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
         warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
                         % (file, config.syncmethod))

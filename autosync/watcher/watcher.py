@@ -27,10 +27,11 @@ import time
 
 import pyinotify
 
-from autosync.core import cli, client, recovery
+from autosync.core import cli, client
+from autosync.vcs import recovery
 from autosync.watcher import watchlimit
 from autosync.watcher.batch import Batch, Growing, Tree
-from autosync.core.commands import Template
+from autosync.vcs.commands import Template
 from autosync.core.ignore import Ignore
 from autosync.core.inotify import Inotify
 from autosync.core.protocol import NoDaemon, ProtocolError, Untrusted, connect
@@ -269,7 +270,7 @@ class Watcher:
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(settled)
             elif event.get("guarded") and not gone and not _ignore_rules_touched(changes):
-                # conservative, after the committer's own git pull (core/gitpull.py, every
+                # conservative, after the committer's own git pull (vcs/gitpull.py, every
                 # write made through the guarded writer): every path written during the
                 # pull, by it or by anyone, is in this batch, so staging exactly these
                 # paths as they are now is what a rescan would find, without reading

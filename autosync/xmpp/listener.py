@@ -2,7 +2,7 @@
 
 The Listener decides: who is a peer, which message becomes a pull, whom an
 announcement goes to, when to reconnect. The XMPP session itself (xmpppy,
-TLS, login) is autosync.xmpp_session; the committer's socket is
+TLS, login) is autosync.xmpp.session; the committer's socket is
 autosync.client.
 
 After every push the committer reports (`pushed` event), we send `pushed URL`
@@ -35,7 +35,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autosync.core import client, xmpp_session
+from autosync.core import client
+from autosync.xmpp import session as xmpp_session
 from autosync.core.summary import Summariser
 from autosync.core.retry import Backoff, Trouble
 

@@ -26,10 +26,10 @@ import subprocess
 import sys
 import time
 
-from autosync.core import sizes
-from autosync.core.commands import environment
+from autosync.core import cli
+from autosync.vcs import git_environment, sizes
+from autosync.vcs.commands import environment
 
-SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|bytes?|kb|mb|gb|tb|kib|mib|gib|tib)?", re.I)
 AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w|y)", re.I)
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
 # An annexed file's pointer (unlocked) or link target (locked): the key is its last part.
@@ -37,37 +37,13 @@ POINTER = re.compile(rb"^(?:/annex/objects/|(?:\.\./)*\.git/annex/objects/(?:[^/
                      rb"([A-Za-z0-9]+-[^/\s]+)\n?$")
 
 
-def parse_size(text):
-    """The `largefiles` value -> git-annex's size text ("10mb"); "" for off.
-    ValueError for anything else."""
-    text = text.strip()
-    if not text or text.lower() == "off":
-        return ""
-    match = SIZE.fullmatch(text)
-    if not match:
-        raise ValueError(text)
-    number, unit = match.group(1), (match.group(2) or "b").lower()
-    unit = "b" if unit.startswith("b") else unit
-    return "%s%s" % (number, unit)
-
-
 def rule(size):
     """annex.largefiles for a `largefiles` size."""
     return "largerthan=%s" % size
 
 
-def needs_annex_commands(commands):
-    """Why the push and pull commands cannot carry annexed content, or None."""
-    for name in ("pushcmd", "pullcmd"):
-        text = commands.get(name) or ""
-        if "annex sync" not in text or "--content" not in text:
-            return name
-    return None
-
-
 def apply(cfg, log=None):
     """In the committer: every git command it runs from now on sees annex.largefiles."""
-    from autosync.core import git_environment
     size = getattr(cfg, "largefiles", "")
     git_environment.use_largefiles(rule(size) if size else None)
     if size and log is not None:
@@ -206,7 +182,6 @@ def plan(folder, remote, remote_uuid, age, now=None):
 
 
 def describe(version, size, remote):
-    from autosync.core import cli
     return "%s as it was until %s (%s, %s)" % (version.path, cli.show_time(version.replaced),
                                              sizes.human(size) if size is not None else
                                              "size unknown", version.key)
@@ -271,7 +246,6 @@ def parse(argv):
 
 
 def main(argv):
-    from autosync.core import cli
     args = parse(list(argv)[1:])  # argv[0] is "expire"
     cfg = cli.load(args.config)
     try:

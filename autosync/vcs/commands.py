@@ -36,7 +36,7 @@ import signal
 import subprocess
 from collections import namedtuple
 
-from autosync.core import git_environment
+from autosync.vcs import git_environment
 
 log = logging.getLogger("autosync.commands")
 

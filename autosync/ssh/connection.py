@@ -27,7 +27,8 @@ import signal
 import subprocess
 import sys
 
-from autosync.core import commands, paths
+from autosync.core import paths
+from autosync.vcs import commands
 
 POLL = 10.0  # seconds between `git ls-remote`s of a server that cannot watch (remote.poll)
 
@@ -183,7 +184,7 @@ def cannot_watch(returncode):
 def poll_command(url, base):
     """(argv, shown, env) polling the remote at `url` here with git ls-remote
     (autosync-remote poll), through the held connection."""
-    from autosync.core import git_environment
+    from autosync.vcs import git_environment
     argv = [sys.executable, "-m", "autosync.ssh.remote", "poll", url]
     git_environment.use_ssh_command(git_ssh_command(url, base))
     return argv, " ".join(map(commands.show, argv)), commands.environment()

@@ -14,7 +14,7 @@ import os
 import re
 
 from autosync.core.copies import keep_both
-from autosync.core.git import git
+from autosync.vcs.git import git
 from autosync.core.messages import host_of
 
 log = logging.getLogger("autosync.conflicts")

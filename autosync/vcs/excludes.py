@@ -10,7 +10,7 @@ in the user's repository or config is changed.
 import logging
 import os
 
-from autosync.core.git import git
+from autosync.vcs.git import git
 from autosync.core.ignore import EDITOR_JUNK
 
 log = logging.getLogger("autosync.excludes")

@@ -46,11 +46,11 @@ import shutil
 import subprocess
 import threading
 
-from autosync.core import gitmerge, thin
+from autosync.vcs import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
-from autosync.core.commands import SHELL_CHARS, Template, environment
-from autosync.core.git import git, hash_open, no_index
-from autosync.core.guarded import Expect, Refused, Writer
+from autosync.vcs.commands import SHELL_CHARS, Template, environment
+from autosync.vcs.git import git, hash_open, no_index
+from autosync.vcs.guarded import Expect, Refused, Writer
 from autosync.core.messages import merge_message
 
 log = logging.getLogger("autosync.gitpull")

@@ -8,7 +8,7 @@ when `startupcmd` found the changes by itself).
 import os
 import subprocess
 
-from autosync.core.commands import PATHSPEC_OPTIONS, environment, why
+from autosync.vcs.commands import PATHSPEC_OPTIONS, environment, why
 from autosync.core.messages import host_of
 
 ACTIONS = {"A": "added", "M": "modified", "T": "modified", "D": "removed"}

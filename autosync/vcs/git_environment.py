@@ -89,7 +89,7 @@ VARIABLES = {
 _excludes = None
 
 
-# GIT_SSH_COMMAND for the daemon's commands (sshremote.git_ssh_command: the held
+# GIT_SSH_COMMAND for the daemon's commands (ssh/connection.py, git_ssh_command: the held
 # connection to the remote); None: the user's own, untouched.
 _ssh_command = None
 

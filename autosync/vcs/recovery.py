@@ -19,8 +19,8 @@ import stat
 import subprocess
 import time
 
-from autosync.core import git, guarded
-from autosync.core.commands import CommandFailed, environment
+from autosync.vcs import git, guarded
+from autosync.vcs.commands import CommandFailed, environment
 from autosync.core.paths import find_marker
 
 log = logging.getLogger("autosync.recovery")

@@ -19,8 +19,8 @@ DVCS is git; another DVCS's descriptions of pushed commits go on the next commit
 import logging
 import os
 
-from autosync.core import thin
-from autosync.core.git import git
+from autosync.vcs import thin
+from autosync.vcs.git import git
 
 log = logging.getLogger("autosync.gitnotes")
 

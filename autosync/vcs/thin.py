@@ -10,12 +10,12 @@ trip per object (git 2.39's `cat-file --batch`, as a restore or a pull read
 them, asks for each on its own). So those who know up front which contents they
 will read ask for them here, all in one fetch:
 
-  * the daemon's pull (core/gitpull.py): the new versions of the changed paths,
+  * the daemon's pull (vcs/gitpull.py): the new versions of the changed paths,
     before anything is written; the remote away at that instant is a failed
     pull like any other (nothing written, tried again);
   * restore (tools/history.py): the versions it will write, before anything is
     written; the remote away is one line (Unreachable), nothing written;
-  * the notes fetched with each pull (core/gitnotes.py), so that `log` works with
+  * the notes fetched with each pull (vcs/gitnotes.py), so that `log` works with
     the remote away.
 
 Which contents are missing is found without fetching: the wanted blobs are
@@ -26,7 +26,7 @@ those it lacks. Nothing here does anything in a full clone.
 import logging
 import subprocess
 
-from autosync.core.commands import environment, why
+from autosync.vcs.commands import environment, why
 
 log = logging.getLogger("autosync.thin")
 

@@ -16,8 +16,8 @@ import os
 import subprocess
 import time
 
-from autosync.core import thin
-from autosync.core.commands import environment
+from autosync.vcs import thin
+from autosync.vcs.commands import environment
 
 MEASURE_EVERY = 60.0  # seconds at least between two measurements after work
 
