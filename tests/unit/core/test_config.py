@@ -11,8 +11,8 @@ import pytest
 from autosync.core import config, ini
 from autosync.core.config import ConfigError
 from autosync.core.paths import socket_for
+from conftest import HERE  # tests/ (its data/; the checkout above it)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")
 
 

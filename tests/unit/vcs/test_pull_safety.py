@@ -11,10 +11,8 @@ import sys
 import pytest
 
 from autosync.vcs import gitpull
-from conftest import git
+from conftest import HERE, git  # HERE: tests/, the checkout above it
 from test_gitpull import commit, pull, two, write  # noqa: F401 (two: a fixture)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def head(folder):
