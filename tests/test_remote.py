@@ -196,7 +196,7 @@ def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(
                                                           "a command of git's or the watch" % repo),
             ("git-upload-pack 'unclosed", "this key may only sync %s: not a command of git's "
                                           "or the watch" % repo)):
-        with pytest.raises(ar.Refused) as refused:
+        with pytest.raises(ar.NotAllowed) as refused:
             ar.asked(command, repo, home)
         assert str(refused.value) == said, command
 

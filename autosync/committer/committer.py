@@ -17,9 +17,9 @@ While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push).
 
 The committer owns its parts: its Status and Schedule (committer/reports.py, with
-Reports, what the repository reports to), its Pausing and Descriptions
-(committer/user_requests.py). Requests are answered from one table, `requests`, whose names
-are protocol.REQUESTS (a test keeps them equal).
+Reports, what the repository reports to), its Pausing (committer/pausing.py) and
+Descriptions (committer/descriptions.py). Requests are answered from one table,
+`requests`, whose names are protocol.REQUESTS (a test keeps them equal).
 """
 import logging
 import os
@@ -30,7 +30,8 @@ import time
 from autosync.committer import maintenance, wakeup
 from autosync.core import cli, problems
 from autosync.vcs import largefiles
-from autosync.committer.user_requests import Descriptions, Pausing
+from autosync.committer.descriptions import Descriptions
+from autosync.committer.pausing import Pausing
 from autosync.committer.reports import LINKED, Reports, Schedule, Status
 from autosync.core.messages import ACTIONS, TEXT_MAX
 from autosync.core.protocol import Server
@@ -292,7 +293,7 @@ class Committer:
         return {"ok": True}
 
     def wake(self, reason):
-        """The machine woke up or its network came back (wakeup.Listener): pull, then push
+        """The machine woke up or its network came back (wakeup.SystemBusListener): pull, then push
         what waits, at once. Several before the worker gets to it are one.
         -> False while paused: the pull waits for the resume."""
         with self.cond:
@@ -517,7 +518,7 @@ def main(argv=None):
     # (the supervisor's patience bounds that) and the join below returns.
     StopFlag(wake=committer.stop).install()
     worker.start()
-    wakeups = wakeup.Listener(committer.wake).start()
+    wakeups = wakeup.SystemBusListener(committer.wake).start()
     worker.join()
     wakeups.stop(wait=False)  # a daemon thread: it never holds the exit up
     committer.status.event("stopping")

@@ -56,7 +56,7 @@ CONNECT_WAIT = 30.0  # seconds the watch waits for the held connection (ConnectT
 
 
 @dataclass
-class Timing:
+class LinkTiming:
     """Every delay of the link, in seconds; tests make them small."""
     backoff_min: float = 1.0       # first wait before starting the command again ...
     backoff_max: float = 60.0      # ... doubling up to this
@@ -102,7 +102,7 @@ class Link(client.CommitterLink):
 
     def __init__(self, cfg, timing=None, argv=watch_argv, have=have, asleep=asleep):
         self.cfg = cfg
-        t = self.timing = timing or Timing()
+        t = self.timing = timing or LinkTiming()
         self.argv = argv
         self.have = have
         self.asleep = asleep

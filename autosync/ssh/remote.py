@@ -225,20 +225,20 @@ def watch(repo, out=None):
         watcher.close()
 
 
-class Refused(Exception):
+class NotAllowed(Exception):
     """What a restricted key asked for is not allowed; str() says what, in one line."""
 
 
 def asked(original, repo, home=None):
     """What the client's command (SSH_ORIGINAL_COMMAND) asks of the repository `repo`:
-    ("upload-pack" | "receive-pack" | "watch"); Refused for anything else. The path the
+    ("upload-pack" | "receive-pack" | "watch"); NotAllowed for anything else. The path the
     client names must be `repo` itself (as the server's git would find it)."""
     if original is None:
-        raise Refused("this key may only sync %s: no shell" % repo)
+        raise NotAllowed("this key may only sync %s: no shell" % repo)
     try:
         words = shlex.split(original)
     except ValueError:
-        raise Refused("this key may only sync %s: not a command of git's or the watch" % repo)
+        raise NotAllowed("this key may only sync %s: not a command of git's or the watch" % repo)
     from autosync.ssh.connection import REMOTE_SCRIPT
     if len(words) == 2 and words[0] in GIT_SERVICES:  # what git sends: git-upload-pack 'PATH'
         what, path = GIT_SERVICES[words[0]], words[1]
@@ -247,10 +247,10 @@ def asked(original, repo, home=None):
     elif len(words) == 3 and words[:2] == ["autosync-remote", "watch"]:  # a watchcmd's
         what, path = "watch", words[2]
     else:
-        raise Refused("this key may only sync %s: %s is not a command of git's or the watch"
+        raise NotAllowed("this key may only sync %s: %s is not a command of git's or the watch"
                       % (repo, (words or [""])[0][:40] or "an empty command"))
     if not same_repository(path, repo, home):
-        raise Refused("this key may only sync %s, not %s" % (repo, path[:200]))
+        raise NotAllowed("this key may only sync %s, not %s" % (repo, path[:200]))
     return what
 
 
@@ -328,7 +328,7 @@ def main(argv=None):
         if argv[0] == "poll":
             return poll(argv[1])
         return watch(argv[1])
-    except Refused as e:
+    except NotAllowed as e:
         print("autosync-remote: %s" % e, file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from autosync.committer import fsmonitor_hook
-from autosync.committer.fsmonitor import HOOK, Journal
+from autosync.committer.fsmonitor import HOOK, BatchJournal
 
 
 def state(run=b"r1", floor=0, seq=3, blind=0, entries=b""):
@@ -64,7 +64,7 @@ def test_no_state_or_a_bad_one_answers_everything_with_a_token_never_valid():
 
 def test_the_hook_as_git_runs_it_reads_the_journals_file(tmp_path):
     where = str(tmp_path / "state")
-    journal = Journal(where, run="abc")
+    journal = BatchJournal(where, run="abc")
     journal.received([{"action": "modified", "path": "a b"}])
     journal.write()
     run = subprocess.run([sys.executable, "-I", "-S", HOOK, where, "2", "autosync:abc:0"],

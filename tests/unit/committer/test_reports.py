@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from autosync.committer.user_requests import Descriptions
+from autosync.committer.descriptions import Descriptions
 from autosync.committer.reports import BACKOFF_MAX, Reports, Schedule, Status
 from fakes import FakeServer, config
 

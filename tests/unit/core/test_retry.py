@@ -81,8 +81,8 @@ def test_steady_tries_wait_the_first_delay_then_it_grows():
 
 
 def test_the_ssh_link_retries_about_every_second_through_a_short_outage():
-    from autosync.ssh.link import Timing
-    t = Timing()
+    from autosync.ssh.link import LinkTiming
+    t = LinkTiming()
     b = Backoff(t.backoff_min, t.backoff_max, jitter=0.2, steady=t.backoff_steady)
     delays = [b.next() for _ in range(t.backoff_steady)]
     assert max(delays) <= 1.0 and sum(delays) >= 0.8 * 15  # 15 s of outage and more

@@ -17,7 +17,7 @@ PEER_B = ME + "/autosync-b"
 PEER_C = ME + "/autosync-c"
 STRANGER = "eve@example.org/autosync-b"
 
-TIMING = ax.Timing(ping_interval=10.0, ping_timeout=5.0, backoff_min=1.0, backoff_max=8.0,
+TIMING = ax.ListenerTiming(ping_interval=10.0, ping_timeout=5.0, backoff_min=1.0, backoff_max=8.0,
                    notify_quiet=0.5, notify_interval=1.0)
 
 
