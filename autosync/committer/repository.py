@@ -1,7 +1,7 @@
 """One synced folder's DVCS operations: commit, merge, push, pull.
 
 Runs the configured command strings (any DVCS) plus the few git-only
-safeguards (vcs/gitmerge.py, vcs/recovery.py). It decides nothing about when: the
+safeguards (vcs/gitmerge.py, vcs/folder.py, vcs/recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
 a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
@@ -22,6 +22,7 @@ from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.committer.staging import Staging, expand_moves
 from autosync.committer.stillwritten import StillWritten
+from autosync.vcs.folder import Folder, remote_of
 
 # git commit's words when the index holds nothing new (exit 1): not a failure.
 NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|nothing added to commit|no changes added "
@@ -90,7 +91,7 @@ class Report(typing.Protocol):
 
 def held_ssh(folder, remote):
     """GIT_SSH_COMMAND holding one ssh connection to the remote (`remote(folder)`: its
-    address, recovery.remote_of), or None (not over ssh, or the user's own)."""
+    address, vcs/folder.py's remote_of), or None (not over ssh, or the user's own)."""
     url = remote(folder) if remote else ""
     return sshremote.git_ssh_command(url, folder) if url else None
 
@@ -110,7 +111,7 @@ class Repository:
                      "" if len(taken) == 1 else "s", ", ".join(taken))
         # What the folder was at start: a vanished or replaced one is never committed.
         # Another clone of the same remote put in its place is taken on (safe()).
-        self.where = recovery.Folder(self.folder, recovery.remote_of(self.cmd.get("remoteurlcmd")))
+        self.where = Folder(self.folder, remote_of(self.cmd.get("remoteurlcmd")))
         self.gitdir = git.git_dir(self.folder)  # None: not git, no built-in resolution
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out

@@ -15,7 +15,7 @@ its own watch says so, and a look at its identity every IDENTITY_EVERY
 seconds catches what inotify cannot see (a mount over it). Then nothing is
 watched or sent, and the committer is told (it commits nothing meanwhile).
 A folder back at the path is watched again and rescanned once it is quiet,
-when it is ours or another clone of our remote (recovery.Folder);
+when it is ours or another clone of our remote (folder.Folder);
 anything else is one line, and the suite stops.
 """
 import logging
@@ -28,7 +28,7 @@ import time
 import pyinotify
 
 from autosync.core import cli, client
-from autosync.vcs import recovery
+from autosync.vcs.folder import GONE, Folder, remote_of
 from autosync.watcher import watchlimit
 from autosync.watcher.batch import Batch, Growing, Tree
 from autosync.vcs.commands import Template
@@ -63,7 +63,7 @@ class Watcher:
         self.growing = Growing()  # files still written when their batch closed at maxwait
         self.pull_batch = None  # collects what a pull writes, while one runs
         commands = getattr(cfg, "commands", {})
-        self.folder = recovery.Folder(self.root, recovery.remote_of(
+        self.folder = Folder(self.root, remote_of(
             Template("remoteurlcmd", commands["remoteurlcmd"])
             if commands.get("remoteurlcmd") else None))
         self.root_wd = None
@@ -410,7 +410,7 @@ class Watcher:
         self.lost = False
         self.inotify.close()
         self.batch, self.pull_batch, self.growing = Batch(), None, Growing()
-        problem = recovery.GONE % self.root  # what is there now, if anything, is judged later
+        problem = GONE % self.root  # what is there now, if anything, is judged later
         self.stirred = time.monotonic()
         if not self.tell_folder(problem):
             log.warning("%s", problem)

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from autosync.vcs import recovery
+from autosync.vcs.folder import Folder, _identity, remote_of
 from conftest import git, wait_until
 
 
@@ -33,20 +34,20 @@ HOLD = "import sys; f = open(%r); print('ready', flush=True); sys.stdin.read()"
 
 
 def test_an_untouched_folder_has_no_problem(repo):
-    assert recovery.Folder(repo).problem() is None
-    sub = recovery.Folder(os.path.join(repo, "sub"))
+    assert Folder(repo).problem() is None
+    sub = Folder(os.path.join(repo, "sub"))
     assert sub.marker == os.path.join(repo, ".git")  # found above the synced subfolder
     assert sub.problem() is None
 
 
 def test_a_removed_folder_is_gone(repo):
-    folder = recovery.Folder(repo)
+    folder = Folder(repo)
     shutil.rmtree(repo)
     assert "is gone" in folder.problem() and repo in folder.problem()
 
 
 def test_a_replaced_folder_is_noticed(repo):
-    folder = recovery.Folder(repo)
+    folder = Folder(repo)
     os.rename(repo, repo + ".old")  # the old one stays, so the new one gets another inode
     os.mkdir(repo)
     os.rename(repo + ".old/.git", repo + "/.git")  # even with the metadata moved along
@@ -54,7 +55,7 @@ def test_a_replaced_folder_is_noticed(repo):
 
 
 def test_a_lost_git_folder_is_noticed(repo):
-    folder = recovery.Folder(repo)
+    folder = Folder(repo)
     shutil.rmtree(os.path.join(repo, ".git"))
     problem = folder.problem()
     assert "repository metadata" in problem and os.path.join(repo, ".git") in problem
@@ -64,7 +65,7 @@ def test_a_lost_git_folder_is_noticed(repo):
 def test_a_folder_without_metadata_is_never_safe(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert "(none found)" in recovery.Folder(str(plain)).problem()
+    assert "(none found)" in Folder(str(plain)).problem()
 
 
 def test_an_absent_lock_is_none(repo):
@@ -164,7 +165,7 @@ def clones(tmp_path):
 
 
 def test_our_folder_moved_away_and_back_is_ours(repo):
-    folder = recovery.Folder(repo, origin)
+    folder = Folder(repo, origin)
     os.rename(repo, repo + ".x")
     assert folder.examine()[0] == "away" and "is gone" in folder.problem()
     os.rename(repo + ".x", repo)
@@ -174,18 +175,18 @@ def test_our_folder_moved_away_and_back_is_ours(repo):
 def test_another_clone_of_the_same_remote_is_taken_on(clones, tmp_path):
     sync = str(tmp_path / "Sync")
     clones(sync)
-    folder = recovery.Folder(sync, origin)
+    folder = Folder(sync, origin)
     shutil.rmtree(sync)
     clones(sync)
     assert folder.problem() is None  # taken on: from now on it is the folder we compare
-    assert folder.identity == recovery._identity(sync)
+    assert folder.identity == _identity(sync)
     assert folder.marker == os.path.join(sync, ".git")
 
 
 def test_a_clone_at_work_is_waited_for(clones, tmp_path):
     sync = str(tmp_path / "Sync")
     clones(sync)
-    folder = recovery.Folder(sync, origin)
+    folder = Folder(sync, origin)
     shutil.rmtree(sync)
     folder.set_away("gone")  # the watcher saw it go (a new folder may reuse its inode)
     folder.set_away(None)
@@ -207,7 +208,7 @@ def test_a_clone_at_work_is_waited_for(clones, tmp_path):
 def test_anything_else_in_its_place_is_foreign(clones, tmp_path):
     sync = str(tmp_path / "Sync")
     clones(sync)
-    folder = recovery.Folder(sync, origin)
+    folder = Folder(sync, origin)
     shutil.rmtree(sync)
     folder.set_away("gone")  # the watcher saw it go (a new folder may reuse its inode)
     folder.set_away(None)
@@ -222,15 +223,15 @@ def test_anything_else_in_its_place_is_foreign(clones, tmp_path):
     # Without a remote to compare, only our own folder is ours.
     shutil.rmtree(sync)
     clones(sync)
-    assert recovery.Folder(sync).examine()[0] == "ours"
-    bare = recovery.Folder(sync)
+    assert Folder(sync).examine()[0] == "ours"
+    bare = Folder(sync)
     os.rename(sync, sync + ".old")  # kept meanwhile: the clone gets another inode
     clones(sync)
     assert bare.examine()[0] == "foreign"
 
 
 def test_a_folder_the_watcher_says_is_away_is_not_committed(repo):
-    folder = recovery.Folder(repo, origin)
+    folder = Folder(repo, origin)
     folder.set_away("the synced folder is gone")
     assert folder.problem() == "the synced folder is gone"
     folder.set_away(None)
@@ -240,7 +241,7 @@ def test_a_folder_the_watcher_says_is_away_is_not_committed(repo):
 def test_remote_of_runs_remoteurlcmd_in_the_folder(repo):
     from autosync.vcs.commands import Template
     git("remote", "add", "origin", "https://example.org/x.git", cwd=repo)
-    remote = recovery.remote_of(Template("remoteurlcmd", "git config --get remote.origin.url"))
+    remote = remote_of(Template("remoteurlcmd", "git config --get remote.origin.url"))
     assert remote(repo) == "https://example.org/x.git"
     assert remote(os.path.dirname(repo)) == ""  # fails there: no remote to compare
-    assert recovery.remote_of(Template("remoteurlcmd", "")) is None
+    assert remote_of(Template("remoteurlcmd", "")) is None
