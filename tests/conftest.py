@@ -15,6 +15,10 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)  # fixture modules (prosody.py, dbus_session.py) import by name
+# and the unit tier's folders (tests/unit/<package>/): a test module there lends helpers to
+# others by name (test_pull_safety's plant to tests/e2e/test_pull_safety_e2e.py)
+sys.path.extend(folder for folder, _, _ in os.walk(os.path.join(HERE, "unit"))
+                if not folder.endswith("__pycache__"))
 
 
 def git(*args, cwd=None, check=True):

@@ -20,7 +20,7 @@ import time
 
 from autosync.core import protocol
 from autosync.core.config import Config
-from autosync.core.xmpp_session import LoginError, Replaced, SessionLost
+from autosync.xmpp.session import LoginError, Replaced, SessionLost
 
 
 class FakeCommitter:
@@ -312,12 +312,12 @@ class FakeRepository:
 
 
 class FakeMonitor:
-    """fsmonitor.Monitor's face to the committer: a real Journal, and what was published
+    """fsmonitor.Monitor's face to the committer: a real BatchJournal, and what was published
     (with the journal's number then, and whether the batch was queued already)."""
 
     def __init__(self, where, committer=None):
-        from autosync.committer.fsmonitor import Journal
-        self.journal = Journal(where, run="fake")
+        from autosync.committer.fsmonitor import BatchJournal
+        self.journal = BatchJournal(where, run="fake")
         self.committer = committer
         self.published = []
 

@@ -11,6 +11,11 @@ venv=${AUTOSYNC_VENV:-/opt/autosync-test/venv}
 # another checkout's): the programs the tests start inherit both.
 export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# `tests/run.sh unit`: only the unit tier (tests/unit: no daemon, prosody, sshd or D-Bus).
+if [ "${1:-}" = unit ]; then
+    shift
+    set -- tests/unit -n "${AUTOSYNC_TEST_WORKERS:-2}" "$@"
+fi
 if [ $# -gt 0 ]; then
     exec "$venv/bin/python3" -m pytest -q -m "not slow" "$@"
 fi

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from autosync.committer import fsmonitor, fsmonitor_hook
-from autosync.core import git_environment
-from autosync.core.commands import environment
+from autosync.vcs import git_environment
+from autosync.vcs.commands import environment
 from autosync.core.config import GIT_COMMANDS, load
 from autosync.committer.repository import Repository
 from conftest import Remote, git, wait_until
@@ -27,7 +27,7 @@ def answer(journal, token):
 # --- the journal: tokens and what they are answered with ---------------------------------
 
 def test_a_token_is_the_number_of_batches_received_in_this_run(tmp_path):
-    j = fsmonitor.Journal(str(tmp_path / "s"), run="r")
+    j = fsmonitor.BatchJournal(str(tmp_path / "s"), run="r")
     first, _ = answer(j, "autosync:r:0")
     assert first == "autosync:r:0"
     j.received([{"action": "modified", "path": "a"}])
@@ -40,7 +40,7 @@ def test_a_token_is_the_number_of_batches_received_in_this_run(tmp_path):
 
 def test_a_rescan_batch_makes_every_older_token_answer_everything(tmp_path):
     """A change made while a rescan is pending: git looks at every file."""
-    j = fsmonitor.Journal(str(tmp_path / "s"), run="r")
+    j = fsmonitor.BatchJournal(str(tmp_path / "s"), run="r")
     j.received([{"action": "modified", "path": "a"}])
     before, _ = answer(j, "autosync:r:0")
     for reason_rescan in range(2):
@@ -52,7 +52,7 @@ def test_a_rescan_batch_makes_every_older_token_answer_everything(tmp_path):
 
 
 def test_the_committers_own_rescan_and_too_many_paths_answer_everything(tmp_path, monkeypatch):
-    j = fsmonitor.Journal(str(tmp_path / "s"), run="r")
+    j = fsmonitor.BatchJournal(str(tmp_path / "s"), run="r")
     j.received([{"action": "modified", "path": "a"}])
     j.invalidate()  # a sync, a retry: git must find what no batch has named yet
     assert answer(j, "autosync:r:1")[1] == "/"
@@ -63,7 +63,7 @@ def test_the_committers_own_rescan_and_too_many_paths_answer_everything(tmp_path
 
 
 def test_another_runs_token_and_folders_without_a_watch_answer_everything(tmp_path):
-    j = fsmonitor.Journal(str(tmp_path / "s"))
+    j = fsmonitor.BatchJournal(str(tmp_path / "s"))
     j.received([{"action": "modified", "path": "a"}])
     assert answer(j, "autosync:0123456789abcdef:0")[1] == "/"
     token = fsmonitor.token(j.run, 1)
@@ -75,7 +75,7 @@ def test_another_runs_token_and_folders_without_a_watch_answer_everything(tmp_pa
 
 
 def test_ignored_tracked_files_are_named_whatever_the_token(tmp_path):
-    j = fsmonitor.Journal(str(tmp_path / "s"), run="r")
+    j = fsmonitor.BatchJournal(str(tmp_path / "s"), run="r")
     j.ignored(["logs/x.log", "private/key"], replace=True)
     j.received([{"action": "modified", "path": "a"}])
     assert answer(j, "autosync:r:1")[1] == {"logs/x.log", "private/key"}
@@ -85,7 +85,7 @@ def test_ignored_tracked_files_are_named_whatever_the_token(tmp_path):
 
 def test_the_state_file_is_replaced_whole_and_only_when_it_changed(tmp_path):
     where = str(tmp_path / "s")
-    j = fsmonitor.Journal(where, run="r")
+    j = fsmonitor.BatchJournal(where, run="r")
     j.write()
     stamp = os.stat(where).st_ino
     j.write()

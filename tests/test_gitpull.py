@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from autosync.core import git as gitrepo, gitpull
+from autosync.vcs import git as gitrepo, gitpull
 from autosync.core.copies import read_copy_name
 from conftest import Remote, git, wait_until, write_during_checkout
 
@@ -359,7 +359,7 @@ def guarded(folder):
 
 def test_a_stop_kills_the_fetch_and_the_pull_ends_unwritten(two, tmp_path):
     import threading
-    from autosync.core.commands import Template
+    from autosync.vcs.commands import Template
     remote, a, b = two
     write(a, "z.txt", b"second\n")
     commit(a, "autosync on a: z.txt")

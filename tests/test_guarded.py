@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from autosync.core import guarded
-from autosync.core.guarded import Expect, Refused, Writer, blob_id
+from autosync.vcs import guarded
+from autosync.vcs.guarded import Expect, Refused, Writer, blob_id
 
 
 def oid(data):
@@ -200,7 +200,7 @@ def test_holds_looks_without_writing(root, tmp_path_factory):
 
 CUT_OFF = r"""
 import os, sys
-from autosync.core import guarded
+from autosync.vcs import guarded
 root, edit = sys.argv[1], sys.argv[2] == "edit"
 writer = guarded.Writer(root)
 def inject(rel):  # the user saves by rename after the check: their bytes are at the path
@@ -246,7 +246,7 @@ def entries(state):
 
 
 def test_bytes_moved_aside_by_a_killed_write_are_kept_beside_the_path(root, state):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     temps = cut_off(root, edit=True)
     # The kill left the user's bytes under the temporary name, and the entry says where.
     assert [t.read_bytes() for t in temps] == [b"saved by an editor\n"]
@@ -260,7 +260,7 @@ def test_bytes_moved_aside_by_a_killed_write_are_kept_beside_the_path(root, stat
 
 
 def test_a_content_history_has_is_removed_not_copied(root, state):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     temps = cut_off(root, edit=False)
     assert [t.read_bytes() for t in temps] == [b"committed\n"]
     assert recovery.leftover_writes(str(root), holds(b"committed\n"),
@@ -270,14 +270,14 @@ def test_a_content_history_has_is_removed_not_copied(root, state):
 
 
 def test_without_a_history_to_ask_everything_is_kept(root, state):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     cut_off(root, edit=False)
     assert recovery.leftover_writes(str(root), None, copy_beside)
     assert (root / "d" / "a.txt (kept)").read_bytes() == b"committed\n"
 
 
 def test_a_live_writer_and_another_folder_are_left_alone(root, state, tmp_path_factory):
-    from autosync.core import recovery
+    from autosync.vcs import recovery
     cut_off(root, edit=True)
     other = tmp_path_factory.mktemp("other")
     assert recovery.leftover_writes(str(other), None, copy_beside) == []
@@ -326,7 +326,7 @@ def test_a_running_suite_keeps_what_a_killed_restore_moved_aside(machines, remot
 
 AS_USER = r"""
 import os, sys
-from autosync.core import guarded
+from autosync.vcs import guarded
 root = sys.argv[1]
 old = b"committed\n"
 expect = guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40))

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from autosync.core import config, largefiles
+from autosync.core import config
+from autosync.vcs import largefiles
 from conftest import ROOT, git, wait_until
 from helpers import annex, annex_bytes
 from helpers import use_example
@@ -20,14 +21,14 @@ SIZE = 300 * 1000
 
 
 def test_sizes_are_read_for_git_annex():
-    assert largefiles.parse_size("") == "" and largefiles.parse_size("off") == ""
-    assert largefiles.parse_size("10mb") == "10mb"
-    assert largefiles.parse_size("10 MB") == "10mb"
-    assert largefiles.parse_size("500000") == "500000b"
-    assert largefiles.parse_size("1.5GiB") == "1.5gib"
+    assert config.parse_size("") == "" and config.parse_size("off") == ""
+    assert config.parse_size("10mb") == "10mb"
+    assert config.parse_size("10 MB") == "10mb"
+    assert config.parse_size("500000") == "500000b"
+    assert config.parse_size("1.5GiB") == "1.5gib"
     for bad in ("big", "10 parsecs", "-1mb"):
         with pytest.raises(ValueError):
-            largefiles.parse_size(bad)
+            config.parse_size(bad)
 
 
 def write_config(tmp_path, text):

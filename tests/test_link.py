@@ -17,11 +17,12 @@ import pytest
 from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
-from autosync.core import paths, problems, sshremote
+from autosync.core import paths, problems
+from autosync.ssh import connection as sshremote
 from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS
-FAST = sshlink.Timing(backoff_min=0.1, backoff_max=0.4, backoff_steady=0, stable=60.0,
+FAST = sshlink.LinkTiming(backoff_min=0.1, backoff_max=0.4, backoff_steady=0, stable=60.0,
                       committer_retry=0.1, pull_timeout=10.0, stop_grace=2.0,
                       sleep_check=0.2)
 REV_A, REV_B = "a" * 40, "b" * 40

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from autosync.committer import quickcommit
-from autosync.core import git_environment
-from autosync.core.commands import Template
+from autosync.vcs import git_environment
+from autosync.vcs.commands import Template
 from autosync.core.config import GIT_COMMANDS
 from autosync.committer.repository import Repository
 from conftest import Remote, git

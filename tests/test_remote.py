@@ -22,7 +22,7 @@ def watch(spawn, path, how="installed"):
         env = dict(os.environ, PYTHONPATH=ROOT)
         return spawn([sys.executable, "-m", "autosync.ssh.remote", "watch", str(path)],
                      env=env, stderr=subprocess.PIPE)
-    from autosync.core import sshremote
+    from autosync.ssh import connection as sshremote
     if subprocess.run([SYSTEM_PYTHON, "-I", "-c", "import autosync"], cwd="/",
                       stderr=subprocess.DEVNULL).returncode == 0:
         pytest.skip("%s can import autosync: no server without it here" % SYSTEM_PYTHON)
@@ -178,7 +178,7 @@ def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(
     repo = Remote(tmp_path / "sync.git").path
     Remote(tmp_path / "other.git")
     home = str(tmp_path)
-    from autosync.core.sshremote import default_watch
+    from autosync.ssh.connection import default_watch
     link_sends = default_watch("host:" + repo, "/")[-1]  # the link's own watch command
     for command, what in (("git-upload-pack '%s'" % repo, "upload-pack"),
                           ("git-receive-pack '%s'" % repo, "receive-pack"),
@@ -201,7 +201,7 @@ def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(
                                                           "a command of git's or the watch" % repo),
             ("git-upload-pack 'unclosed", "this key may only sync %s: not a command of git's "
                                           "or the watch" % repo)):
-        with pytest.raises(ar.Refused) as refused:
+        with pytest.raises(ar.NotAllowed) as refused:
             ar.asked(command, repo, home)
         assert str(refused.value) == said, command
 
@@ -239,6 +239,6 @@ def test_poll_of_a_remote_it_cannot_read_is_one_line(tmp_path):
 def test_the_poll_interval_is_the_one_core_states():
     """remote.py runs alone on a server (no core there): its interval is written twice,
     and must agree with the one init and the link tell the user."""
-    from autosync.core import sshremote
+    from autosync.ssh import connection as sshremote
     from autosync.ssh import remote
     assert remote.POLL == sshremote.POLL

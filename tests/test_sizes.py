@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from autosync.core import sizes
+from autosync.vcs import sizes
 from conftest import Machine, git, wait_until
 from helpers import ThinRemote, thin_machine
 

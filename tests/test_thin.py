@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from autosync.core import gitpull, thin
-from autosync.core.commands import Template
+from autosync.vcs import gitpull, thin
+from autosync.vcs.commands import Template
 from conftest import Machine, git, tree
 from helpers import Joined, listing, ok
 from helpers import ThinRemote, thin_machine
@@ -202,7 +202,7 @@ def test_the_promisor_remote_is_found_however_git_named_it(tmp_path, thin_remote
 
 def test_a_folder_of_files_joins_thin(tmp_path, thin_remote):
     """init --thin on a folder of files: they are committed and merged with the remote's
-    (core/gitpull.py on a partial clone: the contents it writes come in one fetch)."""
+    (vcs/gitpull.py on a partial clone: the contents it writes come in one fetch)."""
     m = Joined(tmp_path, "thin")
     os.makedirs(os.path.join(m.path, "mine"))
     with open(os.path.join(m.path, "mine", "a.txt"), "w") as f:

@@ -1,6 +1,6 @@
 """Wake-ups: a resume from suspend or the network coming back makes the committer sync.
 
-Wakeups (the coalescing) with a clock of the test's own; the Listener on a
+Wakeups (the coalescing) with a clock of the test's own; the SystemBusListener on a
 real private bus standing for the system bus, with a fake logind and
 NetworkManager owning their names; and the real suite on real git, woken by
 them. The committer's side (Committer.wake) is in test_committer.py.
@@ -22,7 +22,7 @@ from autosync.core import client
 from autosync.core.config import load
 from autosync.core.pause import state_file
 from autosync.core.retry import Backoff
-from autosync.committer.wakeup import CONNECTED_GLOBAL, NETWORK, WOKE, Listener, Wakeups
+from autosync.committer.wakeup import CONNECTED_GLOBAL, NETWORK, WOKE, SystemBusListener, Wakeups
 from conftest import git, wait_until
 from dbus_session import FakeLogind, FakeNetworkManager, SessionBus, system_bus  # noqa: F401
 
@@ -95,11 +95,11 @@ def test_without_networkmanager_a_resume_is_not_held():
     assert w.due(3.0) == WOKE
 
 
-# --- the Listener on a private bus ---------------------------------------------------
+# --- the SystemBusListener on a private bus ---------------------------------------------------
 
 
 class Woken:
-    """on_wake for a Listener: records the reasons, lets a test wait for them."""
+    """on_wake for a SystemBusListener: records the reasons, lets a test wait for them."""
 
     def __init__(self, answer=True):
         self.reasons = queue.SimpleQueue()
@@ -124,7 +124,7 @@ def listen(system_bus):
 
     def start(settle=0.2, answer=True):
         woken = Woken(answer)
-        listener = Listener(woken, Wakeups(settle=settle, spacing=0.0, hold=30.0))
+        listener = SystemBusListener(woken, Wakeups(settle=settle, spacing=0.0, hold=30.0))
         listener.backoff = Backoff(0.05, 0.2)
         started.append(listener.start())
         return listener, woken
@@ -268,7 +268,7 @@ def test_without_a_system_bus_one_debug_line_and_tries_again_quietly(listen, cap
 def test_the_listener_comes_back_when_the_system_bus_does(system_bus, tmp_path, caplog):
     caplog.set_level(logging.DEBUG, logger="autosync.wakeup")
     woken = Woken()
-    listener = Listener(woken, Wakeups(settle=0.2, spacing=0.0))
+    listener = SystemBusListener(woken, Wakeups(settle=0.2, spacing=0.0))
     listener.backoff = Backoff(0.05, 0.2)
     listener.start()
     try:

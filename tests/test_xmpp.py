@@ -21,7 +21,7 @@ import xmpp as xmpppy
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from autosync.xmpp import listener as ax
-from autosync.core import xmpp_session
+from autosync.xmpp import session as xmpp_session
 from autosync.core import config
 from autosync.core.config import Xmpp
 from fakes import FakeCommitter  # noqa: E402
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "Pa55-w0rd-never-logged"
 BAD_PASSWORD = "wr0ng-Pa55-never-logged"
 
-FAST = ax.Timing(ping_interval=0.5, ping_timeout=1.0, backoff_min=0.1, backoff_max=0.4,
+FAST = ax.ListenerTiming(ping_interval=0.5, ping_timeout=1.0, backoff_min=0.1, backoff_max=0.4,
                  login_timeout=3.0, notify_quiet=0.2, notify_interval=1.0,
                  committer_retry=0.1, pull_timeout=10.0)
 

@@ -17,9 +17,9 @@ While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push).
 
 The committer owns its parts: its Status and Schedule (committer/reports.py, with
-Reports, what the repository reports to), its Pausing and Descriptions
-(committer/user_requests.py). Requests are answered from one table, `requests`, whose names
-are protocol.REQUESTS (a test keeps them equal).
+Reports, what the repository reports to), its Pausing (committer/pausing.py) and
+Descriptions (committer/descriptions.py). Requests are answered from one table,
+`requests`, whose names are protocol.REQUESTS (a test keeps them equal).
 """
 import logging
 import os
@@ -28,8 +28,10 @@ import threading
 import time
 
 from autosync.committer import maintenance, wakeup
-from autosync.core import cli, largefiles, problems, sizes
-from autosync.committer.user_requests import Descriptions, Pausing
+from autosync.core import cli, problems
+from autosync.vcs import largefiles, sizes
+from autosync.committer.descriptions import Descriptions
+from autosync.committer.pausing import Pausing
 from autosync.committer.reports import LINKED, Reports, Schedule, Status
 from autosync.core.messages import ACTIONS, TEXT_MAX
 from autosync.core.protocol import Server
@@ -295,7 +297,7 @@ class Committer:
         return {"ok": True}
 
     def wake(self, reason):
-        """The machine woke up or its network came back (wakeup.Listener): pull, then push
+        """The machine woke up or its network came back (wakeup.SystemBusListener): pull, then push
         what waits, at once. Several before the worker gets to it are one.
         -> False while paused: the pull waits for the resume."""
         with self.cond:
@@ -515,7 +517,7 @@ class Committer:
 
     def trim(self):
         """largefiles: drop here the annexed versions no current file uses that the remote
-        holds, then tell the remote what this machine holds (core/largefiles.py, Trimmer);
+        holds, then tell the remote what this machine holds (vcs/largefiles.py, Trimmer);
         a failure is said and syncing goes on."""
         if self.trimmer is None:
             return
@@ -564,7 +566,7 @@ def main(argv=None):
     # (the supervisor's patience bounds that) and the join below returns.
     StopFlag(wake=committer.stop).install()
     worker.start()
-    wakeups = wakeup.Listener(committer.wake).start()
+    wakeups = wakeup.SystemBusListener(committer.wake).start()
     worker.join()
     wakeups.stop(wait=False)  # a daemon thread: it never holds the exit up
     committer.status.event("stopping")

@@ -5,7 +5,7 @@ file in it. With core.fsmonitor set, git asks a hook instead which paths may hav
 changed since the token stored in the index (protocol version 2), and looks only at
 those. The committer knows: every batch of the watcher names what changed. The
 hook (committer/fsmonitor_hook.py, standalone for its start-up) reads the state file the
-Journal writes; the token is the number of batches received in this run, never a
+BatchJournal writes; the token is the number of batches received in this run, never a
 clock.
 
 Safety, which decides where the setting goes:
@@ -31,8 +31,8 @@ import subprocess
 import sys
 import threading
 
-from autosync.core import git, git_environment
-from autosync.core.commands import Template, environment
+from autosync.vcs import git, git_environment
+from autosync.vcs.commands import Template, environment
 
 log = logging.getLogger("autosync.fsmonitor")
 
@@ -79,7 +79,7 @@ def token(run, seq):
     return "autosync:%s:%d" % (run, seq)
 
 
-class Journal:
+class BatchJournal:
     """What the hook answers from: the batches received, numbered, written to `where`.
 
     received() runs on the socket threads, write() on the worker: both under the lock."""
@@ -181,7 +181,7 @@ class Monitor:
 
     def __init__(self, folder, gitdir, where):
         self.folder, self.gitdir = folder, gitdir
-        self.journal = Journal(where)
+        self.journal = BatchJournal(where)
         self.value = hook_command(where)
         hooks = git.git(folder, "config", "--path", "--get", "core.hooksPath", check=False)
         hooks = os.fsdecode(hooks.strip()) if hooks else os.path.join(gitdir, "hooks")

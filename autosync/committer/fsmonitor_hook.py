@@ -9,7 +9,7 @@ every other file in the index.
 Deliberately standalone (stdlib only, no autosync import, no site packages): git
 starts it for every command that reads the index, so its start-up is the cost.
 
-STATE (written whole and renamed into place by fsmonitor.Journal):
+STATE (written whole and renamed into place by fsmonitor.BatchJournal):
     autosync-fsmonitor 1\\n RUN\\n FLOOR SEQ BLIND\\n
 then NUL-ended entries `SEQ:PATH` (the last batch that named PATH) or `*:PATH` (a
 tracked file the watcher never reports: always named). A token is `autosync:RUN:SEQ`;

@@ -1,6 +1,6 @@
 """autosync-hgmerge: merge a Mercurial working copy's two heads, keeping every version.
 
-Mercurial's counterpart of core/gitmerge.py (the policy is copies.keep_both), run
+Mercurial's counterpart of vcs/gitmerge.py (the policy is copies.keep_both), run
 by the Mercurial example's `pullcmd` after `hg pull`
 (docs/examples/mercurial.autosync):
 
@@ -36,9 +36,9 @@ import socket
 import subprocess
 import sys
 
-from autosync.core.commands import HG_LIST, why
+from autosync.vcs.commands import HG_LIST, why
 from autosync.core.copies import keep_both
-from autosync.core.guarded import EXECUTABLE, LINK, Expect, Writer
+from autosync.vcs.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.core.messages import host_of, merge_message
 
 log = logging.getLogger("autosync.hgmerge")

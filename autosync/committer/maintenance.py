@@ -4,7 +4,7 @@ git packs loose objects, drops what nothing refers to and writes the commit-grap
 when `git maintenance run --auto` (or `gc --auto`) decides it is worth it. git
 starts that by itself after a commit or a fetch, in the background (a detached
 gc), where it would run beside the daemon's next commit or pull. So the daemon's
-commands run with `maintenance.auto=false` (core/git_environment.py) and the daemon
+commands run with `maintenance.auto=false` (vcs/git_environment.py) and the daemon
 runs `maintenancecmd` itself:
 
   * in the committer's worker thread, the one thread that runs repository
@@ -18,17 +18,17 @@ runs `maintenancecmd` itself:
 `maintenancecmd` is a command string like the others: a Mercurial user or anyone
 with their own upkeep sets theirs; empty (or maintenanceinterval = 0) turns it off.
 A failure is logged once until it works again, and said in `status`; it stops
-nothing. The history's size shown in `status` (core/sizes.py) is measured here too:
+nothing. The history's size shown in `status` (vcs/sizes.py) is measured here too:
 in idle time, at most once a minute after work, and after each maintenance.
 
 `largefileskeep` (an age) is applied here as well: each run ends with `dvcs-autosync
-expire --yes` at that age (core/largefiles.py), each drop logged; it runs even with
+expire --yes` at that age (vcs/largefiles.py), each drop logged; it runs even with
 an empty `maintenancecmd`, never with maintenanceinterval = 0.
 """
 import logging
 import time
 
-from autosync.core import commands, largefiles, sizes
+from autosync.vcs import commands, largefiles, sizes
 
 log = logging.getLogger("autosync.maintenance")
 
@@ -55,7 +55,7 @@ class Upkeep:
         self.next_at = clock() + self.interval if self.on else None
         self.failing = False
         self.runs = 0
-        # The history's size (core/sizes.py): measured at the first idle moment, then after
+        # The history's size (vcs/sizes.py): measured at the first idle moment, then after
         # work at most every MEASURE_EVERY seconds, and after each maintenance.
         self.measure_sizes = bool(getattr(cfg, "path", None))
         self.stale = True

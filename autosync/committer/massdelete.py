@@ -9,7 +9,7 @@ import os
 import shlex
 import time
 
-from autosync.core import git
+from autosync.vcs import git
 from autosync.core.config import default_path
 from autosync.core.paths import METADATA
 

@@ -28,7 +28,7 @@ import logging
 import os
 import subprocess
 
-from autosync.core import commands, git
+from autosync.vcs import commands, git
 from autosync.core.config import GIT_COMMANDS
 
 log = logging.getLogger("autosync.quickcommit")

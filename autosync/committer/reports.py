@@ -53,7 +53,7 @@ FIELDS = {
     "link": None,
     "link_polled": None,  # seconds between polls, while the link polls instead of watching
     "mass_delete": ABSENT,  # the last commit that removed many files (committer/massdelete.py)
-    "history": ABSENT,  # the history's size here and on the remote (core/sizes.py)
+    "history": ABSENT,  # the history's size here and on the remote (vcs/sizes.py)
     "maintenance": ABSENT,  # the last maintenancecmd run (committer/maintenance.py)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".

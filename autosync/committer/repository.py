@@ -1,7 +1,7 @@
 """One synced folder's DVCS operations: commit, merge, push, pull.
 
 Runs the configured command strings (any DVCS) plus the few git-only
-safeguards (core/gitmerge.py, core/recovery.py). It decides nothing about when: the
+safeguards (vcs/gitmerge.py, vcs/folder.py, vcs/recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
 a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
@@ -14,15 +14,16 @@ import time
 import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.core import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
+from autosync.vcs import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
     recovery
-from autosync.core import sshremote
-from autosync.core.commands import SHELL_CHARS, Cancel, CommandFailed, Template
+from autosync.ssh import connection as sshremote
+from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
 from autosync.committer.staging import Staging, expand_moves
 from autosync.committer.stillwritten import StillWritten
+from autosync.vcs.folder import Folder, remote_of
 
 # git commit's words when the index holds nothing new (exit 1): not a failure.
 NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|nothing added to commit|no changes added "
@@ -91,7 +92,7 @@ class Report(typing.Protocol):
 
 def held_ssh(folder, remote):
     """GIT_SSH_COMMAND holding one ssh connection to the remote (`remote(folder)`: its
-    address, recovery.remote_of), or None (not over ssh, or the user's own)."""
+    address, vcs/folder.py's remote_of), or None (not over ssh, or the user's own)."""
     url = remote(folder) if remote else ""
     return sshremote.git_ssh_command(url, folder) if url else None
 
@@ -111,7 +112,7 @@ class Repository:
                      "" if len(taken) == 1 else "s", ", ".join(taken))
         # What the folder was at start: a vanished or replaced one is never committed.
         # Another clone of the same remote put in its place is taken on (safe()).
-        self.where = recovery.Folder(self.folder, recovery.remote_of(self.cmd.get("remoteurlcmd")))
+        self.where = Folder(self.folder, remote_of(self.cmd.get("remoteurlcmd")))
         self.gitdir = git.git_dir(self.folder)  # None: not git, no built-in resolution
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
@@ -140,7 +141,7 @@ class Repository:
         self.own_commands = all(plain_git(self.cmd[name].text, STAGING_COMMANDS) for name in
                                 ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
                                  "statuscmd", "commitcmd"))
-        # A plain `git pull` is done by core/gitpull.py: it never overwrites a write it did not see.
+        # A plain `git pull` is done by vcs/gitpull.py: it never overwrites a write it did not see.
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
@@ -360,7 +361,7 @@ class Repository:
 
     def describe_pushed(self, rev, text):
         """Put `text` on commit `rev`, pushed already, as a note that travels with the
-        branch (core/gitnotes.py); -> the commit's subject, or None when that cannot be done
+        branch (vcs/gitnotes.py); -> the commit's subject, or None when that cannot be done
         (not git, or no such commit here): the text then goes on the next commit."""
         if not self.gitdir or not self.safe("commit"):
             return None
@@ -677,7 +678,7 @@ class Repository:
         before = git.head(self.folder) if self.gitdir else None
         self.merged = None
         ok = self.run_pull()
-        # guarded: every write the pull made went through core/gitpull.py's guarded writer
+        # guarded: every write the pull made went through vcs/gitpull.py's guarded writer
         # (no command of the user's ran): the watcher's events of the pull are a full
         # account of what changed, and it stages them instead of asking for a rescan.
         self.report.event("pull-finished", ok=ok, guarded=self.guarded is not None)

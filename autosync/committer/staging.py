@@ -9,8 +9,8 @@ committer's reporter (see committer/repository.py).
 import logging
 import os
 
-from autosync.core import git
-from autosync.core.commands import CommandFailed
+from autosync.vcs import git
+from autosync.vcs.commands import CommandFailed
 from autosync.core.messages import ACTIONS, printable
 
 log = logging.getLogger("autosync.staging")

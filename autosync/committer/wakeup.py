@@ -124,7 +124,7 @@ class Wakeups:
             self.at = max(self.at, self.last_sync + self.spacing)
 
 
-class Listener:
+class SystemBusListener:
     """A thread listening on the system bus; on_wake(reason) when a sync is due.
 
     on_wake runs on this thread: it must only ask (Committer.wake queues); it

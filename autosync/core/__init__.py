@@ -1,1 +1,3 @@
-"""Shared by more than one program; imports nothing outside core/."""
+"""The base every program stands on: config, paths, the socket and its clients, retry, commit messages.
+
+Imports nothing outside core/: the engine (vcs/) and the programs stand on it."""

@@ -24,9 +24,23 @@ import typing
 from configobj import ConfigObj, flatten_errors
 from configobj.validate import Validator, VdtTypeError, VdtValueError
 
-from autosync.core import ini, largefiles
+from autosync.core import ini
 from autosync.core.ini import ConfigError
 from autosync.core.paths import find_marker, socket_for
+
+# The `largefileskeep` key (vcs/largefiles.py's expire and upkeep keep to it).
+AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w|y)", re.I)
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+AGE_EXPECTED = "an age such as 30d, 12w, 1y (s, m, h, d, w, y)"
+
+
+def parse_age(text):
+    """An age ("30d"; s, m, h, d, w, y) -> seconds. ValueError for anything else."""
+    match = AGE.fullmatch(text.strip())
+    if not match:
+        raise ValueError(text)
+    return float(match.group(1)) * AGE_UNITS[match.group(2).lower()]
+
 
 log = logging.getLogger("autosync.config")
 
@@ -80,12 +94,12 @@ KEYS = {
         "tray": Key("boolean", False, "yes or no"),
         # The repository's upkeep (maintenancecmd), at most this often (committer/maintenance.py).
         "maintenanceinterval": Key("seconds", 3600.0, SECONDS + " (0: never)"),
-        # Files above this size go to git-annex (core/largefiles.py); "": off.
+        # Files above this size go to git-annex (vcs/largefiles.py); "": off.
         "largefiles": Key("size_or_off", "", "a size such as 10mb (kb, mb, gb), or nothing "
                           "(off)"),
         # Annexed versions replaced longer ago than this may go for good, from the remote
-        # and here (`dvcs-autosync expire`, core/largefiles.py); "": every version is kept.
-        "largefileskeep": Key("age_or_off", "", largefiles.AGE_EXPECTED + ", or nothing "
+        # and here (`dvcs-autosync expire`, vcs/largefiles.py); "": every version is kept.
+        "largefileskeep": Key("age_or_off", "", AGE_EXPECTED + ", or nothing "
                               "(keep every version)"),
         # git's fsmonitor hook answered from the watcher's batches (committer/fsmonitor.py);
         # auto: on in a large tree, where it makes a commit faster.
@@ -369,9 +383,36 @@ def _validate(file, known):
 def _size_or_off(value):
     """configobj check: a size for git-annex ("10mb"), or "" (off)."""
     try:
-        return largefiles.parse_size(value)
+        return parse_size(value)
     except ValueError:
         raise VdtValueError(value) from None
+
+
+# The `largefiles` key (vcs/largefiles.py does the rest: the daemon's git settings, expire).
+SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|bytes?|kb|mb|gb|tb|kib|mib|gib|tib)?", re.I)
+
+
+def parse_size(text):
+    """The `largefiles` value -> git-annex's size text ("10mb"); "" for off.
+    ValueError for anything else."""
+    text = text.strip()
+    if not text or text.lower() == "off":
+        return ""
+    match = SIZE.fullmatch(text)
+    if not match:
+        raise ValueError(text)
+    number, unit = match.group(1), (match.group(2) or "b").lower()
+    unit = "b" if unit.startswith("b") else unit
+    return "%s%s" % (number, unit)
+
+
+def needs_annex_commands(commands):
+    """Why the push and pull commands cannot carry annexed content, or None."""
+    for name in ("pushcmd", "pullcmd"):
+        text = commands.get(name) or ""
+        if "annex sync" not in text or "--content" not in text:
+            return name
+    return None
 
 
 def _age_or_off(value):
@@ -379,7 +420,7 @@ def _age_or_off(value):
     text = value.strip()
     if text:
         try:
-            largefiles.parse_age(text)
+            parse_age(text)
         except ValueError:
             raise VdtValueError(value) from None
     return text
@@ -456,16 +497,16 @@ def _build(file, values, known, warnings):
                    % config.readfrequency, "%g" % config.maxwait)
     if config.syncmethod == "xmpp" or config.notifymethod in ("xmpp", "all"):
         warnings.extend(_check_account(file, config))
-    if config.largefiles and largefiles.needs_annex_commands(config.commands):
+    if config.largefiles and needs_annex_commands(config.commands):
         raise _bad(file, "autosync", "largefiles", "nothing, since %s does not carry "
                    "annexed content (use git-annex's: git annex sync ... --content; "
                    "docs/examples/git-annex.autosync)"
-                   % largefiles.needs_annex_commands(config.commands), a["largefiles"])
-    if config.largefileskeep and largefiles.needs_annex_commands(config.commands):
+                   % needs_annex_commands(config.commands), a["largefiles"])
+    if config.largefileskeep and needs_annex_commands(config.commands):
         raise _bad(file, "autosync", "largefileskeep", "nothing, since %s does not carry "
                    "annexed content (it applies to git-annex's versions; "
                    "docs/examples/git-annex.autosync)"
-                   % largefiles.needs_annex_commands(config.commands), a["largefileskeep"])
+                   % needs_annex_commands(config.commands), a["largefileskeep"])
     if config.commands["watchcmd"].strip() and config.syncmethod != "ssh":
         warnings.append("%s: [dvcs] watchcmd: not used, since syncmethod is %s (not ssh)"
                         % (file, config.syncmethod))

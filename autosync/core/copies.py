@@ -9,7 +9,7 @@ on the two commits only, so every machine picks the same winner and they
 converge instead of trading copies.
 
 The policy is written here once (keep_both) for every DVCS: git's merge in
-the working tree (core/gitmerge.py), git's merge in objects (core/gitpull.py) and
+the working tree (vcs/gitmerge.py), git's merge in objects (vcs/gitpull.py) and
 Mercurial's (committer/hgmerge.py) each supply only "the two versions and their last
 change" and "write a version" (a Place). This module runs no DVCS command.
 """

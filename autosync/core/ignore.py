@@ -1,7 +1,7 @@
 """What is never synced, as the watcher decides it for each path.
 
 The user's ignorepath, the DVCS metadata folders, editors' temporary, swap
-and lock files (EDITOR_JUNK, which core/excludes.py gives git's own scans too), and
+and lock files (EDITOR_JUNK, which vcs/excludes.py gives git's own scans too), and
 every .gitignore on the way down, with git's rule that the deepest one that
 has an opinion wins.
 The watcher, history and rewind use it; it imports nothing that runs git.

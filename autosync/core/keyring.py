@@ -2,7 +2,7 @@
 (GNOME Keyring, KWallet, KeePassXC), for `password = keyring` in [xmpp].
 
 `dvcs-autosync init --account` stores it there where a Secret Service answers; the XMPP
-login (core/xmpp_session.py) reads it each time it logs in. The item is found by its
+login (xmpp/session.py) reads it each time it logs in. The item is found by its
 attributes (application dvcs-autosync, account USER@DOMAIN), whichever keyring holds it.
 
 Every call waits at most TIMEOUT seconds and nothing here ever prompts: a keyring that is

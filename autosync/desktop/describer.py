@@ -2,14 +2,14 @@
 
 Used by a commit notification's "Describe..." action (desktop/notifier.py) and the
 tray's "Describe the last change" (desktop/tray.py). The command runs through
-core/commands.py (no shell for a file name); its output goes through
+vcs/commands.py (no shell for a file name); its output goes through
 messages.check_text, as `autosync-notify describe TEXT` does.
 """
 import logging
 import threading
 
 from autosync.core import protocol
-from autosync.core.commands import CommandFailed, Template
+from autosync.vcs.commands import CommandFailed, Template
 from autosync.core.messages import check_text
 
 log = logging.getLogger("autosync.describe")

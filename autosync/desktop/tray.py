@@ -18,7 +18,8 @@ import subprocess
 import sys
 import threading
 
-from autosync.core import cli, client, commands, protocol
+from autosync.core import cli, client, protocol
+from autosync.vcs import commands
 from autosync.desktop import traystate
 from autosync.core.copies import find_copies
 from autosync.tools.history import History, HistoryError

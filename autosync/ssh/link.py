@@ -27,7 +27,7 @@ The same guarantees as the XMPP listener (autosync/xmpp/listener.py):
   watch is started again at once over a new connection: the old one may be
   dead without knowing it for up to the keep-alives' 45 s.
 Each folder (config) runs its own link, with its own watch. The ssh connection
-under it is held and shared (core/sshremote.py): the same one carries this
+under it is held and shared (ssh/connection.py): the same one carries this
 machine's pushes and fetches to that server.
 """
 import ctypes
@@ -41,10 +41,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autosync.core import client, commands
-from autosync.core.sshremote import BadRemote, cannot_watch, watch_argv, why_it_ended
+from autosync.core import client
+from autosync.vcs import commands
+from autosync.ssh.connection import BadRemote, cannot_watch, watch_argv, why_it_ended
 from autosync.core.retry import Backoff, Trouble, one_line
-from autosync.core.sshremote import POLL
+from autosync.ssh.connection import POLL
 
 log = logging.getLogger("autosync.sshlink")
 
@@ -55,7 +56,7 @@ CONNECT_WAIT = 30.0  # seconds the watch waits for the held connection (ConnectT
 
 
 @dataclass
-class Timing:
+class LinkTiming:
     """Every delay of the link, in seconds; tests make them small."""
     backoff_min: float = 1.0       # first wait before starting the command again ...
     backoff_max: float = 60.0      # ... doubling up to this
@@ -87,7 +88,7 @@ def _die_with_parent():
 
 def have(path, rev):
     """Whether the repository at `path` holds the commit `rev` (read only). Not `cat-file
-    -e`: on a thin machine (a partial clone, core/thin.py) it fetches a missing commit by
+    -e`: on a thin machine (a partial clone, vcs/thin.py) it fetches a missing commit by
     itself, and the pull it stands for would never be made; rev-list with --missing
     fetches nothing."""
     return subprocess.run(["git", "rev-list", "--missing=print", "--no-walk",
@@ -101,7 +102,7 @@ class Link(client.CommitterLink):
 
     def __init__(self, cfg, timing=None, argv=watch_argv, have=have, asleep=asleep):
         self.cfg = cfg
-        t = self.timing = timing or Timing()
+        t = self.timing = timing or LinkTiming()
         self.argv = argv
         self.have = have
         self.asleep = asleep

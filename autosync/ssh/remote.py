@@ -44,7 +44,7 @@ USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO | " \
 GIT_SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-pack"}
 NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
 POLL = 10.0  # seconds between `git ls-remote`s of `poll` (a server that cannot watch); the
-# same as core.sshremote.POLL (this file also runs alone on a server: test_remote checks)
+# same as ssh.connection.POLL (this file also runs alone on a server: test_remote checks)
 # Filesystems whose files other machines change without this kernel knowing (no inotify).
 NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "lustre",
                         "ncpfs", "coda", "gfs2", "ocfs2", "glusterfs", "davfs"))
@@ -113,7 +113,7 @@ def changes(old, new):
 class LibcWatch:
     """The same as Watch with the C library's inotify (ctypes) and nothing else: for
     this file sent to a server's python3 that has neither this package nor pyinotify
-    (sshremote's watch command does so when autosync-remote is not there)."""
+    (connection.py's watch command does so when autosync-remote is not there)."""
     MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800  # every change
     # (IN_MODIFY ATTRIB CLOSE_WRITE MOVED_FROM MOVED_TO CREATE DELETE DELETE_SELF MOVE_SELF)
 
@@ -225,32 +225,32 @@ def watch(repo, out=None):
         watcher.close()
 
 
-class Refused(Exception):
+class NotAllowed(Exception):
     """What a restricted key asked for is not allowed; str() says what, in one line."""
 
 
 def asked(original, repo, home=None):
     """What the client's command (SSH_ORIGINAL_COMMAND) asks of the repository `repo`:
-    ("upload-pack" | "receive-pack" | "watch"); Refused for anything else. The path the
+    ("upload-pack" | "receive-pack" | "watch"); NotAllowed for anything else. The path the
     client names must be `repo` itself (as the server's git would find it)."""
     if original is None:
-        raise Refused("this key may only sync %s: no shell" % repo)
+        raise NotAllowed("this key may only sync %s: no shell" % repo)
     try:
         words = shlex.split(original)
     except ValueError:
-        raise Refused("this key may only sync %s: not a command of git's or the watch" % repo)
-    from autosync.core.sshremote import REMOTE_SCRIPT
+        raise NotAllowed("this key may only sync %s: not a command of git's or the watch" % repo)
+    from autosync.ssh.connection import REMOTE_SCRIPT
     if len(words) == 2 and words[0] in GIT_SERVICES:  # what git sends: git-upload-pack 'PATH'
         what, path = GIT_SERVICES[words[0]], words[1]
     elif len(words) in (5, 7) and words[:4] == ["sh", "-c", REMOTE_SCRIPT, "autosync-remote"]:
-        what, path = "watch", words[4]  # the watch the link sends (sshremote): ours is run
+        what, path = "watch", words[4]  # the watch the link sends (connection.py): ours is run
     elif len(words) == 3 and words[:2] == ["autosync-remote", "watch"]:  # a watchcmd's
         what, path = "watch", words[2]
     else:
-        raise Refused("this key may only sync %s: %s is not a command of git's or the watch"
+        raise NotAllowed("this key may only sync %s: %s is not a command of git's or the watch"
                       % (repo, (words or [""])[0][:40] or "an empty command"))
     if not same_repository(path, repo, home):
-        raise Refused("this key may only sync %s, not %s" % (repo, path[:200]))
+        raise NotAllowed("this key may only sync %s, not %s" % (repo, path[:200]))
     return what
 
 
@@ -328,7 +328,7 @@ def main(argv=None):
         if argv[0] == "poll":
             return poll(argv[1])
         return watch(argv[1])
-    except Refused as e:
+    except NotAllowed as e:
         print("autosync-remote: %s" % e, file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -15,7 +15,8 @@ import argparse
 import os
 import sys
 
-from autosync.core import cli, guarded
+from autosync.core import cli
+from autosync.vcs import guarded
 from autosync.core.copies import find_copies
 from autosync.tools.history import (History, HistoryError, ask_daemon, commit_first, note_first,
                                     relative)

@@ -16,7 +16,8 @@ import re
 import sys
 import time
 
-from autosync.core import cli, commands, git, gitnotes, guarded, largefiles, thin
+from autosync.core import cli
+from autosync.vcs import commands, git, gitnotes, guarded, largefiles, thin
 from autosync.core.ignore import Ignore
 from autosync.core.messages import TEXT_MAX, action_of, printable, text_of
 from autosync.tools.progress import Progress
@@ -110,7 +111,7 @@ class History:
         return self.with_notes(versions)
 
     def with_notes(self, versions):
-        """git: the descriptions given after a push (notes, core/gitnotes.py) beside the text."""
+        """git: the descriptions given after a push (notes, vcs/gitnotes.py) beside the text."""
         if not self.is_git():
             return versions
         notes = gitnotes.texts(self.cfg.path)
@@ -166,7 +167,7 @@ class History:
         return version, [c for c in changes if c.path not in failed], rewind.failed
 
     def bring(self, rev, rel, entries, ignore):
-        """A thin machine (core/thin.py): the contents restore will read, fetched from the
+        """A thin machine (vcs/thin.py): the contents restore will read, fetched from the
         remote in one go before anything is read or written; HistoryError in one line
         when the remote cannot give them."""
         if not self.is_git():

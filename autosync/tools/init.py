@@ -4,7 +4,7 @@ FOLDER, whatever it holds now:
   missing or empty      cloned from REMOTE (an empty remote is fine);
   files, no repository  becomes a working tree of REMOTE without losing a file: its
                         files are committed as they are, then merged with what REMOTE
-                        has by the daemon's own pull (core/gitpull.py), so a path in both
+                        has by the daemon's own pull (vcs/gitpull.py), so a path in both
                         with other content keeps both versions (a conflict copy);
   a clone of REMOTE     taken as it is;
   anything else         refused in one line, nothing touched.
@@ -30,11 +30,13 @@ import subprocess
 import sys
 import tempfile
 
-from autosync.core import config, daemons, excludes, git, git_environment, gitpull, sshremote, thin
-from autosync.core.commands import environment
+from autosync.core import config, daemons
+from autosync.ssh import connection as sshremote
+from autosync.vcs import excludes, git, git_environment, gitpull, thin
+from autosync.vcs.commands import environment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
-from autosync.core.sshremote import POLL
+from autosync.ssh.connection import POLL
 from autosync.tools import progress
 
 log = logging.getLogger("autosync.init")
@@ -406,7 +408,7 @@ class Init:
 
     def login(self):
         """Log in once; an untrusted certificate is shown for the user to confirm."""
-        from autosync.core import xmpp_session
+        from autosync.xmpp import session as xmpp_session
         self.progress.show("Logging in to %s:%s as %s..." % (self.xmpp.host, self.xmpp.port,
                                                               self.xmpp.username))
         try:

@@ -11,7 +11,8 @@ import os
 import sys
 
 from autosync import __version__
-from autosync.core import cli, problems, sizes
+from autosync.core import cli, problems
+from autosync.vcs import sizes
 from autosync.core.messages import check_text
 from autosync.core.pause import parse_duration
 from autosync.core.paths import find_socket, runtime_dir

@@ -16,8 +16,8 @@ import shutil
 import subprocess
 import sys
 
-from autosync.core import sizes
-from autosync.core.commands import environment, why
+from autosync.vcs import sizes
+from autosync.vcs.commands import environment, why
 
 
 class Progress:
@@ -64,7 +64,7 @@ def run(folder, args, on_out=None, on_err=None):
     """git ARGS in folder, each line of its output given as it comes (on_out(text) for
     stdout, on_err(text) for stderr; a progress line ends in a carriage return, and
     counts as a line too). -> stdout bytes; RuntimeError("git SUBCOMMAND: why") as
-    core/git.py's git() raises when it fails."""
+    vcs/git.py's git() raises when it fails."""
     proc = subprocess.Popen(("git",) + tuple(args), cwd=folder, env=environment(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)

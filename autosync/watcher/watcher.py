@@ -15,7 +15,7 @@ its own watch says so, and a look at its identity every IDENTITY_EVERY
 seconds catches what inotify cannot see (a mount over it). Then nothing is
 watched or sent, and the committer is told (it commits nothing meanwhile).
 A folder back at the path is watched again and rescanned once it is quiet,
-when it is ours or another clone of our remote (recovery.Folder);
+when it is ours or another clone of our remote (folder.Folder);
 anything else is one line, and the suite stops.
 """
 import logging
@@ -27,10 +27,11 @@ import time
 
 import pyinotify
 
-from autosync.core import cli, client, recovery
+from autosync.core import cli, client
+from autosync.vcs.folder import GONE, Folder, remote_of
 from autosync.watcher import watchlimit
 from autosync.watcher.batch import Batch, Growing, Tree
-from autosync.core.commands import Template
+from autosync.vcs.commands import Template
 from autosync.core.ignore import Ignore
 from autosync.core.inotify import Inotify
 from autosync.core.protocol import NoDaemon, ProtocolError, Untrusted, connect
@@ -62,7 +63,7 @@ class Watcher:
         self.growing = Growing()  # files still written when their batch closed at maxwait
         self.pull_batch = None  # collects what a pull writes, while one runs
         commands = getattr(cfg, "commands", {})
-        self.folder = recovery.Folder(self.root, recovery.remote_of(
+        self.folder = Folder(self.root, remote_of(
             Template("remoteurlcmd", commands["remoteurlcmd"])
             if commands.get("remoteurlcmd") else None))
         self.root_wd = None
@@ -269,7 +270,7 @@ class Watcher:
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(settled)
             elif event.get("guarded") and not gone and not _ignore_rules_touched(changes):
-                # conservative, after the committer's own git pull (core/gitpull.py, every
+                # conservative, after the committer's own git pull (vcs/gitpull.py, every
                 # write made through the guarded writer): every path written during the
                 # pull, by it or by anyone, is in this batch, so staging exactly these
                 # paths as they are now is what a rescan would find, without reading
@@ -409,7 +410,7 @@ class Watcher:
         self.lost = False
         self.inotify.close()
         self.batch, self.pull_batch, self.growing = Batch(), None, Growing()
-        problem = recovery.GONE % self.root  # what is there now, if anything, is judged later
+        problem = GONE % self.root  # what is there now, if anything, is judged later
         self.stirred = time.monotonic()
         if not self.tell_folder(problem):
             log.warning("%s", problem)

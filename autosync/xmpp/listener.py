@@ -2,7 +2,7 @@
 
 The Listener decides: who is a peer, which message becomes a pull, whom an
 announcement goes to, when to reconnect. The XMPP session itself (xmpppy,
-TLS, login) is autosync.xmpp_session; the committer's socket is
+TLS, login) is autosync.xmpp.session; the committer's socket is
 autosync.client.
 
 After every push the committer reports (`pushed` event), we send `pushed URL`
@@ -35,7 +35,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autosync.core import client, xmpp_session
+from autosync.core import client
+from autosync.xmpp import session as xmpp_session
 from autosync.core.summary import Summariser
 from autosync.core.retry import Backoff, Trouble
 
@@ -46,7 +47,7 @@ ANNOUNCED_KEPT = 20  # upstream revisions remembered as announced
 
 
 @dataclass
-class Timing:
+class ListenerTiming:
     """Every delay of the listener, in seconds; tests make them small."""
     ping_interval: float = 60.0    # ping the server after this long without traffic
     ping_timeout: float = 20.0     # a ping unanswered this long means the link is dead
@@ -118,7 +119,7 @@ class Listener(client.CommitterLink):
     def __init__(self, cfg, timing=None, open_session=xmpp_session.open_session):
         self.x = cfg.xmpp
         self.config_file = getattr(cfg, "file", "") or "~/.autosync"
-        t = self.timing = timing or Timing()
+        t = self.timing = timing or ListenerTiming()
         self.open_session = open_session
         self.bare = self.x.username.lower()
         self.server = "%s:%s" % (self.x.host or self.bare.partition("@")[2], self.x.port)

@@ -83,7 +83,7 @@ def save(machine, data, rel="big.bin"):
 
 
 def local_keys(machine):
-    from autosync.core import largefiles
+    from autosync.vcs import largefiles
     return largefiles.local_keys(machine.path)
 
 

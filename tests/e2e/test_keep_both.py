@@ -5,7 +5,7 @@ import time
 import pytest
 
 
-from autosync.core import gitmerge as conflicts
+from autosync.vcs import gitmerge as conflicts
 from conftest import git, tree
 from helpers import settle, write
 from helpers import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect, share, sync_both
@@ -87,7 +87,7 @@ def test_merging_side_keeps_its_newer_version(machines, remote, commands):
 
 def test_both_sides_pick_the_same_winner(tmp_path, remote):
     """The winner depends on the commits only, not on which machine merges."""
-    from autosync.core import gitmerge as conflicts
+    from autosync.vcs import gitmerge as conflicts
     clones = []
     for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
         path = str(tmp_path / name)

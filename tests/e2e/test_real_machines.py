@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from autosync.core import git_environment
+from autosync.vcs import git_environment
 from conftest import ROOT, git, tree, wait_until
 from helpers import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect
 from helpers import settle, write

@@ -1,0 +1,67 @@
+"""The committer's part for the pause and resume requests: the pause's end, a pull owed.
+
+A part that committer.Committer owns (it uses the committer's lock and its Status);
+the pause itself (its file, its end) is core/pause.py's.
+"""
+import logging
+
+from autosync.core import cli
+from autosync.core.pause import Pause, check_seconds, state_file
+
+log = logging.getLogger("autosync.committer")
+
+
+class Pausing:
+    """One folder's pause as the committer sees it."""
+
+    def __init__(self, cfg, cond, status):
+        self.cond, self.status = cond, status
+        self.paused = Pause(state_file(cfg.path))
+        self.resuming = False  # the pause was lifted: the worker catches up ("pull": pull too)
+        self.replan = False  # a pause began: the worker's wait must end at its end
+        status.update(paused=self.paused.fields())
+
+    def active(self):
+        return self.paused.active()
+
+    def pause_request(self, message):
+        seconds = check_seconds(message.get("seconds"))
+        with self.cond:
+            self.paused.start(seconds)
+            fields = self.paused.fields()
+            self.status.update(paused=fields)
+            if self.status["state"] == "idle":
+                self.status.state("paused")
+            self.replan = True
+            self.cond.notify_all()
+        log.info("paused %s", "until %s" % cli.show_time(fields["until"])
+                 if fields["until"] else "until resumed")
+        self.status.event("paused", **fields)
+        return {"ok": True, "paused": fields}
+
+    def resume_request(self, message):
+        return {"ok": True, "resumed": self.lift()}
+
+    def lift(self):
+        """End the pause (asked, or run out), if any; the worker then catches up.
+        Called without the lock held: the event must not keep the worker waiting."""
+        with self.cond:
+            if not self.paused.active():
+                return False
+            owed = self.paused.lift()
+            self.resuming = "pull" if owed or self.resuming == "pull" else True
+            self.status.update(paused=None)
+            self.cond.notify_all()
+        log.info("resumed: syncing what changed while paused")
+        self.status.event("resumed")
+        return True
+
+    def refused(self):
+        """The sync request's answer while paused."""
+        return {"ok": False, "error": "syncing is paused since %s: nothing is committed, "
+                                      "pushed or pulled until autosync-notify resume"
+                                      % cli.show_time(self.paused.since)}
+
+    def owe_pull(self):
+        with self.cond:
+            self.paused.owe_pull()

@@ -1,0 +1,368 @@
+"""A remote's address, the command that watches it (`watchcmd`), and the one ssh
+connection held to it.
+
+Shared by autosync-sshlink, which runs the command for as long as the daemon
+runs, and `dvcs-autosync init`, which tries it once to choose `syncmethod`.
+
+The held connection: every ssh the daemon starts for a remote (the watch, and
+git's push, fetch and notes fetch through GIT_SSH_COMMAND, git_ssh_command)
+goes through one connection, ssh's own multiplexing: a control socket in the
+daemon's private runtime folder, its master an `ssh -M -N -f` of its own
+(connect(), made when the committer starts and at every start of the watch,
+when none answers), which ends PERSIST seconds after its last user (the
+watch uses it for as long as the link runs) or when the connection drops.
+One login per remote instead of one per command. The commands themselves
+only use it (ControlMaster=no): one that finds no master connects by itself,
+and none becomes a master, whose first session would keep that command's
+pipes open until the server ended it (a killed command's reader would wait).
+Left alone when the user's ssh config (`ssh -G`) or ssh command sets its own
+ControlMaster/ControlPath, or when the ssh is not OpenSSH's. A socket whose
+master is gone, or does not answer within CHECK_TIMEOUT (frozen), is removed
+before a master is made (stale()), so it never blocks a command.
+"""
+import hashlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+
+from autosync.core import paths
+from autosync.vcs import commands
+
+POLL = 10.0  # seconds between `git ls-remote`s of a server that cannot watch (remote.poll)
+
+# Keep-alives: a dead connection is noticed within about 45 s; no password prompt ever.
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
+               "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=20"]
+# Run by the server's login shell: autosync-remote from PATH, or from ~/.local/bin,
+# where `pip install --user` and pipx put it but which a non-interactive ssh
+# session's PATH often lacks; without it, the watch itself (autosync/ssh/remote.py,
+# "$2": compressed, base64; "$3" unpacks it) run by the server's python3. The path is
+# "$1": never parsed by a shell.
+REMOTE_SCRIPT = ('PATH="$PATH:$HOME/.local/bin"; '
+                 'if command -v autosync-remote >/dev/null 2>&1; then '
+                 'exec autosync-remote watch "$1"; fi; '
+                 'if command -v python3 >/dev/null 2>&1; then echo "%s" >&2; '
+                 'exec python3 -c "$3" "$2" watch "$1"; fi; '
+                 'echo "autosync-remote: not found on the server, nor python3" >&2; exit 127'
+                 ) % ("autosync-remote: not found on the server: its python3 runs the watch "
+                      "sent over ssh")
+SENT_NOTICE = "its python3 runs the watch sent over ssh"
+# python3's program: the watch, out of its argument (left out of sys.argv before it runs).
+BOOT = "import base64,sys,zlib;exec(zlib.decompress(base64.b64decode(sys.argv.pop(1))))"
+SENT = "(the watch program)"  # what the log shows in place of the program sent
+NOISE = ("Warning: Permanently added",)  # ssh's stderr lines that say nothing wrong
+PERSIST = 60         # seconds the held connection outlives its last user
+CHECK_TIMEOUT = 3.0  # seconds a control socket's master has to answer `ssh -O check`
+# What in an ssh command line means the user chose multiplexing themselves.
+OWN_MUX = ("controlmaster", "controlpath", "controlpersist")
+
+
+class BadRemote(ValueError):
+    """A remote address no default watch command can be made for."""
+
+
+def parse_remote(url, base="."):
+    """("ssh", destination, port or None, path) or ("local", absolute path) of a git
+    remote's address; BadRemote for another kind (https, git://, empty).
+
+    Git's forms: `ssh://[user@]host[:port]/path` (`/~/path`: below the home),
+    `[user@]host:path` (no slash before the first colon), `file:///path`, a path
+    (relative ones from `base`, the working tree)."""
+    url = url.strip()
+    if not url:
+        raise BadRemote("the remote has no address (remoteurlcmd printed nothing)")
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        scheme = scheme.lower()
+        if scheme == "file":
+            return "local", os.path.normpath(rest if rest.startswith("/") else "/" + rest)
+        if scheme not in ("ssh", "git+ssh", "ssh+git"):
+            raise BadRemote("%s: a %s:// remote cannot be watched over ssh" % (url, scheme))
+        authority, slash, path = rest.partition("/")
+        if not slash or not path:
+            raise BadRemote("%s: no repository path in the address" % url)
+        user, at, hostport = authority.rpartition("@")
+        host, port = _host_port(hostport, url)
+        path = "/" + path
+        if path.startswith("/~"):
+            path = path[1:]  # ~/repo or ~user/repo: the server's shell finds it
+        return "ssh", (user + at + host), port, path
+    head = url.split("/", 1)[0]
+    if ":" in head and not url.startswith(("/", ".")):
+        if head.startswith("["):  # [host]:path or [user@host:port]:path
+            close = url.find("]:")
+            if close < 0:
+                raise BadRemote("%s: unclosed [ in the host" % url)
+            destination, path = url[1:close], url[close + 2:]
+        else:
+            destination, _, path = url.partition(":")
+        if not path:
+            raise BadRemote("%s: no repository path in the address" % url)
+        _check_host(destination.rpartition("@")[2], url)
+        return "ssh", destination, None, path
+    return "local", os.path.normpath(os.path.join(base, os.path.expanduser(url)))
+
+
+def _host_port(hostport, url):
+    if hostport.startswith("["):
+        host, _, tail = hostport[1:].partition("]")
+        port = tail[1:] if tail.startswith(":") else ""
+    else:
+        host, _, port = hostport.partition(":")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise BadRemote("%s: bad port %r" % (url, port))
+    _check_host(host, url)
+    return host, int(port) if port else None
+
+
+def _check_host(host, url):
+    # A host that starts with - would be an ssh option (git refuses it too).
+    if not host or host.startswith("-") or any(c.isspace() for c in host):
+        raise BadRemote("%s: bad host name %r" % (url, host))
+
+
+def ssh_text(env, cwd):
+    """The ssh git itself uses, as a shell command line: $GIT_SSH_COMMAND,
+    core.sshCommand, $GIT_SSH, or ssh."""
+    if env.get("GIT_SSH_COMMAND"):
+        return env["GIT_SSH_COMMAND"]
+    configured = subprocess.run(["git", "config", "--get", "core.sshCommand"], cwd=cwd,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL).stdout.decode("utf-8", "replace").strip()
+    if configured:
+        return configured
+    return shlex.quote(env["GIT_SSH"]) if env.get("GIT_SSH") else "ssh"
+
+
+def ssh_program(env, cwd):
+    """The ssh git itself uses: $GIT_SSH_COMMAND, core.sshCommand, $GIT_SSH, or ssh."""
+    return shlex.split(ssh_text(env, cwd))
+
+
+def default_watch(url, base, ssh=("ssh",), held=()):
+    """argv watching the remote at `url`: over ssh (`held`: held()'s options), or here
+    for a local path."""
+    remote = parse_remote(url, base)
+    if remote[0] == "local":
+        return [sys.executable, "-m", "autosync.ssh.remote", "watch", remote[1]]
+    _, destination, port, path = remote
+    return list(ssh) + SSH_OPTIONS + list(held) + (["-p", str(port)] if port else []) + \
+        ["--", destination, remote_command(path)]
+
+
+def watch_program():
+    """autosync/ssh/remote.py, compressed and in base64: one word on any shell."""
+    import base64
+    import zlib
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "ssh", "remote.py"), "rb") as f:
+        return base64.b64encode(zlib.compress(f.read(), 9)).decode("ascii")
+
+
+def remote_command(path, program=None):
+    """What the server's login shell runs to watch `path` (REMOTE_SCRIPT)."""
+    return "sh -c %s autosync-remote %s %s %s" % (
+        shlex.quote(REMOTE_SCRIPT), shlex.quote(path), program or watch_program(),
+        shlex.quote(BOOT))
+
+
+def remote_path(url, base):
+    """What watchcmd's %s stands for: the remote's path (as its server sees it)."""
+    remote = parse_remote(url, base)
+    return remote[1] if remote[0] == "local" else remote[3]
+
+
+def cannot_watch(returncode):
+    """Whether a watch command that ended before its first line with `returncode` means a
+    server that cannot run the watch (a hosted git without a shell, no python3: its own
+    exit) rather than ssh failing (255: no connection, a refused login) or a kill."""
+    return returncode is not None and 0 < returncode != 255
+
+
+def poll_command(url, base):
+    """(argv, shown, env) polling the remote at `url` here with git ls-remote
+    (autosync-remote poll), through the held connection."""
+    from autosync.vcs import git_environment
+    argv = [sys.executable, "-m", "autosync.ssh.remote", "poll", url]
+    git_environment.use_ssh_command(git_ssh_command(url, base))
+    return argv, " ".join(map(commands.show, argv)), commands.environment()
+
+
+def watch_argv(cfg):
+    """(argv, shown, release, poll, master) of the watch command for this config;
+    release(): let the held connection go (let_go), or None when there is none; poll():
+    poll_command for a server that cannot run the watch, or None; master: connect()'s
+    process making the held connection, to wait for before the watch starts, or None."""
+    url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
+    text = cfg.commands.get("watchcmd") or ""
+    if text.strip():
+        template = commands.Template("watchcmd", text)
+        run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
+        return run.argv, run.shown, None, None, None
+    ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
+    remote = parse_remote(url, cfg.path)
+    if remote[0] == "ssh":
+        options, path = held(ssh, remote[1], remote[2])
+        if path:
+            master = connect(ssh, remote[1], remote[2], path)
+            release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
+        poll = lambda: poll_command(url, cfg.path)  # noqa: E731
+    argv = default_watch(url, cfg.path, ssh, options)
+    return argv, shown(argv), release, poll, master
+
+
+def shown(argv):
+    """A watch command for the log: the program it sends over left out."""
+    return " ".join(map(commands.show, argv)).replace(watch_program(), SENT)
+
+
+def why_it_ended(returncode, stderr):
+    """The command's end in one line: its exit, and its own last words on stderr."""
+    lines = [" ".join(l.split()) for l in stderr.decode("utf-8", "replace").splitlines()]
+    said = [l for l in lines if l and not l.startswith(NOISE)][-3:]
+    how = "killed by signal %d" % -returncode if returncode < 0 else "exit %d" % returncode
+    return "the watch command ended (%s)%s" % (how, ": " + "; ".join(said) if said else "")
+
+
+def _own_mux(ssh):
+    """Whether the ssh command line itself sets up multiplexing (-M, -S, -o Control...)."""
+    for i, arg in enumerate(ssh[1:], 1):
+        if arg in ("-M", "-S") or (arg.startswith("-S") and len(arg) > 2):
+            return True
+        option = arg[2:] if arg.startswith("-o") and len(arg) > 2 else \
+            (ssh[i + 1] if arg == "-o" and i + 1 < len(ssh) else "")
+        if option.replace("=", " ").split(" ")[0].lower() in OWN_MUX:
+            return True
+    return False
+
+
+def _quietly(argv, timeout):
+    """Run argv (its own process group, killed whole after `timeout`) -> (exit, stdout);
+    exit is None when it timed out or could not run."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None, b""
+    try:
+        out = proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return None, b""
+    return proc.returncode, out
+
+
+def effective(ssh, destination, port=None):
+    """{key: value} of `ssh -G` for destination: the configuration ssh would use, or {}."""
+    code, out = _quietly(list(ssh) + ["-G"] + (["-p", str(port)] if port else []) +
+                         ["--", destination], 10)
+    if code != 0:
+        return {}
+    found = {}
+    for line in out.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        found.setdefault(key.lower(), value)
+    return found
+
+
+def control_path(user, host, port):
+    """The control socket of the held connection to user@host:port (private folder)."""
+    key = hashlib.sha256(("%s@%s:%s" % (user, host, port)).encode("utf-8", "surrogateescape"))
+    return os.path.join(paths.runtime_dir(), "ssh-" + key.hexdigest()[:20])
+
+
+def held(ssh, destination, port=None, words=None):
+    """(options, control socket) making `ssh` (an argv prefix; `words`: the command it
+    runs, when that is a shell) use the one held connection to destination; ([], None)
+    when the user set multiplexing up (their ssh config or command) or the ssh is not
+    OpenSSH's."""
+    words = words or ssh
+    if not words or os.path.basename(words[0]) != "ssh" or _own_mux(words):
+        return [], None
+    config = effective(ssh, destination, port)
+    if not config or config.get("controlmaster", "false") not in ("false", "no") or \
+            config.get("controlpath", "none") != "none":
+        return [], None
+    path = control_path(config.get("user", ""), config.get("hostname", destination),
+                        config.get("port", port or 22))
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    return ["-o", "ControlMaster=no", "-o", "ControlPath=" + path.replace("%", "%%")], path
+
+
+def connect(ssh, destination, port, path):
+    """Make the held connection's master unless one answers at `path`: a started
+    `ssh -M -N -f` (it goes to the background once logged in; nobody waits for it), or
+    None. A socket left behind or frozen is removed first (stale())."""
+    if not path or (os.path.exists(path) and not stale(ssh, destination, path)):
+        return None
+    try:
+        return subprocess.Popen(
+            list(ssh) + SSH_OPTIONS + ["-o", "ControlMaster=yes", "-o", "ControlPath=" +
+                                       path.replace("%", "%%"), "-o", "ControlPersist=%d"
+                                       % PERSIST, "-N", "-f"] +
+            (["-p", str(port)] if port else []) + ["--", destination],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+    except OSError:
+        return None
+
+
+def stale(ssh, destination, path, timeout=CHECK_TIMEOUT):
+    """Remove the control socket `path` when its master does not answer (frozen, or its
+    file left behind): the next ssh then makes a new connection instead of waiting.
+    -> True when it was removed."""
+    if not path or not os.path.exists(path):
+        return False
+    code, _ = _quietly(list(ssh) + ["-o", "ControlPath=" + path.replace("%", "%%"),
+                                    "-O", "check", "--", destination], timeout)
+    if code == 0:
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return True
+
+
+def let_go(ssh, destination, path):
+    """Ask the held connection's master to take no new sessions (`ssh -O stop`): its
+    sessions end on their own, the next ssh makes a new connection. For a connection
+    that may be dead without knowing it (after a sleep). Never waits long."""
+    if not path or not os.path.exists(path):
+        return
+    code, _ = _quietly(list(ssh) + ["-o", "ControlPath=" + path.replace("%", "%%"),
+                                    "-O", "stop", "--", destination], CHECK_TIMEOUT)
+    if code is None:
+        stale(ssh, destination, path, timeout=0.1)
+
+
+def git_ssh_command(url, base, env=None):
+    """GIT_SSH_COMMAND for git's push, fetch and notes to the remote at `url`: the ssh git
+    would use, with the held connection and keep-alives; None for a remote not over ssh
+    or when nothing would be added (the user's own multiplexing, another ssh)."""
+    env = os.environ if env is None else env
+    try:
+        remote = parse_remote(url, base)
+    except BadRemote:
+        return None
+    if remote[0] != "ssh":
+        return None
+    text = ssh_text(env, base)
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    ssh = ["sh", "-c", text + ' "$@"', "ssh"]  # as git runs it: $HOME, ~ and quotes work
+    options, path = held(ssh, remote[1], remote[2], words)
+    if not options:
+        return None
+    connect(ssh, remote[1], remote[2], path)
+    # The user's line as it is (a shell runs it: $HOME, ~ and quotes keep their meaning),
+    # then ours; keep-alives too: the connection may be made by git's ssh and outlive it.
+    return text + " " + " ".join(map(shlex.quote, options + SSH_OPTIONS[2:]))

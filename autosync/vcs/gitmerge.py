@@ -1,0 +1,178 @@
+"""Finish a git merge that stopped on conflicts, keeping every version.
+
+Git only: it reads the index's conflict stages (`git ls-files -u`), which
+no configured command can describe. Each conflicted path is settled by
+copies.keep_both (the newer version at the path, the other beside it as a
+conflict copy; a change kept over a delete); a path deleted on both sides
+goes. This module supplies only what git knows: the two committed versions
+and their last change (WorkingTree), and writing a blob. Files are written
+from the committed blobs, so conflict markers never reach the tree or a
+commit. The caller commits the result (docs/conflicts.md).
+"""
+import logging
+import os
+import re
+
+from autosync.core.copies import keep_both
+from autosync.vcs.git import git
+from autosync.core.messages import host_of
+
+log = logging.getLogger("autosync.conflicts")
+
+
+def merging(gitdir):
+    return os.path.exists(os.path.join(gitdir, "MERGE_HEAD"))
+
+
+def rebasing(gitdir):
+    return any(os.path.exists(os.path.join(gitdir, d)) for d in ("rebase-merge", "rebase-apply"))
+
+
+def unmerged(folder):
+    """{path: {stage: (mode, blob id)}} of the index's conflict entries."""
+    out = git(folder, "ls-files", "-u", "-z")
+    found = {}
+    for entry in out.split(b"\0"):
+        if entry:
+            info, path = entry.split(b"\t", 1)
+            mode, blob, stage = info.split()
+            found.setdefault(os.fsdecode(path), {})[int(stage)] = (mode.decode(), blob.decode())
+    return found
+
+
+def undo_interrupted_merge(folder):
+    """A merge killed before it wrote MERGE_HEAD left conflict entries (and markers) behind.
+
+    `git reset --merge` puts back what the merge changed and keeps local changes
+    it did not touch; both sides are still in commits, so the next pull redoes it.
+    -> True if there was such a merge."""
+    if not unmerged(folder):
+        return False
+    log.warning("undoing a merge that was interrupted before it finished; "
+                "the next pull does it again")
+    git(folder, "reset", "-q", "--merge")
+    return True
+
+
+# The line a merge writes after the other side's text: `>>>>>>> <commit id>`.
+MERGE_LABEL = "^>>>>>>> [0-9a-f]{40}$"
+
+
+def undo_killed_pull(folder):
+    """Put back files that a pull killed mid-merge left with conflict markers.
+
+    A merge that loses its output pipe (the committer that ran it was killed)
+    dies of SIGPIPE after writing the markers into the files but before it
+    records anything in the index or MERGE_HEAD. Such a file differs from our
+    last commit and carries a `>>>>>>> <commit id>` label naming a commit we
+    have fetched but not merged; both sides are committed, so it goes back to
+    our commit and the next pull merges again. A user's file that merely holds
+    such lines (notes about git) names no such commit and is left alone.
+    Called at every start (the killed pull may have ended before the new
+    committer looked for it), never during a recorded merge. -> the paths put back."""
+    if git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False) is None:
+        return []   # no commit yet: nothing to put back
+    out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL)
+    paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
+    paths = [p for p in paths if _labels_unmerged_commit(folder, p)]
+    if paths:
+        log.warning("a killed pull left conflict markers in %d file(s): put back to the last "
+                    "commit, the next pull merges again: %s", len(paths), ", ".join(paths[:10]))
+        git(folder, "checkout", "-q", "HEAD", "--", paths=paths)
+    return paths
+
+
+def _labels_unmerged_commit(folder, path):
+    """Does the file's `>>>>>>> <id>` line name a commit we have and have not merged?"""
+    try:
+        with open(os.path.join(folder, path), "rb") as f:
+            labels = set(re.findall(rb"^>>>>>>> ([0-9a-f]{40})$", f.read(), re.M))
+    except OSError:
+        return False
+    for label in labels:
+        known = git(folder, "cat-file", "-e", label + b"^{commit}", check=False) is not None
+        if known and git(folder, "merge-base", "--is-ancestor", label, "HEAD",
+                         check=False) is None:
+            return True
+    return False
+
+
+def last_change(folder, rev, path):
+    """(commit time, commit id, host) of the last commit on rev that touched path."""
+    # The path on stdin (--stdin reads paths after a `--` line), off the command line;
+    # git reads it line by line, so a name with a newline is the rev's last commit.
+    out = b"" if "\n" in path else git(
+        folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", "--stdin", rev,
+        data=b"--\n" + os.fsencode(path) + b"\n", check=False) or b""
+    if not out.strip():
+        out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev)
+    stamp, commit, author, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 3)
+    return int(stamp), commit, host_of(subject) or author
+
+
+def write_blob(folder, rel, mode, blob):
+    """Put a committed version at rel: a file with its mode, or a symlink."""
+    data = git(folder, "cat-file", "blob", blob)
+    full = os.path.join(folder, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    if os.path.lexists(full) and not os.path.isdir(full):
+        os.unlink(full)
+    if mode == "120000":
+        os.symlink(data, os.fsencode(full))
+        return
+    with open(full, "wb") as f:
+        f.write(data)
+    os.chmod(full, 0o755 if mode == "100755" else 0o644)
+
+
+def same_blob(folder, rel, blob):
+    """True if rel already holds exactly this blob (a copy written before a crash)."""
+    full = os.path.join(folder, rel)
+    if not os.path.isfile(full) or os.path.islink(full):
+        return False
+    if "\n" in rel:   # --stdin-paths reads lines; such a copy is simply not reused
+        return False
+    # The name on stdin, off the command line; git hashes the file as `-- rel` would.
+    return git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
+               check=False) == blob.encode() + b"\n"
+
+
+class WorkingTree:
+    """copies.Place for a merge stopped in git's working tree: a version is a
+    committed blob, (mode, blob id); "ours" is HEAD, "theirs" MERGE_HEAD."""
+
+    def __init__(self, folder, path):
+        self.folder, self.path = folder, path
+
+    def last_change(self, side, version):
+        return last_change(self.folder, "HEAD" if side == "ours" else "MERGE_HEAD", self.path)
+
+    def taken(self, rel):
+        return os.path.lexists(os.path.join(self.folder, rel))
+
+    def is_folder(self, rel):
+        return os.path.isdir(os.path.join(self.folder, rel))
+
+    def holds(self, rel, version):
+        return same_blob(self.folder, rel, version[1])
+
+    def write(self, rel, version):
+        write_blob(self.folder, rel, *version)
+
+
+def resolve(folder):
+    """Resolve every conflicted path by copies.keep_both and stage the result.
+
+    -> list of {"path", "copy", "host"}: one per conflict copy made."""
+    made, staged = [], []
+    for path, stages in sorted(unmerged(folder).items()):
+        ours, theirs = stages.get(2), stages.get(3)
+        if ours is None and theirs is None:  # deleted on both sides (e.g. renamed apart)
+            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path])
+            continue
+        copy, written = keep_both(path, ours, theirs, WorkingTree(folder, path))
+        made += [copy] if copy else []
+        staged += [path] + written
+    if staged:
+        git(folder, "add", "-A", "--", paths=staged)
+    return made

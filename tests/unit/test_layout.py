@@ -1,0 +1,215 @@
+"""The package's shape: one folder per program, over the engine, over the base; who may
+import whom.
+
+Three floors, and imports only go down (or stay on the floor's own room):
+  programs: supervisor.py and one folder per program (watcher, committer, xmpp, ssh,
+            desktop, tools)
+  vcs/:     the DVCS engine (git run, pulled, merged, noted; every write into the folder)
+  core/:    the base (config, paths, the socket, retry, commit messages, ...)
+A program's folder imports only vcs/, core/ and itself. The exceptions, each for a
+reason, are in ALLOWED; anything else fails here, with the import that crossed.
+No module cycle either, counting the imports made inside functions.
+"""
+import ast
+import os
+import sys
+
+import autosync
+
+ROOT = os.path.dirname(autosync.__file__)
+PROGRAMS = {"watcher", "committer", "xmpp", "ssh", "desktop", "tools", "supervisor"}
+FLOORS = {"core": 0, "vcs": 1}  # every program: 2
+ALLOWED = {
+    # the tray shows the recent changes at start: the log reader of `dvcs-autosync log`
+    ("desktop", "tools"),
+    # init tries the XMPP account once (xmpp/session.py) and the remote's watch once
+    # (ssh/connection.py) before it chooses syncmethod
+    ("tools", "xmpp"),
+    ("tools", "ssh"),
+    # the committer's git commands use the one ssh connection held to the remote
+    # (ssh/connection.py, git_ssh_command)
+    ("committer", "ssh"),
+}
+# (dvcs-autosync's subcommands are loaded by name: supervisor.COMMANDS, not an import.)
+# Class names the package still defines more than once (one class per name, issue 34):
+SAME_NAME = {
+    # guarded's (a write refused) and init's (init refuses to start): init's is renamed
+    # once the branch that adds raises of it (ssh, issue 33) is merged
+    "Refused": 2,
+}
+
+
+def modules():
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                yield os.path.relpath(path, ROOT), path
+
+
+def room(rel):
+    """core, vcs, a program's folder, or the top-level module's own name (supervisor,
+    __init__)."""
+    first = rel.split(os.sep)[0]
+    return first[:-3] if first.endswith(".py") else first
+
+
+def floor(room_):
+    return FLOORS.get(room_, 2)
+
+
+def imported(path):
+    """The autosync modules a file imports (anywhere in it, inside functions too), as
+    dotted names below autosync: `from autosync.core import cli` is core.cli."""
+    tree = ast.parse(open(path).read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module == "autosync":
+                for alias in node.names:
+                    if not alias.name.startswith("__"):  # __version__
+                        yield alias.name
+            elif node.module.startswith("autosync."):
+                for alias in node.names:
+                    yield node.module[len("autosync."):] + "." + alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("autosync."):
+                    yield alias.name[len("autosync."):]
+
+
+def crossings():
+    """(from room, to room, file, module) of every import that leaves its room and does
+    not go to a lower floor."""
+    out = []
+    for rel, path in modules():
+        here = room(rel)
+        for name in imported(path):
+            there = name.split(".")[0]
+            if there == here or floor(there) < floor(here):
+                continue
+            out.append((here, there, rel, name))
+    return out
+
+
+def graph():
+    """{module: the package's modules it imports}, modules as dotted names below autosync
+    (`core.cli`; a folder's __init__ is the folder's name)."""
+    names = {}
+    for rel, path in modules():
+        name = rel[:-3].replace(os.sep, ".")
+        names[name[:-len(".__init__")] if name.endswith(".__init__") else name] = path
+    out = {}
+    for name, path in names.items():
+        deps = set()
+        for imported_name in imported(path):
+            # `from autosync.core.config import load` names core.config.load: its module
+            while imported_name and imported_name not in names:
+                imported_name = imported_name.rpartition(".")[0]
+            if imported_name and imported_name != name:
+                deps.add(imported_name)
+        out[name] = deps
+    return out
+
+
+def cycles(edges):
+    """The strongly connected groups of more than one module (Tarjan), sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_package_is_the_base_the_engine_and_one_folder_per_program():
+    rooms = {room(rel) for rel, _ in modules()}
+    assert rooms == PROGRAMS | {"core", "vcs", "__init__"}
+
+
+def test_the_base_imports_nothing_outside_core():
+    assert [c for c in crossings() if c[0] == "core"] == []
+
+
+def test_the_engine_imports_only_the_base():
+    assert [c for c in crossings() if c[0] == "vcs"] == []
+
+
+def test_a_program_imports_only_the_engine_the_base_and_itself():
+    bad = ["%s imports autosync.%s" % (rel, name) for here, there, rel, name in crossings()
+           if (here, there) not in ALLOWED]
+    assert bad == []
+
+
+def test_the_exceptions_are_still_needed():
+    # an exception nobody uses any more is a door left open: close it
+    used = {(here, there) for here, there, _, _ in crossings()}
+    assert ALLOWED <= used
+
+
+def test_no_module_cycle():
+    assert cycles(graph()) == []
+
+
+def classes():
+    """{class name: the files defining a class of that name (at any depth)}."""
+    out = {}
+    for rel, path in modules():
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, []).append(rel)
+    return out
+
+
+def test_one_class_per_name():
+    # two classes of one name make a reader (and a grep) take one for the other
+    twice = {name: len(files) for name, files in classes().items() if len(files) > 1}
+    assert twice == SAME_NAME
+
+
+def test_the_check_sees_a_crossing(tmp_path, monkeypatch):
+    # the check itself: a watcher module that imports the committer, an engine module
+    # that imports a program, and a base module that imports the engine are caught
+    fake = tmp_path / "autosync"
+    for folder in ("watcher", "vcs", "core"):
+        (fake / folder).mkdir(parents=True)
+    (fake / "watcher" / "x.py").write_text("from autosync.committer import repository\n")
+    (fake / "vcs" / "y.py").write_text("def f():\n    from autosync.tools import history\n")
+    (fake / "core" / "z.py").write_text("import autosync.vcs.git\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(fake))
+    assert sorted(crossings()) == [
+        ("core", "vcs", os.path.join("core", "z.py"), "vcs.git"),
+        ("vcs", "tools", os.path.join("vcs", "y.py"), "tools.history"),
+        ("watcher", "committer", os.path.join("watcher", "x.py"), "committer.repository")]
+
+
+def test_the_check_sees_a_cycle_hidden_in_a_function(tmp_path, monkeypatch):
+    fake = tmp_path / "autosync"
+    (fake / "core").mkdir(parents=True)
+    (fake / "core" / "a.py").write_text("from autosync.core import b\n")
+    (fake / "core" / "b.py").write_text("def f():\n    from autosync.core.c import g\n")
+    (fake / "core" / "c.py").write_text("def g():\n    import autosync.core.a\n")
+    (fake / "core" / "d.py").write_text("from autosync.core import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(fake))
+    assert cycles(graph()) == [["core.a", "core.b", "core.c"]]

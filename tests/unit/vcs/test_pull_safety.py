@@ -1,0 +1,412 @@
+"""The guarded pull keeps every rule git keeps when it writes a working tree (issue 31):
+paths git refuses are refused whole and nothing of them is written or run; a version
+that could not be written is never claimed by HEAD or the index; gitlinks stay; any
+byte a name can hold crosses git's pipes; contents are streamed. Real git repositories
+(a bare remote, two clones); the planted trees are made with `git mktree`, as an
+attacker who can push would make them."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from autosync.vcs import gitpull
+from conftest import HERE, git  # HERE: tests/, the checkout above it
+from test_gitpull import commit, pull, two, write  # noqa: F401 (two: a fixture)
+
+
+def head(folder):
+    return git("rev-parse", "HEAD", cwd=folder).decode().strip()
+
+
+def index_of(folder):
+    return git("ls-files", "-s", "-z", cwd=folder)
+
+
+def plant(folder, entries, message="planted"):
+    """A commit on top of HEAD whose tree adds `entries` [(mode, path, content)] to
+    HEAD's, built object by object as `git add` would never build it; pushed."""
+    base = git("rev-parse", "HEAD^{tree}", cwd=folder).decode().strip()
+    tree = base
+    for mode, path, content in entries:
+        tree = with_entry(folder, tree, path.split("/"), mode, content)
+    rev = git("commit-tree", tree, "-p", "HEAD", "-m", message, cwd=folder).decode().strip()
+    git("update-ref", "HEAD", rev, cwd=folder)
+    git("push", "-q", "-f", "origin", "HEAD:main", cwd=folder)
+    return rev
+
+
+def with_entry(folder, tree, parts, mode, content):
+    """tree with the entry at parts (a list of names, any bytes but /) set."""
+    listing = git("ls-tree", "-z", tree, cwd=folder).split(b"\0") if tree else []
+    rows = {}
+    for row in listing:
+        if row:
+            info, name = row.split(b"\t", 1)
+            rows[name] = info
+    name = os.fsencode(parts[0])
+    if len(parts) == 1:
+        if mode == "160000":
+            oid = content
+        else:
+            oid = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=folder,
+                                 input=content, stdout=subprocess.PIPE, check=True
+                                 ).stdout.decode().strip()
+        kind = {"160000": "commit", "040000": "tree"}.get(mode, "blob")
+        rows[name] = b"%s %s %s" % (mode.encode(), kind.encode(), oid.encode())
+    else:
+        sub = None
+        if name in rows and rows[name].split()[1] == b"tree":
+            sub = rows[name].split()[2].decode()
+        sub = with_entry(folder, sub, parts[1:], mode, content)
+        rows[name] = b"040000 tree %s" % sub.encode()
+    data = b"".join(b"%s\t%s\0" % (info, n) for n, info in rows.items())
+    return subprocess.run(["git", "mktree", "-z"], cwd=folder, input=data,
+                          stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+
+
+# --- 1. every path rule git keeps ---------------------------------------------------
+
+def test_a_planted_hook_is_never_written_and_never_run(two, tmp_path):
+    """A tree holding .git/hooks/post-merge (and post-commit): refused whole in one line,
+    nothing of it written (not even its harmless file), HEAD and the index unmoved."""
+    remote, a, b = two
+    proof = tmp_path / "ran"
+    hook = b"#!/bin/sh\ntouch %s\n" % os.fsencode(str(proof))
+    plant(a, [("100755", ".git/hooks/post-merge", hook),
+              ("100755", ".git/hooks/post-commit", hook),
+              ("100644", "harmless.txt", b"innocent\n")])
+    before, index = head(b), index_of(b)
+    with pytest.raises(gitpull.Unsafe) as refused:
+        pull(b)
+    assert "\n" not in str(refused.value) and ".git/hooks/post-merge" in str(refused.value)
+    assert not os.path.exists(os.path.join(b, ".git", "hooks", "post-merge"))
+    assert not os.path.exists(os.path.join(b, ".git", "hooks", "post-commit"))
+    assert not os.path.exists(os.path.join(b, "harmless.txt"))
+    assert head(b) == before and index_of(b) == index
+    git("commit", "-q", "--allow-empty", "-m", "a commit runs post-commit", cwd=b)
+    assert not proof.exists()
+
+
+@pytest.mark.parametrize("path", [".GIT/hooks/post-merge", ".Git/config", "d/.git/hooks/x",
+                                  "git~1/hooks/post-merge", ".git. /hooks/post-merge",
+                                  "../outside.txt", "d/../../outside.txt"])
+def test_every_spelling_of_dot_git_and_dot_dot_is_refused(two, path):
+    remote, a, b = two
+    plant(a, [("100755", path, b"#!/bin/sh\nexit 0\n")])
+    before = head(b)
+    with pytest.raises(gitpull.Unsafe):
+        pull(b)
+    assert head(b) == before
+    assert git("status", "--porcelain", "--untracked-files=all", "--ignored", cwd=b) == b""
+
+
+def test_a_hook_the_pull_wrote_through_hookspath_is_not_run(two, tmp_path):
+    """core.hooksPath pointing into the working tree: a post-merge that arrives with the
+    pull is a file the pull wrote, so it does not run (git pull would run it)."""
+    remote, a, b = two
+    git("config", "core.hooksPath", "hooks", cwd=b)
+    proof = tmp_path / "ran"
+    os.mkdir(os.path.join(a, "hooks"))
+    write(a, "hooks/post-merge", b"#!/bin/sh\ntouch %s\n" % os.fsencode(str(proof)))
+    os.chmod(os.path.join(a, "hooks", "post-merge"), 0o755)
+    commit(a, "a hook in the folder")
+    pull(b)
+    assert os.path.exists(os.path.join(b, "hooks", "post-merge")) and not proof.exists()
+
+
+def test_a_hook_that_was_there_before_still_runs(two, tmp_path):
+    remote, a, b = two
+    proof = tmp_path / "ran"
+    hook = os.path.join(b, ".git", "hooks", "post-merge")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\ntouch '%s'\n" % proof)
+    os.chmod(hook, 0o755)
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: z")
+    pull(b)
+    assert proof.exists()
+
+
+# --- 2. a pull never claims what it did not write ------------------------------------
+
+def small_tmpfs(tmp_path, size):
+    """A tmpfs of `size` ("4m") at tmp_path/small, unmounted (lazily) after the test."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", str(mount)],
+                      stderr=subprocess.DEVNULL).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)])
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """b's working tree on a 4 MB tmpfs (its .git on the ordinary disk)."""
+    yield from small_tmpfs(tmp_path, "4m")
+
+
+def test_a_full_disk_moves_nothing_and_the_pull_completes_once_space_is_freed(
+        two, small_disk, tmp_path):
+    remote, a, b = two
+    tree = str(small_disk / "b")
+    git("clone", "-q", "--separate-git-dir", str(tmp_path / "b.git"), remote.path, tree)
+    filler = small_disk / "filler"
+    write(a, "z.txt", b"edited on a\n")
+    os.unlink(os.path.join(a, "d", "y.txt"))
+    write(a, "big.bin", os.urandom(3 << 20))
+    write(a, "small.txt", b"new on a\n")
+    commit(a, "autosync on a: edited z.txt, removed d/y.txt, added big.bin, small.txt")
+    free = os.statvfs(tree).f_bavail * os.statvfs(tree).f_frsize
+    with open(filler, "wb") as f:
+        f.write(b"\0" * (free - (1 << 20)))   # 1 MB left: big.bin cannot be written
+    before, index = head(tree), index_of(tree)
+    with pytest.raises(gitpull.Unwritten) as failed:
+        pull(tree)
+    assert "No space left on device" in str(failed.value)
+    assert head(tree) == before and index_of(tree) == index
+    # Nothing changed on disk: no half-written file, no temporary one, no removal.
+    assert sorted(os.listdir(tree)) == [".git", "README", "d", "z.txt"]
+    assert open(os.path.join(tree, "z.txt"), "rb").read() == b"first\n"
+    assert os.path.exists(os.path.join(tree, "d", "y.txt"))
+    # What a commit of this machine would record now: nothing (no revert of a's edits).
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=tree) == b""
+    os.unlink(filler)
+    pull(tree)
+    assert git("rev-parse", "HEAD", cwd=tree) == git("rev-parse", "HEAD", cwd=a)
+    assert open(os.path.join(tree, "z.txt"), "rb").read() == b"edited on a\n"
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=tree) == b""
+
+
+def test_a_file_where_the_pull_needs_a_folder_is_not_claimed_then_merged_keeping_both(two):
+    """b has a new file x, not committed yet; a pushes x/a. The pull cannot make the
+    folder: nothing is claimed. Once b commits x, the pull is a merge that keeps both."""
+    remote, a, b = two
+    write(b, "x", b"b's own x\n")
+    os.mkdir(os.path.join(a, "x"))
+    write(a, "x/a", b"a's x/a\n")
+    commit(a, "autosync on a: added x/a")
+    before = head(b)
+    with pytest.raises(gitpull.Unwritten) as failed:
+        pull(b)
+    assert "x/a" in str(failed.value) and "\n" not in str(failed.value)
+    assert head(b) == before and open(os.path.join(b, "x"), "rb").read() == b"b's own x\n"
+    git("add", "-A", cwd=b)  # what b's committer does with its new file
+    git("commit", "-q", "-m", "autosync on b: added x", cwd=b)
+    pull(b)
+    files = git("ls-tree", "-r", "--name-only", "HEAD", cwd=b).decode().split("\n")
+    assert "x/a" in files
+    contents = {git("cat-file", "blob", "HEAD:" + f, cwd=b) for f in files if f}
+    assert b"b's own x\n" in contents and b"a's x/a\n" in contents
+    git("add", "-A", cwd=b)
+    assert git("diff", "--cached", "--name-status", "HEAD", cwd=b) == b""  # nothing undone
+
+
+# --- pulled renames (issue 32) ---------------------------------------------------------
+
+def test_a_pulled_rename_moves_the_file_and_an_edit_here_keeps_both(two):
+    """A folder whose files all moved is renamed whole (its inode stays); a renamed file
+    changed here is not moved: the edit keeps the old name, the new name gets the
+    pulled version."""
+    remote, a, b = two
+    write(a, "single.txt", b"single\n")
+    commit(a, "autosync on a: added single.txt")
+    pull(b)
+    inode = os.stat(os.path.join(b, "d")).st_ino
+    write(b, "single.txt", b"single, edited on b\n")   # not committed yet
+    os.rename(os.path.join(a, "d"), os.path.join(a, "e"))
+    os.rename(os.path.join(a, "single.txt"), os.path.join(a, "renamed.txt"))
+    commit(a, "autosync on a: moved d to e, single.txt to renamed.txt")
+    result = pull(b)
+    assert os.stat(os.path.join(b, "e")).st_ino == inode and not os.path.exists(
+        os.path.join(b, "d"))
+    assert open(os.path.join(b, "e", "y.txt"), "rb").read() == b"y\n"
+    assert open(os.path.join(b, "renamed.txt"), "rb").read() == b"single\n"
+    assert open(os.path.join(b, "single.txt"), "rb").read() == b"single, edited on b\n"
+    assert result["kept"] == ["single.txt"]
+    git("add", "-A", cwd=b)   # what b commits next: its edit, nothing undone
+    assert git("diff", "--cached", "--name-status", "HEAD", cwd=b) == b"A\tsingle.txt\n"
+
+
+# --- 3. submodules --------------------------------------------------------------------
+
+def test_a_pulled_submodule_survives_the_next_commit(two):
+    remote, a, b = two
+    sub = git("rev-parse", "HEAD", cwd=a).decode().strip()  # any commit id will do
+    plant(a, [("160000", "nested", sub)])
+    pull(b)
+    assert ("160000 %s 0\tnested" % sub).encode() in index_of(b).replace(b"\0", b"\n")
+    assert os.path.isdir(os.path.join(b, "nested"))  # as git pull leaves it: empty
+    write(b, "z.txt", b"changed on b\n")
+    git("add", "-A", cwd=b)  # the startupcmd's and the rescan's way
+    git("commit", "-q", "-m", "autosync on b: modified z.txt", cwd=b)
+    assert git("ls-tree", "HEAD", "nested", cwd=b).split()[:3] == \
+        [b"160000", b"commit", sub.encode()]
+
+
+# --- 4. any byte a name can hold --------------------------------------------------------
+
+NAMES = ['"report.txt"', "new\nline.txt", "tab\there.txt", "back\\slash.txt",
+         os.fsdecode(b"latin-\xe9.txt"), " lead and trail ", "-dash.txt"]
+
+
+def test_names_with_quotes_newlines_tabs_backslashes_are_pulled_changed_and_removed(two):
+    remote, a, b = two
+    write(a, "report.txt", b"the real report\n")
+    for i, name in enumerate(NAMES):
+        write(a, name, b"version 1 of %d\n" % i)
+    commit(a, "autosync on a: odd names")
+    pull(b)
+    for i, name in enumerate(NAMES):
+        assert open(os.path.join(b, name), "rb").read() == b"version 1 of %d\n" % i
+    assert open(os.path.join(b, "report.txt"), "rb").read() == b"the real report\n"
+    assert git("status", "--porcelain", "-z", "--untracked-files=all", cwd=b) == b""
+    for i, name in enumerate(NAMES):
+        if i % 2:
+            os.unlink(os.path.join(a, name))
+        else:
+            write(a, name, b"version 2 of %d\n" % i)
+    commit(a, "autosync on a: odd names changed and removed")
+    pull(b)
+    for i, name in enumerate(NAMES):
+        there = os.path.join(b, name)
+        if i % 2:
+            assert not os.path.lexists(there)
+        else:
+            assert open(there, "rb").read() == b"version 2 of %d\n" % i
+    assert open(os.path.join(b, "report.txt"), "rb").read() == b"the real report\n"
+    assert git("status", "--porcelain", "-z", "--untracked-files=all", cwd=b) == b""
+
+
+# --- 5. the journal cannot be turned against the user ---------------------------------
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    where = tmp_path / "state" / "autosync" / "writing"
+    where.mkdir(parents=True, mode=0o700)
+    return where
+
+
+def dead_pid():
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_crafted_journal_entry_changes_nothing_outside_the_folder(tmp_path, state):
+    from autosync.vcs import recovery
+    root = tmp_path / "synced"
+    (root / "d").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    key = outside / "id_ed25519"
+    key.write_bytes(b"PRIVATE KEY\n")
+    victim = outside / ".autosync-write.1.1~"
+    victim.write_bytes(b"someone's file\n")
+    (root / "link").symlink_to(outside)
+    pid = dead_pid()
+    crafted = [
+        (root / "d" / ".." / ".." / "outside" / ".autosync-write.1.1~", root / "d" / "x"),
+        (outside / ".autosync-write.1.1~", outside / "id_ed25519"),
+        (root / "d" / ".autosync-write.1.1~", outside / "id_ed25519"),
+        (root / "link" / ".autosync-write.1.1~", root / "link" / "id_ed25519"),
+        (root / "d" / "id_ed25519", root / "d" / "x"),
+    ]
+    for n, (temp, path) in enumerate(crafted):
+        (state / ("%d.%d" % (pid, n))).write_bytes(
+            os.fsencode(str(temp)) + b"\0" + os.fsencode(str(path)) + b"\0\0")
+    (state / ("%d.99.plan" % pid)).write_bytes(os.fsencode(str(victim)) + b"\0")
+    assert recovery.leftover_writes(str(root), lambda t, p: False, lambda p: p + " (kept)") == []
+    assert key.read_bytes() == b"PRIVATE KEY\n" and victim.read_bytes() == b"someone's file\n"
+    assert sorted(os.listdir(outside)) == [".autosync-write.1.1~", "id_ed25519"]
+    assert sorted(os.listdir(root / "d")) == []
+
+
+def test_a_journal_folder_others_can_write_is_not_followed(tmp_path, state, caplog):
+    from autosync.vcs import recovery
+    root = tmp_path / "synced"
+    root.mkdir()
+    temp = root / ".autosync-write.1.1~"
+    temp.write_bytes(b"bytes\n")
+    (state / ("%d.0" % dead_pid())).write_bytes(
+        os.fsencode(str(temp)) + b"\0" + os.fsencode(str(root / "a")) + b"\0\0")
+    state.chmod(0o777)
+    assert recovery.leftover_writes(str(root), None, lambda p: p + " (kept)") == []
+    assert temp.exists() and not (root / "a (kept)").exists()
+    assert "not a private folder" in caplog.text
+
+
+KILLED = r"""
+import os, signal, sys
+from autosync.vcs import guarded
+root, rel, expect = sys.argv[1], sys.argv[2], sys.argv[3]
+writer = guarded.Writer(root)
+def source(fd):  # a 300 MB version; the writer is killed 8 MB into it
+    chunk = b"pulled " * (1 << 17)
+    written = 0
+    while written < 300 << 20:
+        written += os.write(fd, chunk)
+        if written >= 8 << 20:
+            os.kill(os.getpid(), signal.SIGKILL)
+old = b"committed\n"
+writer.put(rel, "100644", source,
+           guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40))
+           if expect == "swap" else None)
+"""
+
+
+@pytest.mark.parametrize("kind", ["swap", "new"])
+def test_a_write_killed_midway_leaves_no_prefix_anywhere(tmp_path, state, kind):
+    from autosync.vcs import recovery
+    root = tmp_path / "synced"
+    (root / "d").mkdir(parents=True)
+    if kind == "swap":
+        (root / "d" / "a.bin").write_bytes(b"committed\n")
+    proc = subprocess.run([sys.executable, "-c", KILLED, str(root), "d/a.bin", kind],
+                          env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+    assert proc.returncode == -9
+    temps = [p for p in (root / "d").iterdir() if p.name.startswith(".autosync-write.")]
+    assert len(temps) == 1 and temps[0].stat().st_size >= 8 << 20  # the prefix is there
+    kept = recovery.leftover_writes(str(root), lambda t, p: False, lambda p: p + " (kept)")
+    assert kept == []
+    assert sorted(p.name for p in (root / "d").iterdir()) == (["a.bin"] if kind == "swap" else [])
+    if kind == "swap":
+        assert (root / "d" / "a.bin").read_bytes() == b"committed\n"
+    assert list(state.iterdir()) == []
+
+
+# --- 6. lean: contents streamed ---------------------------------------------------------
+
+MEASURE = r"""
+import resource, sys
+from autosync.vcs import git as gitrepo, gitpull
+folder = sys.argv[1]
+puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
+def vm(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1])
+before = vm("VmRSS:")
+puller.run()
+print(before, vm("VmHWM:"), vm("VmRSS:"))
+"""
+
+
+@pytest.mark.slow  # about a minute: git stores and sends 1 GB first
+def test_a_pull_of_a_1_gb_file_needs_at_most_150_mb_more(two, tmp_path):
+    remote, a, b = two
+    big = os.path.join(a, "disk.img")
+    with open(big, "wb") as f:   # compressible: quick for git to store, as big to pull
+        block = (b"%08d" % 0) * (1 << 17)
+        for i in range(1024):
+            f.write(block)
+    commit(a, "autosync on a: added disk.img")
+    out = subprocess.run([sys.executable, "-c", MEASURE, b], stdout=subprocess.PIPE,
+                         check=True, env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+    before, peak, after = map(int, out.stdout.split())
+    print("RSS before the pull %d kB, peak %d kB, after %d kB" % (before, peak, after))
+    assert os.path.getsize(os.path.join(b, "disk.img")) == 1 << 30
+    assert peak - before < 150 * 1024, (before, peak, after)   # kB
+    assert after - before < 50 * 1024, (before, peak, after)
