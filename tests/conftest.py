@@ -405,11 +405,33 @@ def pytest_configure(config):
 E2E = os.path.join(HERE, "e2e") + os.sep
 
 
+# The files whose tests take longest (tens of seconds each on a quiet 2-core machine, by
+# pytest --durations), run first: tests/run.sh hands each worker the next test when it
+# is done with one (--dist load), and a long test begun last ended the run alone for a
+# minute or more. Then the other end-to-end tests, the rest, and the unit tier.
+LONGEST_FIRST = ("e2e/test_quiet.py", "e2e/test_mercurial.py", "e2e/test_xmpp_sync.py",
+                 "e2e/test_random.py", "e2e/test_pull_race.py", "e2e/test_debian.py",
+                 "e2e/test_install.py", "unit/tools/test_progress.py", "test_largefiles.py",
+                 "unit/vcs/test_git_path_rules.py", "e2e/test_annex.py", "test_maintenance.py",
+                 "e2e/test_pulled_moves.py", "e2e/test_pull_lock.py", "e2e/test_faults.py",
+                 "unit/committer/test_hgmerge.py", "test_watcher.py")
+UNIT = os.path.join(HERE, "unit") + os.sep
+
+
+def run_order(item):
+    path = str(item.fspath)
+    rel = os.path.relpath(path, HERE)
+    if rel in LONGEST_FIRST:
+        return (0, LONGEST_FIRST.index(rel))
+    return (1 if path.startswith(E2E) else 3 if path.startswith(UNIT) else 2, 0)
+
+
 def pytest_collection_modifyitems(config, items):
     # End-to-end by folder, never by hand: `-m e2e` / `-m "not e2e"` select tests/e2e/.
     for item in items:
         if str(item.fspath).startswith(E2E):
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=run_order)  # stable: a file's tests stay in their order
 
 
 @pytest.fixture

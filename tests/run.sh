@@ -24,5 +24,5 @@ fi
 # (7 minutes instead of 15 here). Then the tests that change what the whole machine
 # shares (pytest.ini: alone), which the others would see, by themselves.
 workers=${AUTOSYNC_TEST_WORKERS:-3}
-"$venv/bin/python3" -m pytest -q -m "not slow and not alone" -n "$workers" --dist worksteal
+"$venv/bin/python3" -m pytest -q -m "not slow and not alone" -n "$workers" --dist load
 exec "$venv/bin/python3" -m pytest -q -m "alone and not slow"
