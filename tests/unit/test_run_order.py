@@ -1,0 +1,24 @@
+"""conftest's run order: the longest files first (tests/run.sh hands tests out one at a
+time), a file named there that moved or went would quietly lose its place."""
+import os
+
+import conftest
+
+
+def test_every_file_named_longest_first_exists():
+    missing = [rel for rel in conftest.LONGEST_FIRST
+               if not os.path.isfile(os.path.join(conftest.HERE, rel))]
+    assert missing == []
+
+
+def test_longest_first_then_end_to_end_then_the_rest_then_the_unit_tier():
+    class Item:
+        def __init__(self, rel):
+            self.fspath = os.path.join(conftest.HERE, rel)
+
+    order = ["unit/core/test_ini.py", "test_watcher.py", "test_cli.py", "e2e/test_sync.py",
+             "e2e/test_quiet.py", "e2e/test_mercurial.py"]
+    items = sorted((Item(rel) for rel in order), key=conftest.run_order)
+    assert [os.path.relpath(str(i.fspath), conftest.HERE) for i in items] == [
+        "e2e/test_quiet.py", "e2e/test_mercurial.py", "test_watcher.py", "e2e/test_sync.py",
+        "test_cli.py", "unit/core/test_ini.py"]
