@@ -406,9 +406,11 @@ E2E = os.path.join(HERE, "e2e") + os.sep
 
 
 # The files whose tests take longest (tens of seconds each on a quiet 2-core machine, by
-# pytest --durations), run first: tests/run.sh hands each worker the next test when it
-# is done with one (--dist load), and a long test begun last ended the run alone for a
-# minute or more. Then the other end-to-end tests, the rest, and the unit tier.
+# pytest --durations) run first: a long test begun last ended the parallel run alone for
+# a minute or more. Then the other end-to-end tests, the rest, and the unit tier.
+# tests/run.sh's workers (--dist worksteal) each take an equal run of the list and then
+# steal from the end of the others': the sorted tests are dealt out like cards, one pile
+# per worker, so that each run begins with its share of the long ones.
 LONGEST_FIRST = ("e2e/test_quiet.py", "e2e/test_mercurial.py", "e2e/test_xmpp_sync.py",
                  "e2e/test_random.py", "e2e/test_pull_race.py", "e2e/test_debian.py",
                  "e2e/test_install.py", "unit/tools/test_progress.py", "test_largefiles.py",
@@ -432,6 +434,8 @@ def pytest_collection_modifyitems(config, items):
         if str(item.fspath).startswith(E2E):
             item.add_marker(pytest.mark.e2e)
     items.sort(key=run_order)  # stable: a file's tests stay in their order
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = [item for pile in range(workers) for item in items[pile::workers]]
 
 
 @pytest.fixture

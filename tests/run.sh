@@ -20,9 +20,9 @@ if [ $# -gt 0 ]; then
     exec "$venv/bin/python3" -m pytest -q -m "not slow" "$@"
 fi
 # Everything but the slow tests, three at a time (pytest-xdist): most of an end-to-end
-# test's time is spent waiting on the daemons it started, so three share two cores
-# (7 minutes instead of 15 here). Then the tests that change what the whole machine
-# shares (pytest.ini: alone), which the others would see, by themselves.
+# test's time is spent waiting on the daemons it started, so three share two cores;
+# the longest first, dealt out evenly (tests/conftest.py, run_order). Then the tests
+# that change what the whole machine shares (pytest.ini: alone), which the others would see, by themselves.
 workers=${AUTOSYNC_TEST_WORKERS:-3}
-"$venv/bin/python3" -m pytest -q -m "not slow and not alone" -n "$workers" --dist load
+"$venv/bin/python3" -m pytest -q -m "not slow and not alone" -n "$workers" --dist worksteal
 exec "$venv/bin/python3" -m pytest -q -m "alone and not slow"

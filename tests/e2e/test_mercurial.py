@@ -166,6 +166,7 @@ def socket_host():
     return socket.gethostname()
 
 
+@pytest.mark.slow  # 35 s of Mercurial's CPU: the rule is in test_hgmerge's real-hg tests
 def test_mercurial_merging_side_keeps_its_newer_version(central, pair):
     a, b = pair
     write(a, "doc/plan.md", b"v1\n")
