@@ -234,6 +234,14 @@ class Repository:
 
     # --- commits -----------------------------------------------------------------------
 
+    def unstage_all(self):
+        """The index back to HEAD (to nothing before the first commit); the files as
+        they are."""
+        if git.git(self.folder, "rev-parse", "-q", "--verify", "HEAD", check=False):
+            git.git(self.folder, "reset", "-q")
+        else:
+            git.git(self.folder, "read-tree", "--empty")
+
     def commit(self, changes, rescan=False, note=None, text=None):
         """Stage and commit one batch (`text`: the user's description); True if a commit
         was made."""
@@ -275,6 +283,16 @@ class Repository:
                 # Something went wrong path by path, or events were missed:
                 # let the DVCS find every change itself.
                 held = self.staging.rescan()
+            if self.staging.excludes_lost():
+                # The excludes file went while git staged (it is back now): what it
+                # ignores may be staged. The index back to HEAD (the files untouched),
+                # then everything staged again with it in place, or nothing committed.
+                self.unstage_all()
+                held, scanned = self.staging.rescan(), True
+                if self.staging.excludes_lost():
+                    self.unstage_all()
+                    self.report.look_again(SAFE_AGAIN)
+                    return False
             # What the commit records, read once (issue 21: each read is the whole index):
             # for the gitlinks check, the plain statuscmd and the message.
             staged = git.staged_changes(self.folder) if self.gitdir else None

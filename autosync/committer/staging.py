@@ -87,6 +87,12 @@ class Staging:
             self.note_nested(nested)
         return changes
 
+    def excludes_lost(self):
+        """Was the excludes file gone after the staging commands ran (written again now)?
+        Then git may have staged what it ignores: removed between prepare()'s check and
+        a command, it left git without it (seen: a key under ignorepath committed)."""
+        return bool(self.excludes) and self.excludes.ensure()
+
     def rescan_finds_all(self):
         """Does rescan() stage every change by itself (git's startupcmd), so that staging
         the batch's paths first is work done twice?"""

@@ -68,10 +68,13 @@ class Excludes:
 
     def ensure(self):
         """Before git scans: a file someone removed is written again, so losing it never
-        un-ignores anything (git reads a missing excludes file as an empty one)."""
+        un-ignores anything (git reads a missing excludes file as an empty one).
+        -> True when it had to be written again."""
         if not os.path.exists(self.where):
             log.warning("%s was removed; written again before scanning", self.where)
             self.write()
+            return True
+        return False
 
     def remove(self):
         try:

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from conftest import wait_until
 from helpers import settle, write
 
 
@@ -185,3 +186,27 @@ def test_stopping_removes_only_what_the_daemon_made(machines, remote):
     assert a.stop() == 0
     for path in (cfg.pidfile, cfg.socket, excludes_file(a)):
         assert not os.path.exists(path), path
+
+
+def test_an_excludes_file_removed_while_git_scans_never_unignores_anything(machines, remote):
+    """The worst moment for the excludes file to go: after the committer checked it was
+    there, while git add -A runs (startupcmd removes it, once, then scans the folder
+    holding a key under ignorepath and an editor's swap file, written while stopped).
+    What git staged without it is staged again with it in place: neither is ever
+    committed (a removal right after the check committed both)."""
+    a = machines("a", ignorepath="private", start=False)
+    for rel, data in (("private/id_rsa", b"secret key\n"), (".notes.txt.swp", b"vim\n"),
+                      ("notes.txt", b"written while stopped\n")):
+        write(a, rel, data)
+    once = a.path + ".removed-once"
+    a.dvcs["startupcmd"] = ("if [ ! -e '%s' ]; then : > '%s'; rm -f \"$(git config "
+                            "core.excludesFile)\"; fi; git add -A" % (once, once))
+    a.write_config()
+    a.start()
+    assert a.notify("sync").returncode == 0
+    settle(a, remote)
+    assert os.path.exists(once)  # the removal happened, inside the scan
+    files = remote.files()
+    assert files[b"notes.txt"] == b"written while stopped\n"
+    assert b"private/id_rsa" not in files and b".notes.txt.swp" not in files
+    assert os.path.exists(excludes_file(a))
