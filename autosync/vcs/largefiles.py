@@ -373,8 +373,10 @@ def plan(folder, remote, remote_uuid, age, now=None):
             newest[key] = max(newest.get(key, 0), when)
             places[key].append((path, when))
     candidates = [k for k in newest if k not in used and newest[k] < cutoff]
+    # (a commit's time is in seconds: a version added in the second that replaced it is
+    # not "later" than itself; it made a removed file wait for every machine)
     later = {key: {keys[oid] for path, when in places[key] for t, oid in added.get(path, ())
-                   if t >= when and oid in keys} for key in candidates}
+                   if t >= when and oid in keys and keys[oid] != key} for key in candidates}
     logs = locations(folder, set(candidates).union(*later.values()))
     held = local_keys(folder)
     others = machines(folder, {here_uuid, remote_uuid})
