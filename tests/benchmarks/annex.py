@@ -41,22 +41,7 @@ sys.path.insert(0, ROOT)
 
 from conftest import Machine, Remote, git, wait_until  # noqa: E402
 from helpers import use_example  # noqa: E402
-
-
-def private_environment(base):
-    """A HOME of our own so the user's git settings and daemons never mix in."""
-    home = os.path.join(base, "home")
-    os.makedirs(home)
-    os.environ["HOME"] = home
-    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
-    for name in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "GIT_DIR", "GIT_WORK_TREE"):
-        os.environ.pop(name, None)
-    # The hook calls autosync-notify: this checkout's launchers first.
-    os.environ["PATH"] = os.path.join(ROOT, "bin") + os.pathsep + os.environ["PATH"]
-    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
-    for key, value in (("user.name", "Bench"), ("user.email", "bench@example.org"),
-                       ("init.defaultBranch", "main")):
-        git("config", "--global", key, value)
+from benchmarks.common import private_environment  # noqa: E402
 
 
 def disk(path):
