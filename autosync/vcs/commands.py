@@ -28,6 +28,7 @@ limit); any other line that can take many gets them as arguments, in chunks
 under the argument limit.
 """
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -139,9 +140,11 @@ def environment(extra=None):
     return env
 
 
+@functools.lru_cache(maxsize=None)
 def our_programs():
     """The folder holding this installation's programs (autosync-notify): a venv's bin/,
-    /usr/bin, ~/.local/bin; None when it cannot be told."""
+    /usr/bin, ~/.local/bin; None when it cannot be told. Looked for once a process:
+    every command the daemon runs asks."""
     candidates = [os.path.dirname(sys.executable)]
     try:
         candidates.append(sysconfig.get_path("scripts", "%s_user" % os.name))

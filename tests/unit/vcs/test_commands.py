@@ -623,11 +623,14 @@ def test_the_daemon_s_commands_find_our_programs_on_a_short_path(tmp_path, monke
     (bin_ / "autosync-notify").write_text("#!/bin/sh\n")
     (bin_ / "autosync-notify").chmod(0o755)
     monkeypatch.setattr(commands.sys, "executable", str(bin_ / "python3"))
+    commands.our_programs.cache_clear()  # looked for once a process: again, here
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert commands.environment()["PATH"] == "/usr/bin:/bin:" + str(bin_)
     monkeypatch.setenv("PATH", "%s:/usr/bin" % bin_)
     assert commands.environment()["PATH"] == "%s:/usr/bin" % bin_
     (bin_ / "autosync-notify").unlink()  # not ours to name: PATH as it was
     monkeypatch.setattr(commands.sysconfig, "get_path", lambda *a: str(tmp_path / "none"))
+    commands.our_programs.cache_clear()
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert commands.environment()["PATH"] == "/usr/bin:/bin"
+    commands.our_programs.cache_clear()  # the next test's process-wide answer, not ours
