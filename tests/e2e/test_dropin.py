@@ -82,7 +82,9 @@ def test_a_second_config_for_the_folder_is_refused_beside_a_running_original(mac
         original.wait()
     # The original gone, ours starts.
     a.start()
-    assert a.status().get("state") == "idle"
+    # start() saw it idle once; the watcher's start-up rescan may be under way just after
+    wait_until(lambda: a.status().get("state") == "idle", 30, what="a to sync")
+    assert a.proc.poll() is None
 
 
 def test_a_tilde_in_another_daemons_config_is_that_daemons_home(machines, tmp_path):
