@@ -508,15 +508,9 @@ class Writer:
         """Rename the file at src to dst (made with missing folders) if src holds
         `expect` and nothing is at dst: one rename(2), so the file is under one name or
         the other at every moment. -> True moved, False left as it was."""
-        sfd = self.folder(src)
-        try:
-            dfd = self.folder(dst, create=True)
-        except BaseException:
-            os.close(sfd)
-            raise
         name = os.path.basename(os.path.normpath(src))
         new = os.path.basename(os.path.normpath(dst))
-        try:
+        with self._two_folders(src, dst) as (sfd, dfd):
             held = self._hold(sfd, name, src, expect)
             if held is None:
                 return False
@@ -534,23 +528,14 @@ class Writer:
                 return False
             finally:
                 self._let_go(*held[:2])
-        finally:
-            os.close(sfd)
-            os.close(dfd)
 
     def move_folder(self, src, dst):
         """Rename the folder src to dst whole, when src is a real folder (not a link)
         and nothing is at dst (missing folders above dst are made). Whatever is in it
         moves with it: a file being written is written at its new name. -> True moved,
         False left as it was."""
-        sfd = self.folder(src)
-        try:
-            dfd = self.folder(dst, create=True)
-        except BaseException:
-            os.close(sfd)
-            raise
         name = os.path.basename(os.path.normpath(src))
-        try:
+        with self._two_folders(src, dst) as (sfd, dfd):
             try:
                 if not stat.S_ISDIR(os.lstat(name, dir_fd=sfd).st_mode):
                     return False
@@ -568,6 +553,19 @@ class Writer:
                     return False  # no renameat2 here: file by file instead
                 raise
             return True
+
+    @contextlib.contextmanager
+    def _two_folders(self, src, dst):
+        """The folders holding src and dst (dst's made if missing), opened the checked
+        way (folder()), closed after."""
+        sfd = self.folder(src)
+        try:
+            dfd = self.folder(dst, create=True)
+        except BaseException:
+            os.close(sfd)
+            raise
+        try:
+            yield sfd, dfd
         finally:
             os.close(sfd)
             os.close(dfd)
