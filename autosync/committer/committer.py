@@ -171,7 +171,9 @@ class Committer:
 
     def status_request(self, message):
         with self.cond:
-            status = dict(self.status.snapshot(), pending=sorted(self.pending.changes))
+            # rescan: a look at the whole folder is asked and not begun (then: committing)
+            status = dict(self.status.snapshot(), pending=sorted(self.pending.changes),
+                          rescan=self.pending.rescan)
         status["problems"] = problems.problems(status)
         status["headline"] = problems.headline(status, when=cli.show_time)
         return {"ok": True, "status": status}
@@ -181,15 +183,14 @@ class Committer:
         if not isinstance(changes, list):
             return {"ok": False, "error": "changes must be a list"}
         changes = [check_change(c) for c in changes]
-        if message.get("rescan"):
-            reason = message.get("reason")
-            log.info("the watcher asks for a rescan: %s",
-                     RESCAN_WHY.get(reason, "no reason given"))
         monitor = getattr(self.repo, "fsmonitor", None)
         with self.cond:
             if monitor:  # numbered before the worker can take it (committer/fsmonitor.py)
                 monitor.journal.received(changes, bool(message.get("rescan")))
             self.pending.add(changes, bool(message.get("rescan")))
+            if message.get("rescan"):  # logged once queued: the status shows it from now
+                log.info("the watcher asks for a rescan: %s",
+                         RESCAN_WHY.get(message.get("reason"), "no reason given"))
             self.cond.notify_all()
         if monitor:  # the hook's state file, for git commands run now
             monitor.publish()
@@ -384,6 +385,7 @@ class Committer:
             self.repo.pull()
         with self.cond:
             changes, rescan = self.pending.take()
+            self.status.state("committing")  # never idle with the changes taken
         self.commit(changes, bool(rescan), note)
         self.push(force=True)
 
@@ -432,6 +434,8 @@ class Committer:
                 self.pending.add(closed)
         with self.cond:
             changes, rescan = self.pending.take()
+            if changes or rescan:
+                self.status.state("committing")  # never idle with the changes taken
             pulls, syncs = self.wanted["pull"], self.wanted["sync"]
             notes, self.notes = self.notes, []
             push_due, timer_pull, retry, woken = self.schedule.take(time.monotonic())

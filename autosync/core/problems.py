@@ -100,7 +100,8 @@ def headline(status, when=str):
         more = " (and %d more problem%s)" % (len(listed) - 1, "" if len(listed) == 2 else "s") \
             if len(listed) > 1 else ""
         return "NOT syncing: %s - %s%s" % (first["error"], first["fix"], more)
-    if status.get("state") in BUSY or status.get("pending") or status.get("unpushed"):
+    if status.get("state") in BUSY or status.get("pending") or status.get("rescan") \
+            or status.get("unpushed"):
         return "syncing"
     if status.get("waiting"):
         return "in sync: %s" % status["waiting"]

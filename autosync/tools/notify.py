@@ -171,7 +171,9 @@ def status_text(status):
         "state:       %s" % status.get("state"),
         "link:        %s" % link_text(status),
         "paused:      %s" % (paused_text(status["paused"]) if status.get("paused") else "no"),
-        "pending:     %d paths" % len(status.get("pending") or []),
+        "pending:     %d paths%s" % (len(status.get("pending") or []),
+                                     " and a look at the whole folder"
+                                     if status.get("rescan") else ""),
         "last commit: %s" % ("%s  %s" % (cli.show_time(commit["time"]), commit.get("message", ""))
                              if commit else "none yet"),
         "last push:   %s" % ("%s  to %s" % (cli.show_time(push["time"]), push.get("url") or "?")

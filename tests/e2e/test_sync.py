@@ -69,7 +69,8 @@ def start_rescan_done(machine):
     now on is the test's burst alone."""
     wait_until(lambda: "the watcher asks for a rescan: it has just started" in
                machine.logtext() and (lambda s: s.get("state") == "idle" and
-                                      not s.get("pending"))(machine.status()),
+                                      not s.get("pending") and s.get("rescan") is False)(
+                   machine.status()),
                30, what="%s's start-up rescan" % machine.name)
 
 

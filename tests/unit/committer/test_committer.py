@@ -37,6 +37,26 @@ def test_a_batch_is_queued_and_shown_pending(committer):
     assert not committer.handle({"cmd": "nonsense"}, None)["ok"]
 
 
+def test_a_rescan_asked_for_is_in_the_status_until_the_commit_begins(committer):
+    """Never "idle, nothing pending" between the watcher's request and the commit that
+    answers it: a client that waits for that (a test before its burst, a script) would
+    take a rescan not yet made for one made."""
+    def ask():
+        return committer.handle({"cmd": "status"}, None)["status"]
+    assert ask()["rescan"] is False
+    committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "start"}, None)
+    status = ask()
+    assert status["rescan"] is True and status["pending"] == []
+    assert status["headline"] == "syncing"
+    seen = []
+    commit = committer.repo.commit
+    committer.repo.commit = lambda *a, **k: (seen.append(ask()), commit(*a, **k))[1]
+    committer.step()
+    assert [(s["state"], s["rescan"]) for s in seen] == [("committing", False)]
+    assert committer.repo.calls[0] == ("commit", [], True)
+    assert ask()["rescan"] is False and ask()["state"] == "idle"
+
+
 def test_a_commit_is_pushed_when_due_and_announced(committer):
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     committer.step()  # commits; the push is due at once (pushdelay 0)...
