@@ -1,4 +1,4 @@
-"""Large files through git-annex: the `largefiles` key, and `dvcs-autosync expire`.
+"""Large files through git-annex: the `largefiles` key, and what `dvcs-autosync expire` does.
 
 `largefiles = 10mb` (off by default) makes every git command the daemon runs
 see `annex.largefiles=largerthan=10mb` (git_environment.use_largefiles): git's
@@ -14,16 +14,15 @@ versions that no current file uses and that git-annex verifies the remote holds
 (Trimmer), then pushes the git-annex branch if it holds news (what this machine
 got and dropped): a machine keeps about one copy of each big file.
 
-`dvcs-autosync expire [--older-than AGE]` (AGE defaults to the `largefileskeep`
-key, which the committer's upkeep also applies at each run) lets versions older
-than the rule go for good, from the remote and here. It first says, version by
+expire() (the command `dvcs-autosync expire [--older-than AGE]`, tools/expire.py; AGE
+defaults to the `largefileskeep` key, which the committer's upkeep also applies at each
+run with expire()) lets versions older than the rule go for good, from the remote and here. It first says, version by
 version, what it drops and what it keeps and why; only with `--yes` does it
 drop. The rule is plan()'s docstring: never a file's current version on any
 branch here or on the remote, never one another machine has got neither of nor
 a later version of the same file (location logs), never the only copy of one
 that never left this machine.
 """
-import argparse
 import collections
 import hashlib
 import os
@@ -470,28 +469,3 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None):
         len(done), freed(done, remote) or "nothing freed",
         "; %d refused by git-annex (above)" % len(set(failed)) if failed else ""))
     return 1 if failed else 0
-
-
-def parse(argv):
-    p = argparse.ArgumentParser(
-        prog="dvcs-autosync expire",
-        description="Drop, from the remote and here, the annexed content of versions replaced "
-                    "more than AGE ago that no current file uses and every machine has got "
-                    "(git-annex). Says exactly what first.")
-    p.add_argument("--older-than", metavar="AGE",
-                   help="replaced longer ago than this: 30d, 12w, 1y (s, m, h, d, w, y); "
-                        "default: the largefileskeep key")
-    p.add_argument("--yes", action="store_true",
-                   help="drop them (without it: only say what would be dropped)")
-    p.add_argument("--config", help="configuration file (default: ~/.autosync)")
-    return p.parse_args(argv)
-
-
-def main(argv):
-    args = parse(list(argv)[1:])  # argv[0] is "expire"
-    cfg = cli.load(args.config)
-    try:
-        return expire(cfg, args.older_than, args.yes)
-    except ExpireError as e:
-        print("dvcs-autosync expire: %s" % e, file=sys.stderr)
-        return 1
