@@ -3,11 +3,16 @@
 The command's front: its options, its config, its one-line errors. What it drops, and
 why it keeps the rest, is vcs/largefiles.py's expire() and plan(), which the committer's
 upkeep also runs at each `maintenanceinterval` with the `largefileskeep` age.
+
+On a terminal it says what it is doing while it reads (the fetch, git-annex's logs, the
+history) and how far the drops are (versions and bytes, of those said above), on one line
+written over (tools/progress.py); to a file or a pipe, only the lasting lines.
 """
 import argparse
 import sys
 
 from autosync.core import cli
+from autosync.tools import progress
 from autosync.vcs import largefiles
 
 
@@ -30,7 +35,8 @@ def main(argv):
     args = parse(list(argv)[1:])  # argv[0] is "expire"
     cfg = cli.load(args.config)
     try:
-        return largefiles.expire(cfg, args.older_than, args.yes)
+        return largefiles.expire(cfg, args.older_than, args.yes,
+                                 progress=progress.Progress(sys.stdout))
     except largefiles.ExpireError as e:
         print("dvcs-autosync expire: %s" % e, file=sys.stderr)
         return 1

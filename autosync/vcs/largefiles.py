@@ -418,7 +418,23 @@ def freed(drops, remote):
                                 else "here") for p in ("remote", "here") if total[p])
 
 
-def expire(cfg, age_text, yes, out=sys.stdout, now=None):
+class _NoProgress:
+    """No progress shown (the upkeep's expire, a report to a file)."""
+
+    def show(self, text):
+        pass
+
+    def files(self, doing, done, total, size, total_size=None, unit="files"):
+        pass
+
+    def clear(self):
+        pass
+
+
+def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None):
+    """The versions the rule lets go, said on `out` line by line, then dropped with `yes`.
+    progress: what it is doing meanwhile (tools/progress.Progress on a terminal)."""
+    progress = progress or _NoProgress()
     folder = cfg.path
     if age_text is None:
         age_text = getattr(cfg, "largefileskeep", "")
@@ -440,9 +456,13 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None):
     # The remote's branches and location logs as they are now: git-annex merges the
     # fetched git-annex branch into its own as a command that reads it starts (`info`;
     # not `git annex merge`, which would merge the remote's branches into the folder).
+    progress.show("Fetching %s..." % remote)
     git(folder, "fetch", "--quiet", remote)
+    progress.show("Reading where git-annex knows the versions are...")
     git(folder, "annex", "info", "--fast", "--quiet")
+    progress.show("Reading the history of the annexed files...")
     drops, kept = plan(folder, remote, remote_uuid, age, now)
+    progress.clear()
     verb = "dropping" if yes else "would drop"
     for version, size, where in drops:
         out.write("%s from %s: %s\n" % (verb, placed(where, remote), describe(version, size)))
@@ -456,14 +476,19 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None):
         out.write("would free %s (%d versions); nothing dropped: run again with --yes to drop "
                   "exactly these\n" % (freed(drops, remote), len(drops)))
         return 0
-    failed = []
-    for version, size, where in drops:
+    failed, total, freeing = [], sum(size or 0 for _, size, _ in drops), 0
+    for count, (version, size, where) in enumerate(drops):
+        progress.files("Dropping", count, len(drops), freeing, total, unit="versions")
+        freeing += size or 0
         for p in where:  # --force: it may be the last copy, which the rule lets go
             ok, said = drop(folder, version.key, remote if p == "remote" else None, force=True)
             if not ok:
                 failed.append(version)
+                progress.clear()
                 out.write("not dropped from %s: %s: %s\n" % (
                     placed((p,), remote), describe(version, size), said or "git-annex refused"))
+    progress.files("Dropping", len(drops), len(drops), freeing, total, unit="versions")
+    progress.clear()
     done = [d for d in drops if d[0] not in failed]
     out.write("dropped %d versions (%s)%s\n" % (
         len(done), freed(done, remote) or "nothing freed",
