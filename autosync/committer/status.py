@@ -27,6 +27,7 @@ FIELDS = {
     "mass_delete": ABSENT,  # the last commit that removed many files (committer/massdelete.py)
     "history": ABSENT,  # the history's size here and on the remote (vcs/sizes.py)
     "maintenance": ABSENT,  # the last maintenancecmd run (committer/maintenance.py)
+    "progress": None,  # a long step under way (core/underway.py)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".
 TRANSITIONS = {state: frozenset(STATES) - {"starting"} for state in STATES}
