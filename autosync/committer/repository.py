@@ -150,7 +150,9 @@ class Repository:
             self.guarded.on_progress = lambda made, total: \
                 self.underway("writing", total, made) if total >= underway.LONG else None
         self.progress = None  # the long step under way (core/underway.py), or None
-        self.unpushed_files = 0  # files the commits made since the last push recorded
+        # files the commits not pushed yet change: counted as they are made, asked of git
+        # once at the first push after start (None until then)
+        self.unpushed_files = None
         # A stop ends a push under way (a remote takes a push whole or not at all); one
         # that begins after the stop (what the stop's last commit made) still runs.
         self.push_cancel = Cancel(later=False)
@@ -379,7 +381,8 @@ class Repository:
         """A commit was made: said, with what it means (conflict copies, a mass delete)."""
         if not self.held_back(held):
             self.report.succeeded("commit")
-        self.unpushed_files += len(listed)
+        if self.unpushed_files is not None:
+            self.unpushed_files += len(listed)
         self.report.committed(message, listed)
         if any(read_copy_name(c["path"]) or read_copy_name(c.get("src", ""))
                for c in listed):
@@ -585,6 +588,8 @@ class Repository:
         if self.gitdir and git.head(self.folder) is None:
             return True  # no commit yet (a clone of an empty remote): nothing to push
         before = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        if self.unpushed_files is None:  # the commits were made before this start
+            self.unpushed_files = self.files_to_push(before)
         for attempt in range(1, PUSH_TRIES + 1):
             self.report.state("pushing")
             if self.unpushed_files >= underway.LONG:  # (a pull in between ended its own)
@@ -610,6 +615,16 @@ class Repository:
         self.pushed_new = after != before if after is not None else expect_new
         self.pushed_rev = os.fsdecode(after) if after else None
         return True
+
+    def files_to_push(self, upstream):
+        """How many files the commits the remote lacks change (git: one diff of two trees;
+        with no upstream, every file of HEAD); 0 when it cannot say (another DVCS)."""
+        if not self.gitdir:
+            return 0
+        args = ("diff-tree", "-r", "-z", "--no-renames", "--name-only", os.fsdecode(upstream),
+                "HEAD") if upstream else ("ls-tree", "-r", "-z", "--name-only", "HEAD")
+        out = git.git(self.folder, *args, check=False)
+        return out.count(b"\0") if out else 0
 
     def unpushed(self):
         """How many commits the remote lacks, read from git (docs/protocol.md, `unpushed`);

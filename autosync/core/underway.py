@@ -14,8 +14,10 @@ What "how far" honestly means, step by step:
     batch), and since when; no count of those done: the command says nothing of them;
   * committing (commitcmd, or the quick commit of a batch): the files the commit
     records (known: git listed them) and since when;
-  * pushing (pushcmd): the files of the commits not pushed yet, and since when; git's
-    own `--progress` is not read: pushcmd is a command string, which may not be git;
+  * pushing (pushcmd): the files the commits not pushed yet change (counted as they are
+    made; at the first push after a start, one diff of the upstream and HEAD), and since
+    when; git's own `--progress` is not read: pushcmd is a command string run whole
+    (vcs/commands.py gives its output at its end), which may not even be git;
   * writing (the pull's new versions, written by vcs/gitpull.py's guarded writer, our
     own code): DONE of TOTAL files, counted as each is made complete.
 """
