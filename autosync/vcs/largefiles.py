@@ -16,9 +16,9 @@ got and dropped): a machine keeps about one copy of each big file.
 
 expire() (the command `dvcs-autosync expire [--older-than AGE]`, tools/expire.py; AGE
 defaults to the `largefileskeep` key, which the committer's upkeep also applies at each
-run with expire()) lets versions older than the rule go for good, from the remote and here. It first says, version by
-version, what it drops and what it keeps and why; only with `--yes` does it
-drop. The rule is plan()'s docstring: never a file's current version on any
+run with expire()) lets versions older than the rule go for good, from the remote and
+here. It first says, version by version, what it drops and what it keeps and why; only
+with `--yes` does it drop. The rule is plan()'s docstring: never a file's current version on any
 branch here or on the remote, never one another machine has got neither of nor
 a later version of the same file (location logs), never the only copy of one
 that never left this machine.
