@@ -17,9 +17,9 @@ While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push).
 
 The committer owns its parts: its Status (committer/status.py) and Schedule
-(committer/schedule.py), with Reports (committer/reports.py), what the repository reports
-to, its Pausing (committer/pausing.py) and
-Descriptions (committer/descriptions.py). Requests are answered from one table,
+(committer/schedule.py), with Reports (committer/reports.py), what the repository
+reports to, its Pausing (committer/pausing.py) and Descriptions
+(committer/descriptions.py). Requests are answered from one table,
 `requests`, whose names are protocol.REQUESTS (a test keeps them equal).
 """
 import logging
