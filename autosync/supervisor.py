@@ -6,7 +6,7 @@ exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to tools/history.py, `dvcs-autosync conflicts` to tools/conflicts.py, `dvcs-autosync
 status|pause|resume|sync|pull|describe` to tools/notify.py (as autosync-notify),
 `dvcs-autosync init` to tools/init.py,
-`dvcs-autosync expire` to vcs/largefiles.py.
+`dvcs-autosync expire` to tools/expire.py.
 """
 import ctypes
 import errno
@@ -215,7 +215,7 @@ def stop(running):
 # `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
 COMMANDS = {"log": "tools.history", "restore": "tools.history",
             "conflicts": "tools.conflicts", "status": "tools.notify", "init": "tools.init",
-            "expire": "vcs.largefiles", "pause": "tools.notify", "resume": "tools.notify",
+            "expire": "tools.expire", "pause": "tools.notify", "resume": "tools.notify",
             "sync": "tools.notify", "pull": "tools.notify", "describe": "tools.notify"}
 
 

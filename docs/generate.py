@@ -1,5 +1,5 @@
-"""Writes the manual pages (OUT/man/) and the bash completion
-(OUT/bash-completion/dvcs-autosync) from what the programs and the docs already say:
+"""Writes the manual pages (OUT/man/), the bash completion (OUT/bash-completion/dvcs-autosync)
+and the zsh one (OUT/zsh/_dvcs-autosync) from what the programs and the docs already say:
 
 * a program's page and completion from its own argparse parser (the one its --help
   prints), caught as the program builds it: nothing is written twice, so they cannot
@@ -312,8 +312,8 @@ def words(parser):
     return flags, takes, choices
 
 
-def function_name(name):
-    return "_autosync_" + re.sub(r"\W", "_", name)
+def function_name(name, prefix="_autosync_"):
+    return prefix + re.sub(r"\W", "_", name)
 
 
 def completion_function(name, parser, positional=True, commands=()):
@@ -369,6 +369,105 @@ def completion():
     return "\n".join(out) + "\n"
 
 
+# --- zsh completion --------------------------------------------------------------------
+
+def zsh_words(text, limit=70):
+    """Help as an _arguments description: its first clause, the characters _arguments
+    reads ([ ] : \\) escaped."""
+    text = re.split(r"(?<=[.;])\s|\s\(", " ".join((text or "").split()))[0].rstrip(".;")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + "..."
+    return re.sub(r"([\[\]:\\])", r"\\\1", text)
+
+
+FILE_LIKE = re.compile(r"config|socket|file|folder|path|remote|arg", re.I)
+
+
+def zsh_values(action):
+    """What follows an option or stands for an argument: its choices; a file name where
+    its name says it may be one (bash, with -o default, completes file names wherever
+    it has no choices); else nothing but its name (a number, a time, a text)."""
+    if action.choices:
+        return "(%s)" % " ".join(shlex.quote(str(c)) for c in action.choices)
+    return "_files" if FILE_LIKE.search("%s %s" % (action.metavar, action.dest)) else " "
+
+
+def zsh_specs(parser, positional=True):
+    """_arguments' specs, each shell-quoted, for every option string and argument."""
+    formatter = parser._get_formatter()
+    specs = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            continue
+        helped = "" if action.help == argparse.SUPPRESS else zsh_words(
+            formatter._expand_help(action) if action.help else "")
+        if action.option_strings:
+            again = "*" if isinstance(action, (argparse._AppendAction,
+                                               argparse._CountAction)) else ""
+            for option in action.option_strings:
+                if action.nargs == 0:
+                    specs.append("%s%s[%s]" % (again, option, helped))
+                else:
+                    name = zsh_words(action.metavar or action.dest.upper())
+                    specs.append("%s%s%s[%s]:%s:%s" % (
+                        again, option, "=" if option.startswith("--") else "+", helped, name,
+                        zsh_values(action)))
+        elif positional:
+            name = zsh_words(action.metavar or action.dest)
+            many = {"*": "*", "+": "*", "?": ":"}.get(action.nargs, "")
+            specs.append("%s:%s:%s" % (many, name, zsh_values(action)))
+    return [shlex.quote(s) for s in specs]
+
+
+def zsh_function(name, parser, positional=True, commands=()):
+    """A function completing one program (or `dvcs-autosync WORD`) with _arguments;
+    with `commands`, the first word may also be one of them, and once one is on the
+    line its own function takes over from it."""
+    out = ["%s() {" % function_name(name, "_autosync_zsh_")]
+    specs = zsh_specs(parser, positional)
+    if commands:
+        out += ["    local i",
+                "    for (( i = 2; i < CURRENT; i++ )); do",
+                "        case $words[i] in",
+                "            (%s)" % "|".join(word for word, _ in commands),
+                "                words=(\"${(@)words[i,-1]}\"); (( CURRENT -= i - 1 ))",
+                "                %s$words[1]; return ;;" % function_name(name + " ",
+                                                                     "_autosync_zsh_"),
+                "        esac",
+                "    done",
+                "    local -a commands=("]
+        out += ["        %s" % shlex.quote("%s:%s" % (word, zsh_words(
+            sub.description if sub.prog.endswith(" " + word) and sub.description else
+            "as %s %s" % (sub.prog, word)))) for word, sub in commands]
+        out += ["    )"]
+        specs = [s for s in specs if not s.lstrip("'").startswith((":", "*:"))] + [
+            shlex.quote("1: :{_describe -t commands command commands; _files}"),
+            shlex.quote("*: :_files")]
+    out.append("    _arguments -s : \\")
+    out += ["        %s \\" % s for s in specs[:-1]] + ["        %s" % specs[-1]] \
+        if specs else []
+    out.append("}")
+    return out
+
+
+def zsh_completion():
+    found, commands = programs()
+    out = ["#compdef %s" % " ".join(name for name, _ in found),
+           "# zsh completion for dvcs-autosync's programs. Written by docs/generate.py from",
+           "# the programs' own argparse parsers: do not edit.", ""]
+    for name, parser in found:
+        out += zsh_function(name, parser, commands=commands if name == "dvcs-autosync"
+                            else ()) + [""]
+    for word, parser in commands:
+        # `dvcs-autosync status` (pause, sync, ...) is autosync-notify's parser, its
+        # message already given: its arguments are not those of the word.
+        out += zsh_function("dvcs-autosync " + word, parser,
+                            positional=parser.prog.endswith(" " + word)) + [""]
+    out += ["# The program being completed names the function (zsh's $service).",
+            "_autosync_zsh_${service//[^a-zA-Z0-9]/_} \"$@\""]
+    return "\n".join(out) + "\n"
+
+
 # --- all of it --------------------------------------------------------------------------
 
 def files():
@@ -381,11 +480,13 @@ def files():
     written["man/autosync-remote.1"] = remote_page()
     written["man/autosync.5"] = config_page()
     written["bash-completion/dvcs-autosync"] = completion()
+    written["zsh/_dvcs-autosync"] = zsh_completion()
     return written
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="Write the man pages and the bash completion.")
+    p = argparse.ArgumentParser(description="Write the man pages and the bash and zsh "
+                                            "completions.")
     p.add_argument("out", metavar="OUT", help="the folder to write them into")
     args = p.parse_args(argv)
     for path, text in files().items():

@@ -4,6 +4,7 @@ git-annex through the existing annex set-up (docs/examples/git-annex.autosync), 
 first. End to end on real git, git-annex and a bare remote."""
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -419,3 +420,52 @@ def test_expire_takes_its_age_from_largefileskeep(tmp_path):
     with pytest.raises(largefiles.ExpireError) as e:
         largefiles.expire(Cfg(a.path), None, False, io.StringIO())
     assert str(e.value) == "no age: give --older-than AGE, or set largefileskeep in [autosync]"
+
+
+def replaced_versions(base, count):
+    """A clone `a` (and a config for it) whose video.bin was saved count + 1 times, each
+    version synced by a and by a second clone b: `count` replaced versions that expire
+    lets go once a second has passed. -> the config's path."""
+    base.mkdir()
+    remote = annexed_remote(base)
+    a, b = Clone(base, "a", remote), Clone(base, "b", remote)
+    for _ in range(count + 1):
+        a.save(os.urandom(SIZE))
+        a.sync()
+        b.sync()
+    made = time.time()
+    config_path = base / "a.autosync"
+    config_path.write_text("[autosync]\npath = %s\nsyncmethod = none\n" % a.path)
+    wait_until(lambda: time.time() >= made + 1.5, what="the versions to be older than 1 s")
+    return str(config_path)
+
+
+@needs_annex
+def test_expire_shows_how_far_on_a_terminal_and_nothing_of_it_to_a_file(tmp_path):
+    from test_progress import ERASE, lasting, on_a_terminal
+    argv = [sys.executable, "-m", "autosync.supervisor", "expire", "--older-than", "1s",
+            "--yes", "--config"]
+    status, seen = on_a_terminal(argv + [replaced_versions(tmp_path / "tty", 3)])
+    assert status == 0, seen
+    states = re.findall(r"\r\033\[K([^\r\n]*)", seen)
+    assert "Fetching origin..." in states and \
+        "Reading the history of the annexed files..." in states, states
+    assert [s for s in states if s.startswith("Dropping: ")] == [
+        "Dropping: 0 of 3 versions (0 bytes of 900.0 kB)",
+        "Dropping: 1 of 3 versions (300.0 kB of 900.0 kB)",
+        "Dropping: 2 of 3 versions (600.0 kB of 900.0 kB)",
+        "Dropping: 3 of 3 versions (900.0 kB of 900.0 kB)"], states
+    shown = [line for line in lasting(seen).splitlines() if line]
+    assert shown[-1] == "dropped 3 versions (900.0 kB on origin, 900.0 kB here)", shown
+    assert len([line for line in shown if line.startswith("dropping from origin and here: ")]) \
+        == 3, shown
+    # The same work with its output to a file: the lasting lines only.
+    with open(tmp_path / "said", "w") as out:
+        done = subprocess.run(argv + [replaced_versions(tmp_path / "file", 3)], stdout=out,
+                              stderr=subprocess.STDOUT, timeout=300)
+    said = (tmp_path / "said").read_text()
+    assert done.returncode == 0, said
+    assert "\r" not in said and "\033" not in said and ERASE not in said
+    assert "Dropping" not in said and "Fetching" not in said and "Reading" not in said
+    assert said.splitlines()[-1] == "dropped 3 versions (900.0 kB on origin, 900.0 kB here)"
+    assert len(said.splitlines()) == len(shown)

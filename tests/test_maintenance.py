@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from autosync.committer import maintenance
-from autosync.committer.reports import Status
+from autosync.committer.status import Status
 from conftest import Machine, git, wait_until
 
 

@@ -16,9 +16,10 @@ asks for a pull and a push at once.
 While paused the worker only waits; on resume it catches up as at start-up
 (pull, one commit of everything, push).
 
-The committer owns its parts: its Status and Schedule (committer/reports.py, with
-Reports, what the repository reports to), its Pausing (committer/pausing.py) and
-Descriptions (committer/descriptions.py). Requests are answered from one table,
+The committer owns its parts: its Status (committer/status.py) and Schedule
+(committer/schedule.py), with Reports (committer/reports.py), what the repository
+reports to, its Pausing (committer/pausing.py) and Descriptions
+(committer/descriptions.py). Requests are answered from one table,
 `requests`, whose names are protocol.REQUESTS (a test keeps them equal).
 """
 import logging
@@ -32,7 +33,9 @@ from autosync.core import cli, problems
 from autosync.vcs import largefiles, sizes
 from autosync.committer.descriptions import Descriptions
 from autosync.committer.pausing import Pausing
-from autosync.committer.reports import LINKED, Reports, Schedule, Status
+from autosync.committer.reports import Reports
+from autosync.committer.schedule import LINKED, Schedule
+from autosync.committer.status import Status
 from autosync.core.messages import ACTIONS, TEXT_MAX
 from autosync.core.protocol import Server
 from autosync.committer.repository import Repository

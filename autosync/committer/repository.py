@@ -18,6 +18,7 @@ from autosync.vcs import excludes, git, git_environment, gitmerge, gitnotes, git
     recovery
 from autosync.ssh import connection as sshremote
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
+from autosync.core import underway
 from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
 from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
@@ -145,6 +146,13 @@ class Repository:
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
             gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
+        if self.guarded is not None:
+            self.guarded.on_progress = lambda made, total: \
+                self.underway("writing", total, made) if total >= underway.LONG else None
+        self.progress = None  # the long step under way (core/underway.py), or None
+        # files the commits not pushed yet change: counted as they are made, asked of git
+        # once at the first push after start (None until then)
+        self.unpushed_files = None
         # A stop ends a push under way (a remote takes a push whole or not at all); one
         # that begins after the stop (what the stop's last commit made) still runs.
         self.push_cancel = Cancel(later=False)
@@ -242,9 +250,30 @@ class Repository:
         else:
             git.git(self.folder, "read-tree", "--empty")
 
+    def underway(self, doing, files=None, done=None):
+        """A long step (core/underway.py) begins, goes on (`done`), or is over (None): the
+        status' `progress` set and the `progress` event told when it changed."""
+        if doing is None:
+            new = None
+        else:
+            same = self.progress is not None and self.progress["doing"] == doing
+            new = {"doing": doing, "files": files, "done": done,
+                   "since": self.progress["since"] if same else time.time()}
+        if new == self.progress:
+            return
+        self.progress = new
+        self.report.status(progress=new)
+        self.report.event("progress", progress=new)
+
     def commit(self, changes, rescan=False, note=None, text=None):
         """Stage and commit one batch (`text`: the user's description); True if a commit
         was made."""
+        try:
+            return self.commit_batch(changes, rescan, note, text)
+        finally:
+            self.underway(None)
+
+    def commit_batch(self, changes, rescan, note, text):
         self.report.state("committing")
         if not self.safe("commit"):
             return False
@@ -262,6 +291,11 @@ class Repository:
         changes = self.still.leave_out(changes)  # still being written: kept for later
         if sent and not changes and not rescan:
             return False
+        if len(changes) >= underway.LONG or (rescan and self.gitdir and
+                                             git.head(self.folder) is None):
+            # many files, or a first sync's: said while git takes them (a rescan: how
+            # many is not known before git has looked at every file)
+            self.underway("adding", files=None if rescan else len(changes))
         if self.quick is not None and not rescan:
             before = time.time()
             quick = self.quick.commit(changes, lambda listed: commit_message(
@@ -306,6 +340,8 @@ class Repository:
             listed = staged if staged is not None else expand_moves(self.folder, changes)
             message = commit_message(self.host, listed, note or (rescan and "rescan"),
                                      self.context(), text)
+            if len(listed) >= underway.LONG:
+                self.underway("committing", files=len(listed))
             before = time.time()
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError) as e:
@@ -345,6 +381,8 @@ class Repository:
         """A commit was made: said, with what it means (conflict copies, a mass delete)."""
         if not self.held_back(held):
             self.report.succeeded("commit")
+        if self.unpushed_files is not None:
+            self.unpushed_files += len(listed)
         self.report.committed(message, listed)
         if any(read_copy_name(c["path"]) or read_copy_name(c.get("src", ""))
                for c in listed):
@@ -538,14 +576,24 @@ class Repository:
         `pushed_new` then says whether a new revision reached the remote: git says so
         by the upstream branch moving (`pushed_rev` is where to); for another DVCS it
         is `expect_new` (commits were made since the last push)."""
+        try:
+            return self.push_now(expect_new)
+        finally:
+            self.underway(None)
+
+    def push_now(self, expect_new):
         self.pushed_new = False
         if not self.safe("push"):
             return False
         if self.gitdir and git.head(self.folder) is None:
             return True  # no commit yet (a clone of an empty remote): nothing to push
         before = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        if self.unpushed_files is None:  # the commits were made before this start
+            self.unpushed_files = self.files_to_push(before)
         for attempt in range(1, PUSH_TRIES + 1):
             self.report.state("pushing")
+            if self.unpushed_files >= underway.LONG:  # (a pull in between ended its own)
+                self.underway("pushing", files=self.unpushed_files)
             try:
                 self.cmd["pushcmd"].run(cwd=self.folder, cancel=self.push_cancel)
                 break
@@ -560,12 +608,23 @@ class Repository:
                 self.report.failed("push", error, retry="push")
                 return False
         self.report.succeeded("push")
+        self.unpushed_files = 0
         if self.notes_owed:  # the remote was away when a description was given
             self.notes_owed = not gitnotes.push(self.folder)
         after = git.head(self.folder, "@{upstream}") if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
         self.pushed_rev = os.fsdecode(after) if after else None
         return True
+
+    def files_to_push(self, upstream):
+        """How many files the commits the remote lacks change (git: one diff of two trees;
+        with no upstream, every file of HEAD); 0 when it cannot say (another DVCS)."""
+        if not self.gitdir:
+            return 0
+        args = ("diff-tree", "-r", "-z", "--no-renames", "--name-only", os.fsdecode(upstream),
+                "HEAD") if upstream else ("ls-tree", "-r", "-z", "--name-only", "HEAD")
+        out = git.git(self.folder, *args, check=False)
+        return out.count(b"\0") if out else 0
 
     def unpushed(self):
         """How many commits the remote lacks, read from git (docs/protocol.md, `unpushed`);
@@ -695,7 +754,10 @@ class Repository:
         self.report.event("pull-started")
         before = git.head(self.folder) if self.gitdir else None
         self.merged = None
-        ok = self.run_pull()
+        try:
+            ok = self.run_pull()
+        finally:
+            self.underway(None)
         # guarded: every write the pull made went through vcs/gitpull.py's guarded writer
         # (no command of the user's ran): the watcher's events of the pull are a full
         # account of what changed, and it stages them instead of asking for a rescan.

@@ -24,7 +24,7 @@ RESCANS = ("start", "committer-restarted", "drained", "overflow", "folder-back")
 # What the committer tells its subscribers:
 EVENTS = ("committed", "pushed", "pull-started", "pull-finished", "pulled", "conflict",
           "failed", "recovered", "mass-delete", "stopping", "paused", "resumed", "link",
-          "described")
+          "described", "progress")
 # What the committer's worker is doing (status "state"):
 STATES = ("starting", "idle", "committing", "pulling", "pushing", "paused", "stopped")
 

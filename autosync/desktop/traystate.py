@@ -9,6 +9,7 @@ import collections
 import os
 import time
 
+from autosync.core import underway
 from autosync.core.copies import read_copy_name
 from autosync.core.messages import SUMMARY, split_subject
 
@@ -48,6 +49,7 @@ class View:
         # Why the committer is not there, or None: nothing is known before its status.
         self.daemon = "waiting for the daemon"
         self.pulling = False
+        self.progress = None  # a long step under way (core/underway.py), as the status says
         self.unpushed = 0
         self.paused = None  # {"since", "until"} while paused
         self.offline = None  # why the remote is out of reach
@@ -66,6 +68,7 @@ class View:
         # Only a pull's end is told (pull-finished); a commit's or a push's is told only
         # when it made or sent something, so the worker's other states would stick.
         self.pulling = status.get("state") == "pulling"
+        self.progress = status.get("progress")
         self.unpushed = status.get("unpushed") or 0
         self.paused = status.get("paused")
         self.link = status.get("link")
@@ -122,6 +125,8 @@ class View:
         elif name == "pushed" and event.get("source") == "committer":
             self.last_push = {"time": stamp, "url": event.get("url")}
             self.unpushed, self.offline, self.error = 0, None, None
+        elif name == "progress":
+            self.progress = event.get("progress")
         elif name == "pull-started":
             self.pulling = True
         elif name == "pull-finished":
@@ -167,7 +172,7 @@ class View:
             return "paused"
         if self.offline or self.daemon or self.link == "down":
             return "offline"
-        if self.pulling or self.unpushed:
+        if self.pulling or self.unpushed or self.progress:
             return "syncing"
         return "idle"
 
@@ -188,6 +193,8 @@ class View:
             return "Offline: " + (self.offline
                                   or "no %s link: other machines' changes come by timer"
                                   % ("ssh" if self.syncmethod == "ssh" else "XMPP"))
+        if name == "syncing" and self.progress:  # a first sync of many files, say
+            return "Syncing: " + underway.text(self.progress, when=clock)
         return "Syncing" if name == "syncing" else "Everything is synced"
 
     def tooltip(self):

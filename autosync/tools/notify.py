@@ -11,7 +11,7 @@ import os
 import sys
 
 from autosync import __version__
-from autosync.core import cli, problems
+from autosync.core import cli, problems, underway
 from autosync.vcs import sizes
 from autosync.core.messages import check_text
 from autosync.core.pause import parse_duration
@@ -169,6 +169,8 @@ def status_text(status):
         problems.headline(status, when=cli.show_time),
         "folder:      %s (on %s)" % (status.get("path"), status.get("host")),
         "state:       %s" % status.get("state"),
+    ] + (["progress:    %s" % underway.text(status["progress"], when=cli.show_time)]
+         if status.get("progress") else []) + [
         "link:        %s" % link_text(status),
         "paused:      %s" % (paused_text(status["paused"]) if status.get("paused") else "no"),
         "pending:     %d paths%s" % (len(status.get("pending") or []),

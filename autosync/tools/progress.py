@@ -39,15 +39,15 @@ class Progress:
         self.out.flush()
         self.shown = text
 
-    def files(self, doing, done, total, size, total_size=None):
-        """`doing`: DONE of TOTAL files (SIZE of TOTAL_SIZE, or SIZE so far when the total
-        is not known beforehand), when its percent changed."""
+    def files(self, doing, done, total, size, total_size=None, unit="files"):
+        """`doing`: DONE of TOTAL files (or other `unit`s; SIZE of TOTAL_SIZE, or SIZE so
+        far when the total is not known beforehand), when its percent changed."""
         percent = done * 100 // total if total else 100
         if percent == self.percent:
             return
         self.percent = percent
-        self.show("%s: %s of %s files (%s)" % (
-            doing, "{:,}".format(done), "{:,}".format(total),
+        self.show("%s: %s of %s %s (%s)" % (
+            doing, "{:,}".format(done), "{:,}".format(total), unit,
             "%s so far" % sizes.human(size) if total_size is None else
             "%s of %s" % (sizes.human(size), sizes.human(total_size))))
 

@@ -175,6 +175,10 @@ class GitPull:
         # pull cut there would leave files written and HEAD unmoved.
         self.cancel = Cancel()
         self.swapping = False
+        # on_progress(made, total): the new versions written so far (the committer's
+        # status, core/underway.py); told at each whole percent of a pull's writing.
+        self.on_progress = None
+        self.to_write, self.made, self.told_percent = 0, 0, None
 
     def git(self, *args, env=None, data=None, check=True):
         proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
@@ -459,6 +463,9 @@ class GitPull:
         waiting = {e.path for e in later}
         first = [e for e in files if not null(e.new) and e.path not in waiting and
                  e.path not in renames]
+        self.to_write, self.made, self.told_percent = \
+            sum(1 for e in files if not null(e.new)), 0, None
+        self.tell_progress()
         with Blobs(self, [e.path for e in files if not null(e.new)]) as blobs:
             prepared = {}
             try:
@@ -549,6 +556,18 @@ class GitPull:
                                                        blobs.source(e.path, e.new, e.new_mode))
             except (Refused, OSError) as err:
                 raise Unwritten(self.cannot(e.path, err)) from None
+            self.made += 1
+            self.tell_progress()
+
+    def tell_progress(self):
+        """on_progress(made, to write): how many of the pull's new versions are complete
+        (in their temporary files), told when its whole percent changes."""
+        if self.on_progress is None or not self.to_write:
+            return
+        percent = self.made * 100 // self.to_write
+        if percent != self.told_percent:
+            self.told_percent = percent
+            self.on_progress(self.made, self.to_write)
 
     @staticmethod
     def expect_old(e):

@@ -1,4 +1,4 @@
-"""Large files through git-annex: the `largefiles` key, and `dvcs-autosync expire`.
+"""Large files through git-annex: the `largefiles` key, and what `dvcs-autosync expire` does.
 
 `largefiles = 10mb` (off by default) makes every git command the daemon runs
 see `annex.largefiles=largerthan=10mb` (git_environment.use_largefiles): git's
@@ -14,16 +14,15 @@ versions that no current file uses and that git-annex verifies the remote holds
 (Trimmer), then pushes the git-annex branch if it holds news (what this machine
 got and dropped): a machine keeps about one copy of each big file.
 
-`dvcs-autosync expire [--older-than AGE]` (AGE defaults to the `largefileskeep`
-key, which the committer's upkeep also applies at each run) lets versions older
-than the rule go for good, from the remote and here. It first says, version by
-version, what it drops and what it keeps and why; only with `--yes` does it
-drop. The rule is plan()'s docstring: never a file's current version on any
+expire() (the command `dvcs-autosync expire [--older-than AGE]`, tools/expire.py; AGE
+defaults to the `largefileskeep` key, which the committer's upkeep also applies at each
+run with expire()) lets versions older than the rule go for good, from the remote and
+here. It first says, version by version, what it drops and what it keeps and why; only
+with `--yes` does it drop. The rule is plan()'s docstring: never a file's current version on any
 branch here or on the remote, never one another machine has got neither of nor
 a later version of the same file (location logs), never the only copy of one
 that never left this machine.
 """
-import argparse
 import collections
 import hashlib
 import os
@@ -419,7 +418,23 @@ def freed(drops, remote):
                                 else "here") for p in ("remote", "here") if total[p])
 
 
-def expire(cfg, age_text, yes, out=sys.stdout, now=None):
+class _NoProgress:
+    """No progress shown (the upkeep's expire, a report to a file)."""
+
+    def show(self, text):
+        pass
+
+    def files(self, doing, done, total, size, total_size=None, unit="files"):
+        pass
+
+    def clear(self):
+        pass
+
+
+def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None):
+    """The versions the rule lets go, said on `out` line by line, then dropped with `yes`.
+    progress: what it is doing meanwhile (tools/progress.Progress on a terminal)."""
+    progress = progress or _NoProgress()
     folder = cfg.path
     if age_text is None:
         age_text = getattr(cfg, "largefileskeep", "")
@@ -441,9 +456,13 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None):
     # The remote's branches and location logs as they are now: git-annex merges the
     # fetched git-annex branch into its own as a command that reads it starts (`info`;
     # not `git annex merge`, which would merge the remote's branches into the folder).
+    progress.show("Fetching %s..." % remote)
     git(folder, "fetch", "--quiet", remote)
+    progress.show("Reading where git-annex knows the versions are...")
     git(folder, "annex", "info", "--fast", "--quiet")
+    progress.show("Reading the history of the annexed files...")
     drops, kept = plan(folder, remote, remote_uuid, age, now)
+    progress.clear()
     verb = "dropping" if yes else "would drop"
     for version, size, where in drops:
         out.write("%s from %s: %s\n" % (verb, placed(where, remote), describe(version, size)))
@@ -457,41 +476,21 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None):
         out.write("would free %s (%d versions); nothing dropped: run again with --yes to drop "
                   "exactly these\n" % (freed(drops, remote), len(drops)))
         return 0
-    failed = []
-    for version, size, where in drops:
+    failed, total, freeing = [], sum(size or 0 for _, size, _ in drops), 0
+    for count, (version, size, where) in enumerate(drops):
+        progress.files("Dropping", count, len(drops), freeing, total, unit="versions")
+        freeing += size or 0
         for p in where:  # --force: it may be the last copy, which the rule lets go
             ok, said = drop(folder, version.key, remote if p == "remote" else None, force=True)
             if not ok:
                 failed.append(version)
+                progress.clear()
                 out.write("not dropped from %s: %s: %s\n" % (
                     placed((p,), remote), describe(version, size), said or "git-annex refused"))
+    progress.files("Dropping", len(drops), len(drops), freeing, total, unit="versions")
+    progress.clear()
     done = [d for d in drops if d[0] not in failed]
     out.write("dropped %d versions (%s)%s\n" % (
         len(done), freed(done, remote) or "nothing freed",
         "; %d refused by git-annex (above)" % len(set(failed)) if failed else ""))
     return 1 if failed else 0
-
-
-def parse(argv):
-    p = argparse.ArgumentParser(
-        prog="dvcs-autosync expire",
-        description="Drop, from the remote and here, the annexed content of versions replaced "
-                    "more than AGE ago that no current file uses and every machine has got "
-                    "(git-annex). Says exactly what first.")
-    p.add_argument("--older-than", metavar="AGE",
-                   help="replaced longer ago than this: 30d, 12w, 1y (s, m, h, d, w, y); "
-                        "default: the largefileskeep key")
-    p.add_argument("--yes", action="store_true",
-                   help="drop them (without it: only say what would be dropped)")
-    p.add_argument("--config", help="configuration file (default: ~/.autosync)")
-    return p.parse_args(argv)
-
-
-def main(argv):
-    args = parse(list(argv)[1:])  # argv[0] is "expire"
-    cfg = cli.load(args.config)
-    try:
-        return expire(cfg, args.older_than, args.yes)
-    except ExpireError as e:
-        print("dvcs-autosync expire: %s" % e, file=sys.stderr)
-        return 1

@@ -111,7 +111,8 @@ def test_each_package_holds_its_part(built):
                  "/usr/share/doc/dvcs-autosync/examples/autosync-example",
                  "/usr/share/man/man1/dvcs-autosync.1.gz", "/usr/share/man/man5/autosync.5.gz",
                  "/usr/share/bash-completion/completions/dvcs-autosync",
-                 "/usr/share/bash-completion/completions/autosync-notify"):
+                 "/usr/share/bash-completion/completions/autosync-notify",
+                 "/usr/share/zsh/vendor-completions/_dvcs-autosync"):
         assert path in suite, path
     assert "/usr/bin/autosync-remote" not in suite
     remote = contents(debs["autosync-remote"])

@@ -4,14 +4,16 @@ autosync(5), each option and key in them, readable by man without a warning, and
 completion of every subcommand and option each parser knows."""
 import argparse
 import os
+import pty
 import re
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wait_until
 
 sys.path.insert(0, os.path.join(ROOT, "docs"))
 import generate  # noqa: E402
@@ -113,3 +115,120 @@ def test_a_parser_is_caught_before_it_parses():
     assert generate.caught(program).prog == "x"
     with pytest.raises(RuntimeError):
         generate.caught(lambda: None)
+
+
+# --- zsh --------------------------------------------------------------------------------
+
+# Put before zsh's own compadd, once compinit has loaded the completion system: each match
+# a completion function offers for the word being typed is also written to a file.
+RECORD = r'''
+compadd() {
+    if (( ${@[(I)-[OAD]*]} )); then builtin compadd "$@"; return; fi
+    local -a matched
+    builtin compadd -O matched "$@"
+    (( $#matched )) && print -rl -- $matched >> %s
+    builtin compadd "$@"
+}
+'''
+
+
+class Zsh:
+    """An interactive zsh (no user's setup) on a pseudo-terminal, with the written
+    completion in its fpath; complete() types a command line and a tab, and reads what
+    was offered from the file RECORD writes."""
+
+    def __init__(self, fpath, home):
+        zsh = shutil.which("zsh")
+        if zsh is None:
+            pytest.fail("zsh is missing: install the Debian package zsh")
+        self.record = os.path.join(home, "offered")
+        open(self.record, "w").close()
+        self.asked = 0
+        empty = os.path.join(home, "empty")  # where it runs: no file names to offer
+        os.mkdir(empty)
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen([zsh, "-f", "-i"], stdin=slave, stdout=slave, stderr=slave,
+                                     cwd=empty, start_new_session=True,
+                                     env={"PATH": os.environ["PATH"], "HOME": home,
+                                          "TERM": "xterm", "ZDOTDIR": home})
+        os.close(slave)
+        self.master = master
+        threading.Thread(target=self.drain, daemon=True).start()
+        self.send("fpath=(%s $fpath); autoload -Uz compinit; compinit -u -D; "
+                  "unsetopt auto_list auto_menu list_beep beep\n" % fpath)
+        self.send(RECORD % self.record + "\n")
+        # zsh drops what was typed before its line editor started: the first line is
+        # typed once the setup has run
+        self.send("print -r -- @@0@@ >> %s\n" % self.record)
+        wait_until(lambda: "@@0@@" in open(self.record).read().split(), 30,
+                   what="zsh to start")
+
+    def drain(self):
+        while True:
+            try:
+                if not os.read(self.master, 65536):
+                    return
+            except OSError:
+                return
+
+    def send(self, text):
+        os.write(self.master, text.encode())
+
+    def complete(self, *words):
+        """The matches zsh offers for the command line `words` (the last one being typed)."""
+        self.asked += 1
+        mark = "@@%d@@" % self.asked
+        # the line, a tab; then the line erased (^U) and a mark written after the matches
+        self.send(" ".join(words) + "\t\x15print -r -- %s >> %s\n" % (mark, self.record))
+        wait_until(lambda: mark in open(self.record).read().split(), 30,
+                   what="zsh to complete %r" % (words,))
+        lines = open(self.record).read().split("\n")
+        start = lines.index("@@%d@@" % (self.asked - 1)) + 1
+        return set(lines[start:lines.index(mark)])
+
+    def close(self):
+        self.send("exit\n")
+        self.proc.wait(timeout=30)
+        os.close(self.master)
+
+
+@pytest.fixture(scope="module")
+def zsh(written, tmp_path_factory):
+    home = tmp_path_factory.mktemp("zsh-home")
+    shell = Zsh(str(written / "zsh"), str(home))
+    yield shell
+    shell.close()
+
+
+def test_the_zsh_completion_is_read_by_zsh_and_names_every_program(written):
+    path = str(written / "zsh" / "_dvcs-autosync")
+    first = open(path).readline().split()
+    found, _ = generate.programs()
+    assert first[0] == "#compdef" and sorted(first[1:]) == sorted(name for name, _ in found)
+    result = subprocess.run(["zsh", "-n", path], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_zsh_completes_every_option_and_subcommand_the_parsers_know(zsh):
+    # what test_bash_completes_every_option_and_subcommand_the_parsers_know asks of bash
+    found, commands = generate.programs()
+    for name, parser in found:
+        options = {o for a in parser._actions for o in a.option_strings}
+        assert options and options <= zsh.complete(name, "-"), name
+    for word, parser in commands:
+        options = {o for a in parser._actions for o in a.option_strings}
+        assert options <= zsh.complete("dvcs-autosync", word, "-"), word
+    assert zsh.complete("dvcs-autosync", "") == {word for word, _ in commands}
+    prefixed = {word for word, _ in commands if word.startswith("re")}
+    assert "restore" in prefixed and zsh.complete("dvcs-autosync", "re") == prefixed
+
+
+def test_zsh_completes_the_values_an_option_or_argument_takes(zsh):
+    assert zsh.complete("dvcs-autosync", "conflicts", "--keep", "") == {"mine", "theirs"}
+    assert zsh.complete("dvcs-autosync", "--config", "x.conf", "expire", "--") >= \
+        {"--older-than", "--yes", "--config"}
+    notify = dict(generate.programs()[0])["autosync-notify"]
+    messages = set(next(a.choices for a in notify._actions if a.dest == "message"))
+    assert zsh.complete("autosync-notify", "") == messages
+    # `dvcs-autosync status` already has its message: none is offered again.
+    assert not zsh.complete("dvcs-autosync", "status", "") & messages

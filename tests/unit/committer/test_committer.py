@@ -226,7 +226,7 @@ def test_every_status_key_and_event_field_is_described_in_the_protocol_document(
     import ast
     import glob
     import os
-    from autosync.committer.reports import FIELDS
+    from autosync.committer.status import FIELDS
     from conftest import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()

@@ -6,7 +6,9 @@ import time
 import pytest
 
 from autosync.committer.descriptions import Descriptions
-from autosync.committer.reports import BACKOFF_MAX, Reports, Schedule, Status
+from autosync.committer.reports import Reports
+from autosync.committer.schedule import BACKOFF_MAX, Schedule
+from autosync.committer.status import Status
 from fakes import FakeServer, config
 
 
@@ -76,13 +78,13 @@ def test_a_pull_sets_the_timer_and_sends_what_waits(tmp_path):
 
 
 def test_every_status_field_the_code_sets_is_in_the_schema():
-    """The status' schema (reports.FIELDS) holds every field that the repository and
+    """The status' schema (status.FIELDS) holds every field that the repository and
     the committer's parts set, read from their source; a field set nowhere else is
     refused at once (Status.update)."""
     import glob
     import os
     import re
-    from autosync.committer.reports import ABSENT, FIELDS
+    from autosync.committer.status import ABSENT, FIELDS
     from conftest import ROOT
     set_here = set()
     for path in glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True):

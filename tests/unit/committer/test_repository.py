@@ -455,3 +455,47 @@ def test_a_stop_kills_a_push_under_way_and_it_is_not_done_not_failed(repo, tmp_p
     # A push that begins after the stop (of the stop's last commit) still runs.
     r.cmd["pushcmd"] = Template("pushcmd", "git push -q")
     assert r.push() and repo.remote.files()[b"a.txt"] == b"a"
+
+
+def test_a_first_commit_of_many_files_tells_its_steps_and_a_small_batch_none(tmp_path,
+                                                                               monkeypatch):
+    # core/underway.py: a rescan in a folder with no commit yet is a first sync (how many
+    # files is known once git has staged them); a batch under LONG files says nothing
+    from autosync.core.underway import LONG
+    monkeypatch.setattr(git_environment, "_excludes", None)
+    folder = tmp_path / "first"
+    git("init", "-q", "-b", "main", str(folder))
+    for i in range(LONG + 200):
+        (folder / ("f%04d.txt" % i)).write_text("file %d\n" % i)
+    reports = Reports()
+    r = Repository(config(folder, commands=dict(GIT_COMMANDS)), reports)
+    assert r.commit([], rescan=True)
+    told = [fields["progress"] for args, fields in reports.named("event")
+            if args[0] == "progress"]
+    assert [p and (p["doing"], p["files"], p["done"]) for p in told] == [
+        ("adding", None, None), ("committing", LONG + 200, None), None]
+    assert told[0]["since"] <= told[1]["since"] and reports.fields["progress"] is None
+    for i in range(LONG - 1):
+        (folder / ("g%04d.txt" % i)).write_text("small batch %d\n" % i)
+    before = len(reports.calls)
+    assert r.commit([{"action": "added", "path": "g%04d.txt" % i} for i in range(LONG - 1)])
+    assert not [c for c in reports.calls[before:] if c[0] == "event" and c[1][0] == "progress"]
+
+
+def test_a_push_of_many_files_made_before_the_start_tells_how_many(repo):
+    # commits made before this start (a first sync cut short by a logout): git counts them
+    from autosync.core.underway import LONG
+    for i in range(LONG + 5):
+        (repo.path / ("f%04d.txt" % i)).write_text("file %d\n" % i)
+    git("add", "-A", cwd=repo.path)
+    git("commit", "-q", "-m", "made before the start", cwd=repo.path)
+    r, reports = repo()
+    assert r.push()
+    told = [fields["progress"] for args, fields in reports.named("event")
+            if args[0] == "progress"]
+    assert [p and (p["doing"], p["files"]) for p in told] == [("pushing", LONG + 5), None]
+    assert repo.remote.files().keys() >= {b"f0000.txt", b"README"}
+    # pushed: the next push has nothing to say
+    (repo.path / "one.txt").write_text("one\n")
+    assert r.commit([{"action": "added", "path": "one.txt"}]) and r.push()
+    assert len([1 for args, _ in reports.named("event") if args[0] == "progress"]) == 2

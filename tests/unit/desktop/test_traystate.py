@@ -155,3 +155,20 @@ def test_a_time_today_is_said_as_the_hour_and_another_day_with_its_date():
     tomorrow = noon + 86400
     assert traystate.clock(noon) == "12:00"
     assert traystate.clock(tomorrow) == time.strftime("%Y-%m-%d 12:00", time.localtime(tomorrow))
+
+
+def test_a_long_step_is_said_in_the_tooltip_and_menu_while_it_runs(view):
+    # a first sync of many files: the status' progress, then its events, until it ends
+    since = time.mktime((2026, 1, 2, 10, 42, 5, 0, 0, -1))
+    view.status({"state": "committing", "unpushed": 0, "progress": {
+        "doing": "adding", "files": None, "done": None, "since": since}})
+    assert view.name() == "syncing"
+    title, text = view.tooltip()
+    assert text.splitlines()[0] == view.headline() == \
+        "Syncing: adding the folder's files to the history, since %s" % traystate.clock(since)
+    view.event({"event": "progress", "time": NOW, "progress": {
+        "doing": "writing", "files": 3000, "done": 1200, "since": since}})
+    assert view.headline() == "Syncing: writing the pulled files: 1,200 of 3,000 (40%%), " \
+                              "since %s" % traystate.clock(since)
+    view.event({"event": "progress", "time": NOW, "progress": None})
+    assert view.name() == "idle" and view.headline() == "Everything is synced"

@@ -87,6 +87,22 @@ def test_status_text_starts_with_in_sync_or_what_stops_it_and_always_says_the_li
     assert paused.splitlines()[0] == "NOT syncing: paused by the user - autosync-notify resume"
 
 
+def test_status_text_says_a_long_step_and_how_far_while_it_runs():
+    assert "progress:" not in notify.status_text(STATUS)  # (null: nothing long runs)
+    since = 1700000000
+    said = {"adding": (None, None), "committing": (3000, None), "pushing": (3000, None),
+            "writing": (3000, 1200)}
+    lines = [[line for line in notify.status_text(dict(STATUS, state="committing", progress={
+        "doing": doing, "files": files, "done": done, "since": since})).splitlines()
+        if line.startswith("progress:")] for doing, (files, done) in said.items()]
+    at = cli.show_time(since)
+    assert lines == [
+        ["progress:    adding the folder's files to the history, since %s" % at],
+        ["progress:    committing 3,000 files, since %s" % at],
+        ["progress:    pushing 3,000 files to the remote, since %s" % at],
+        ["progress:    writing the pulled files: 1,200 of 3,000 (40%%), since %s" % at]]
+
+
 def test_status_text_of_a_fresh_daemon():
     text = notify.status_text({"path": "/s", "host": "h", "state": "starting"})
     assert "last commit: none yet" in text and "last push:   none yet" in text
