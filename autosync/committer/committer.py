@@ -152,10 +152,13 @@ class Committer:
             "resume": self.pausing.resume_request, "describe": self.describe_request,
             "note": self.note_request,
         }
-        self.upkeep = maintenance.Upkeep(self)  # maintenancecmd, between the worker's steps
-        largefiles.apply(cfg, log)  # the largefiles key: git-annex takes files above it
+        # maintenancecmd, between the worker's steps
+        self.upkeep = maintenance.Upkeep(self, gitenv=self.repo.gitenv)
+        # The largefiles key: git-annex takes files above it (the repository's gitenv) ...
+        largefiles.warn_without_annex(cfg, log)
         # ... and after a push or a pull, the old versions the remote holds are not kept here.
-        self.trimmer = largefiles.Trimmer(cfg.path) if getattr(cfg, "largefiles", "") else None
+        self.trimmer = largefiles.Trimmer(cfg.path, self.repo.gitenv) \
+            if getattr(cfg, "largefiles", "") else None
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -185,14 +188,11 @@ class Committer:
             reason = message.get("reason")
             log.info("the watcher asks for a rescan: %s",
                      RESCAN_WHY.get(reason, "no reason given"))
-        monitor = getattr(self.repo, "fsmonitor", None)
-        with self.cond:
-            if monitor:  # numbered before the worker can take it (committer/fsmonitor.py)
-                monitor.journal.received(changes, bool(message.get("rescan")))
+        with self.cond:  # numbered before the worker can take it (committer/fsmonitor.py)
+            self.repo.received(changes, bool(message.get("rescan")))
             self.pending.add(changes, bool(message.get("rescan")))
             self.cond.notify_all()
-        if monitor:  # the hook's state file, for git commands run now
-            monitor.publish()
+        self.repo.publish_received()  # for git commands run now
         return {"ok": True, "queued": len(changes)}
 
     def sync_request(self, message):
@@ -270,10 +270,7 @@ class Committer:
                 or (unwatched and not isinstance(problem, str)):
             return {"ok": False, "error": "watch needs unwatched (a count) and, unless it is 0, "
                                           "problem (text)"}
-        monitor = getattr(self.repo, "fsmonitor", None)
-        if monitor:  # changes in a folder without a watch are never sent
-            monitor.journal.set_blind(bool(unwatched))
-            monitor.publish()
+        self.repo.unwatched(bool(unwatched))  # changes in such folders are never sent
         with self.cond:
             told = self.status["watch"]
             self.status.update(watch={"unwatched": unwatched, "problem": problem}

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from autosync.vcs import git_environment
 from autosync.core.config import GIT_COMMANDS
+from autosync.vcs import commands
 from autosync.committer.repository import Repository
 from conftest import Remote, git
 from fakes import Reports, config
@@ -13,7 +13,6 @@ from fakes import Reports, config
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     """A Repository on a real clone of a real bare remote, reporting to a recorder."""
-    monkeypatch.setattr(git_environment, "_excludes", None)  # undone after the test
     remote = Remote(tmp_path / "remote.git")
     clone = tmp_path / "clone"
     git("clone", "-q", remote.path, str(clone))
@@ -24,6 +23,22 @@ def repo(tmp_path, monkeypatch):
         return Repository(cfg, reports), reports
     make.path, make.remote = clone, remote
     return make
+
+
+def test_the_repository_hands_its_one_git_environment_to_every_part_that_runs_git(repo):
+    """Made once from the config and the folder, given to its parts; the process keeps
+    nothing: a git command run by anyone else gets only the settings (PLAIN)."""
+    r = Repository(config(repo.path, commands=dict(GIT_COMMANDS), fsmonitor="yes"), Reports())
+    assert r.gitenv.excludes == r.excludes.where and os.path.exists(r.gitenv.excludes)
+    parts = [t.gitenv for t in r.cmd.values()] + [
+        r.guarded.gitenv, r.staging.gitenv, r.quick.gitenv, r.where.gitenv, r.fsmonitor.gitenv]
+    assert all(gitenv is r.gitenv for gitenv in parts)
+    assert r.guarded.index_env == r.fsmonitor.env  # the fsmonitor handed in, not patched in
+    assert type(r.cmd["addcmd"]).__name__ == "Monitored"
+    assert type(r.cmd["pushcmd"]).__name__ == "Template"
+    variables = commands.environment()
+    assert "core.excludesFile" not in [variables.get("GIT_CONFIG_KEY_%d" % i)
+                                       for i in range(int(variables["GIT_CONFIG_COUNT"]))]
 
 
 def test_a_batch_becomes_one_commit_that_names_its_files(repo):
