@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 
-from autosync.vcs import git
+from autosync.vcs import daemon_identity, git
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.commands import Template, environment
 
@@ -54,19 +54,18 @@ STAGING = ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd", "commitcmd")
 # user's hook there could run any git command (checkout, stash) with the setting.
 HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit",
          "reference-transaction", "post-index-change")
-DAEMON_EXIT = '[ -n "$AUTOSYNC_DAEMON" ] && exit 0'  # hooks/post-commit's first command
 
 
 def leaves_daemon_alone(path):
     """Does the hook end at once under the daemon's commands, as the shipped post-commit
-    does (its first command: `[ -n "$AUTOSYNC_DAEMON" ] && exit 0`)?"""
+    does (its first command: daemon_identity.HOOK_EXIT)?"""
     try:
         with open(path, "rb") as f:
             lines = f.read(4096).decode("utf-8", "replace").splitlines()
     except OSError:
         return False
     commands = [l.strip() for l in lines if l.strip() and not l.lstrip().startswith("#")]
-    return bool(commands) and commands[0] == DAEMON_EXIT
+    return bool(commands) and commands[0] == daemon_identity.HOOK_EXIT
 
 
 def hook_command(where):

@@ -40,6 +40,7 @@ import sysconfig
 import time
 from collections import namedtuple
 
+from autosync.vcs import daemon_identity
 from autosync.vcs.git_environment import PLAIN
 
 log = logging.getLogger("autosync.commands")
@@ -135,7 +136,8 @@ def environment(extra=None, gitenv=PLAIN):
     env = dict(os.environ)
     env.pop("LANGUAGE", None)   # it would override LC_ALL for gettext (German `git status`)
     env.update(gitenv.variables(env))
-    env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1", AUTOSYNC_DAEMON="1")
+    env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1")
+    env.update(daemon_identity.variables())  # hooks and recovery tell our commands by it
     env["PATH"] = with_our_programs(env.get("PATH", os.defpath))
     env.update(extra or {})
     return env

@@ -15,7 +15,7 @@ import stat
 import subprocess
 import time
 
-from autosync.vcs import guarded
+from autosync.vcs import daemon_identity, guarded
 from autosync.vcs.commands import environment
 from autosync.vcs.git_environment import PLAIN
 
@@ -77,20 +77,11 @@ def clear_stale_lock(lock, top):
 
 
 def leftover_commands(folder):
-    """PIDs of commands a previous committer started in folder (AUTOSYNC_DAEMON=1) still running."""
+    """PIDs of commands a previous committer started in folder still running (marked as
+    the daemon's: vcs/daemon_identity.py)."""
     folder = os.path.realpath(folder)
-    found = []
-    for pid in _pids():
-        if not _inside(_link(pid, "cwd"), folder):
-            continue
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"AUTOSYNC_DAEMON=1" in env:
-            found.append(pid)
-    return found
+    return [pid for pid in _pids() if _inside(_link(pid, "cwd"), folder)
+            and daemon_identity.started_by_daemon(pid)]
 
 
 def wait_for_leftovers(folder, timeout, quiet_scans=3):
