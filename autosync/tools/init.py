@@ -664,11 +664,7 @@ class Init:
             with open(fd, "w") as f:
                 f.write(self.config_text())
             # Read back as the daemon will: what it gets must be what was meant.
-            os.environ[config.WARNED] = "1"
-            try:
-                cfg = config.load(temp)
-            finally:
-                del os.environ[config.WARNED]
+            cfg = config.load(temp, warn=False)
             if self.xmpp and cfg.xmpp.password != self.password_kept:
                 raise Refused("the password cannot be written into %s as it is (leading or "
                               "trailing blanks?): nothing written" % self.config)
