@@ -1,5 +1,7 @@
 """One folder's DVCS operations on a real git repository, reporting to a fake committer."""
 import os
+import shutil
+import sys
 
 import pytest
 
@@ -39,6 +41,37 @@ def test_the_repository_hands_its_one_git_environment_to_every_part_that_runs_gi
     variables = commands.environment()
     assert "core.excludesFile" not in [variables.get("GIT_CONFIG_KEY_%d" % i)
                                        for i in range(int(variables["GIT_CONFIG_COUNT"]))]
+
+
+def test_every_git_the_repository_runs_gets_its_settings(repo, tmp_path, monkeypatch):
+    """A part that ran git without the repository's GitEnvironment (a gitenv= forgotten)
+    would read no excludes file: a `git` first on PATH notes what each one got."""
+    r, _ = repo()
+    other = tmp_path / "other"
+    git("clone", "-q", repo.remote.path, str(other))
+    (other / "b.txt").write_text("b")
+    git("add", "b.txt", cwd=str(other))
+    git("-c", "user.name=o", "-c", "user.email=o@o", "commit", "-q", "-m", "b", cwd=str(other))
+    git("push", "-q", cwd=str(other))
+    seen, wrapper = tmp_path / "seen", tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        "#!%s\nimport os, sys\nn = int(os.environ.get('GIT_CONFIG_COUNT') or 0)\n"
+        "got = {os.environ.get('GIT_CONFIG_KEY_%%d' %% i): os.environ.get('GIT_CONFIG_VALUE_%%d' %% i)"
+        " for i in range(n)}\nwith open(%r, 'a') as f:\n"
+        "    f.write('%%s %%s\\n' %% (got.get('core.excludesFile') == %r, sys.argv[1]))\n"
+        "os.execv(%r, [%r] + sys.argv[1:])\n"
+        % (sys.executable, str(seen), r.gitenv.excludes, shutil.which("git"), "git"))
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (wrapper.parent, os.environ["PATH"]))
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}]) and r.pull()["ok"] and r.push()
+    r.settle_index()
+    (repo.path / "a.txt").write_text("again")
+    assert r.commit([{"action": "modified", "path": "a.txt"}]) and r.push()
+    runs = [line.split() for line in seen.read_text().splitlines()]
+    assert {"fetch", "push", "update-index"} <= {what for _, what in runs}
+    assert [what for ok, what in runs if ok != "True"] == []
 
 
 def test_a_batch_becomes_one_commit_that_names_its_files(repo):
