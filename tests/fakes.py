@@ -251,6 +251,10 @@ class FakeRepository:
     received = Repository.received
     publish_received = Repository.publish_received
     unwatched = Repository.unwatched
+    # and its files held open for writing, as the real one (self.still, below)
+    still_written_wait = Repository.still_written_wait
+    still_written_due = Repository.still_written_due
+    still_written_ready = Repository.still_written_ready
 
     def __init__(self, cfg, report):
         self.report = report

@@ -283,7 +283,7 @@ class Committer:
         """The watcher says the synced folder is away (text), or back at its place (None)."""
         if problem is not None and not isinstance(problem, str):
             return {"ok": False, "error": "folder must be a text or null"}
-        self.repo.where.set_away(problem)  # nothing is committed while it is away
+        self.repo.folder_away(problem)  # nothing is committed while it is away
         with self.cond:
             self.status.update(folder=problem)
             self.cond.notify_all()
@@ -396,13 +396,14 @@ class Committer:
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
                 or self.schedule.due(time.monotonic())
-                or self.repo.still.due())
+                or self.repo.still_written_due())
 
     def sleep_time(self):
         paused = self.pausing.paused
         if paused.active():
             return None if paused.until is None else max(0.0, paused.until - time.time())
-        waits = [w for w in (self.schedule.sleep_time(), self.repo.still.wait()) if w is not None]
+        waits = [w for w in (self.schedule.sleep_time(), self.repo.still_written_wait())
+                 if w is not None]
         return min(waits) if waits else None
 
     def step(self):
@@ -423,8 +424,8 @@ class Committer:
             with self.cond:
                 ticket = self.wanted["describe"]
             self.finish("describe", ticket, self.descriptions.place(self.pausing.active))
-        if self.repo.still.due():  # files left out while open for writing, looked at again
-            closed = self.repo.still.recheck()
+        if self.repo.still_written_due():  # files left out while open, looked at again
+            closed = self.repo.still_written_ready()
             with self.cond:
                 self.pending.add(closed)
         with self.cond:

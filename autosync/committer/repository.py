@@ -212,6 +212,26 @@ class Repository:
             self.fsmonitor.journal.set_blind(blind)
             self.fsmonitor.publish()
 
+    def folder_away(self, problem):
+        """The watcher says the folder is away (`problem`, a text) or back at its place
+        (None): nothing is committed while it is away (vcs/folder.py)."""
+        self.where.set_away(problem)
+
+    # --- files held open for writing (committer/stillwritten.py) -------------------------
+
+    def still_written_wait(self):
+        """Seconds until the files left out while open for writing are looked at again
+        (0: now), or None when none is left out."""
+        return self.still.wait()
+
+    def still_written_due(self):
+        return self.still.due()
+
+    def still_written_ready(self):
+        """The files left out that may go into a commit now (closed, gone, or due for a
+        version while open) -> changes, for the next batch."""
+        return self.still.recheck()
+
     # --- safety ------------------------------------------------------------------------
 
     def safe(self, op):
