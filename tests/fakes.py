@@ -18,8 +18,10 @@ import tempfile
 import threading
 import time
 
+from autosync.committer.repository import Repository
 from autosync.core import protocol
 from autosync.core.config import Config
+from autosync.vcs.git_environment import PLAIN
 from autosync.xmpp.session import LoginError, Replaced, SessionLost
 
 
@@ -241,6 +243,18 @@ class FakeServer:
 
 class FakeRepository:
     """repository.Repository's face to the committer; records what it was asked to do."""
+
+    gitenv = PLAIN  # what the committer hands on (its upkeep, the Trimmer)
+    # The watcher's batches reach git's fsmonitor as in the real one: through the
+    # repository's own methods, to None or a FakeMonitor a test gives.
+    fsmonitor = None
+    received = Repository.received
+    publish_received = Repository.publish_received
+    unwatched = Repository.unwatched
+    # and its files held open for writing, as the real one (self.still, below)
+    still_written_wait = Repository.still_written_wait
+    still_written_due = Repository.still_written_due
+    still_written_ready = Repository.still_written_ready
 
     def __init__(self, cfg, report):
         self.report = report

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from autosync.committer import fsmonitor, fsmonitor_hook
-from autosync.vcs import git_environment
 from autosync.vcs.commands import environment
 from autosync.core.config import GIT_COMMANDS, load
 from autosync.committer.repository import Repository
@@ -111,7 +110,6 @@ def test_the_hooks_command_quotes_every_word_for_the_shell(tmp_path):
 
 @pytest.fixture
 def clone(tmp_path, monkeypatch):
-    monkeypatch.setattr(git_environment, "_excludes", None)
     remote = Remote(tmp_path / "remote.git")
     path = tmp_path / "clone"
     git("clone", "-q", remote.path, str(path))

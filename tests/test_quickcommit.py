@@ -7,7 +7,6 @@ import time
 import pytest
 
 from autosync.committer import quickcommit
-from autosync.vcs import git_environment
 from autosync.vcs.commands import Template
 from autosync.core.config import GIT_COMMANDS
 from autosync.committer.repository import Repository
@@ -18,7 +17,6 @@ from fakes import Reports, config
 @pytest.fixture
 def clones(tmp_path, monkeypatch):
     """Two clones of one remote: `quick` for committer/quickcommit.py, `usual` for git add + commit."""
-    monkeypatch.setattr(git_environment, "_excludes", None)
     remote = Remote(tmp_path / "remote.git")
     made = {}
     for name in ("quick", "usual"):
@@ -146,7 +144,6 @@ def test_an_ignored_new_file_is_left_to_the_usual_path(clones):
 def test_an_ignored_file_in_a_batch_ends_as_it_ended_before(tmp_path, monkeypatch):
     """Through Repository: what the commit records with an ignored file in the batch is what
     the usual path records (the quick one steps aside)."""
-    monkeypatch.setattr(git_environment, "_excludes", None)
     remote = Remote(tmp_path / "remote.git")
     results = []
     for name, commitcmd in (("quick", GIT_COMMANDS["commitcmd"]), ("usual", "git commit -m %s")):
@@ -256,7 +253,6 @@ def test_a_message_is_cleaned_as_git_commit_cleans_it():
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    monkeypatch.setattr(git_environment, "_excludes", None)
     remote = Remote(tmp_path / "remote.git")
     clone = tmp_path / "clone"
     git("clone", "-q", remote.path, str(clone))

@@ -155,10 +155,13 @@ class Committer:
             "resume": self.pausing.resume_request, "describe": self.describe_request,
             "note": self.note_request,
         }
-        self.upkeep = maintenance.Upkeep(self)  # maintenancecmd, between the worker's steps
-        largefiles.apply(cfg, log)  # the largefiles key: git-annex takes files above it
+        # maintenancecmd, between the worker's steps
+        self.upkeep = maintenance.Upkeep(self, gitenv=self.repo.gitenv)
+        # The largefiles key: git-annex takes files above it (the repository's gitenv) ...
+        largefiles.warn_without_annex(cfg, log)
         # ... and after a push or a pull, the old versions the remote holds are not kept here.
-        self.trimmer = largefiles.Trimmer(cfg.path) if getattr(cfg, "largefiles", "") else None
+        self.trimmer = largefiles.Trimmer(cfg.path, self.repo.gitenv) \
+            if getattr(cfg, "largefiles", "") else None
 
     # --- requests, on socket threads -------------------------------------------------
 
@@ -186,17 +189,14 @@ class Committer:
         if not isinstance(changes, list):
             return {"ok": False, "error": "changes must be a list"}
         changes = [check_change(c) for c in changes]
-        monitor = getattr(self.repo, "fsmonitor", None)
-        with self.cond:
-            if monitor:  # numbered before the worker can take it (committer/fsmonitor.py)
-                monitor.journal.received(changes, bool(message.get("rescan")))
+        with self.cond:  # numbered before the worker can take it (committer/fsmonitor.py)
+            self.repo.received(changes, bool(message.get("rescan")))
             self.pending.add(changes, bool(message.get("rescan")))
             if message.get("rescan"):  # logged once queued: the status shows it from now
                 log.info("the watcher asks for a rescan: %s",
                          RESCAN_WHY.get(message.get("reason"), "no reason given"))
             self.cond.notify_all()
-        if monitor:  # the hook's state file, for git commands run now
-            monitor.publish()
+        self.repo.publish_received()  # for git commands run now
         return {"ok": True, "queued": len(changes)}
 
     def sync_request(self, message):
@@ -274,10 +274,7 @@ class Committer:
                 or (unwatched and not isinstance(problem, str)):
             return {"ok": False, "error": "watch needs unwatched (a count) and, unless it is 0, "
                                           "problem (text)"}
-        monitor = getattr(self.repo, "fsmonitor", None)
-        if monitor:  # changes in a folder without a watch are never sent
-            monitor.journal.set_blind(bool(unwatched))
-            monitor.publish()
+        self.repo.unwatched(bool(unwatched))  # changes in such folders are never sent
         with self.cond:
             told = self.status["watch"]
             self.status.update(watch={"unwatched": unwatched, "problem": problem}
@@ -290,7 +287,7 @@ class Committer:
         """The watcher says the synced folder is away (text), or back at its place (None)."""
         if problem is not None and not isinstance(problem, str):
             return {"ok": False, "error": "folder must be a text or null"}
-        self.repo.where.set_away(problem)  # nothing is committed while it is away
+        self.repo.folder_away(problem)  # nothing is committed while it is away
         with self.cond:
             self.status.update(folder=problem)
             self.cond.notify_all()
@@ -404,13 +401,14 @@ class Committer:
                 or self.wanted["pull"] > self.done["pull"]
                 or self.wanted["sync"] > self.done["sync"]
                 or self.schedule.due(time.monotonic())
-                or self.repo.still.due())
+                or self.repo.still_written_due())
 
     def sleep_time(self):
         paused = self.pausing.paused
         if paused.active():
             return None if paused.until is None else max(0.0, paused.until - time.time())
-        waits = [w for w in (self.schedule.sleep_time(), self.repo.still.wait()) if w is not None]
+        waits = [w for w in (self.schedule.sleep_time(), self.repo.still_written_wait())
+                 if w is not None]
         return min(waits) if waits else None
 
     def step(self):
@@ -431,8 +429,8 @@ class Committer:
             with self.cond:
                 ticket = self.wanted["describe"]
             self.finish("describe", ticket, self.descriptions.place(self.pausing.active))
-        if self.repo.still.due():  # files left out while open for writing, looked at again
-            closed = self.repo.still.recheck()
+        if self.repo.still_written_due():  # files left out while open, looked at again
+            closed = self.repo.still_written_ready()
             with self.cond:
                 self.pending.add(closed)
         with self.cond:

@@ -31,7 +31,8 @@ import subprocess
 import sys
 import threading
 
-from autosync.vcs import git, git_environment
+from autosync.vcs import daemon_identity, git
+from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.commands import Template, environment
 
 log = logging.getLogger("autosync.fsmonitor")
@@ -53,19 +54,18 @@ STAGING = ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd", "commitcmd")
 # user's hook there could run any git command (checkout, stash) with the setting.
 HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit",
          "reference-transaction", "post-index-change")
-DAEMON_EXIT = '[ -n "$AUTOSYNC_DAEMON" ] && exit 0'  # hooks/post-commit's first command
 
 
 def leaves_daemon_alone(path):
     """Does the hook end at once under the daemon's commands, as the shipped post-commit
-    does (its first command: `[ -n "$AUTOSYNC_DAEMON" ] && exit 0`)?"""
+    does (its first command: daemon_identity.HOOK_EXIT)?"""
     try:
         with open(path, "rb") as f:
             lines = f.read(4096).decode("utf-8", "replace").splitlines()
     except OSError:
         return False
     commands = [l.strip() for l in lines if l.strip() and not l.lstrip().startswith("#")]
-    return bool(commands) and commands[0] == DAEMON_EXIT
+    return bool(commands) and commands[0] == daemon_identity.HOOK_EXIT
 
 
 def hook_command(where):
@@ -179,11 +179,12 @@ class BatchJournal:
 class Monitor:
     """The fsmonitor setting for one folder (the whole working tree) and its journal."""
 
-    def __init__(self, folder, gitdir, where):
-        self.folder, self.gitdir = folder, gitdir
+    def __init__(self, folder, gitdir, where, gitenv=PLAIN):
+        self.folder, self.gitdir, self.gitenv = folder, gitdir, gitenv
         self.journal = BatchJournal(where)
         self.value = hook_command(where)
-        hooks = git.git(folder, "config", "--path", "--get", "core.hooksPath", check=False)
+        hooks = git.git(folder, "config", "--path", "--get", "core.hooksPath", check=False,
+                        gitenv=gitenv)
         hooks = os.fsdecode(hooks.strip()) if hooks else os.path.join(gitdir, "hooks")
         self.hooks = os.path.join(folder, hooks)  # relative: to the top of the tree
         self.excludes_seen = None
@@ -205,7 +206,7 @@ class Monitor:
         the committer's excludes file): when they change, `always` is read again."""
         stamp = []
         for name in (os.path.join(self.gitdir, "info", "exclude"),
-                     git_environment.excludes_file()):
+                     self.gitenv.excludes):
             try:
                 st = os.stat(name) if name else None
                 stamp.append(st and (st.st_ino, st.st_size, st.st_mtime_ns))
@@ -218,7 +219,8 @@ class Monitor:
         stamp = self.excludes_stamp()
         if not self.journal.ignores_changed and stamp == self.excludes_seen:
             return
-        out = git.git(self.folder, "ls-files", "-z", "-c", "-i", "--exclude-standard")
+        out = git.git(self.folder, "ls-files", "-z", "-c", "-i", "--exclude-standard",
+                      gitenv=self.gitenv)
         self.journal.ignored([os.fsdecode(p) for p in out.split(b"\0") if p], replace=True)
         self.excludes_seen = stamp
 
@@ -231,7 +233,8 @@ class Monitor:
             # (check-ignore refuses GIT_LITERAL_PATHSPECS, which environment() sets)
             proc = subprocess.run(
                 ["git", "check-ignore", "--no-index", "-z", "--stdin"], cwd=self.folder,
-                env=environment({"GIT_LITERAL_PATHSPECS": "0"}), stdout=subprocess.PIPE,
+                env=environment({"GIT_LITERAL_PATHSPECS": "0"}, self.gitenv),
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, input=b"".join(os.fsencode(n) + b"\0" for n in names))
             if proc.returncode not in (0, 1):  # 1: none is ignored
                 self.journal.ignores_changed = True  # the whole list read again instead
@@ -262,8 +265,8 @@ class Monitor:
             return {}
         if not self.publish():
             return {}
-        return git_environment.more_settings((("core.fsmonitor", self.value),
-                                              ("core.fsmonitorHookVersion", "2")))
+        return self.gitenv.more_settings((("core.fsmonitor", self.value),
+                                          ("core.fsmonitorHookVersion", "2")))
 
     def follow(self, gitdir):
         """The folder is another clone now (repository.follow_clone)."""
@@ -278,8 +281,8 @@ class Monitor:
 class Monitored(Template):
     """A command string run with the fsmonitor setting (Monitor.env)."""
 
-    def __init__(self, template, monitor):
-        super().__init__(template.name, template.text)
+    def __init__(self, name, text, gitenv, monitor):
+        super().__init__(name, text, gitenv)
         self.monitor = monitor
 
     def run(self, *args, cwd, check=True, timeout=None, env=None):
@@ -301,27 +304,31 @@ def index_entries(gitdir):
     return int.from_bytes(head[8:12], "big") if head[:4] == b"DIRC" else 0
 
 
-def attach(repo):
-    """The Monitor for a repository.Repository with `fsmonitor = yes` (or auto, in a
-    tree of AUTO_FROM files or more, as it is at start), its staging
-    commands and its guarded pull's index given the setting; None where it cannot be
-    used: not git, a folder inside a larger working tree (the watcher sees only the
-    folder), or command strings other than plain git (a user's command keeps its
-    meaning)."""
-    if not (repo.gitdir and repo.at_top and repo.own_commands):
-        if repo.cfg.fsmonitor == "yes":
+def monitor_for(cfg, gitdir, at_top, own_commands, gitenv=PLAIN):
+    """The Monitor for a repository with `fsmonitor = yes` (or auto, in a tree of AUTO_FROM
+    files or more, as it is at start); None where it cannot be used: not git (no
+    `gitdir`), a folder inside a larger working tree (not `at_top`: the watcher sees
+    only the folder), or command strings other than plain git (not `own_commands`: a
+    user's command keeps its meaning). The repository makes its staging commands
+    (template()) and its guarded pull's index update with it."""
+    if cfg.fsmonitor == "no":
+        return None
+    if not (gitdir and at_top and own_commands):
+        if cfg.fsmonitor == "yes":
             log.info("fsmonitor = yes has no effect here: it needs git, the folder to be "
                      "the whole working tree, and the shipped kind of commit commands "
                      "(plain git)")
         return None
-    if repo.cfg.fsmonitor == "auto" and index_entries(repo.gitdir) < AUTO_FROM:
+    if cfg.fsmonitor == "auto" and index_entries(gitdir) < AUTO_FROM:
         return None
-    monitor = Monitor(repo.folder, repo.gitdir, repo.cfg.socket + ".fsmonitor")
     log.info("git's fsmonitor is answered from the watcher's batches (fsmonitor = %s)",
-             repo.cfg.fsmonitor)
-    for name in STAGING:
-        repo.cmd[name] = Monitored(repo.cmd[name], monitor)
-    if repo.guarded is not None:
-        repo.guarded.index_env = monitor.env
-    monitor.publish()
-    return monitor
+             cfg.fsmonitor)
+    return Monitor(cfg.path, gitdir, cfg.socket + ".fsmonitor", gitenv)
+
+
+def template(name, text, gitenv, monitor):
+    """The command string `name` as the repository runs it: with the fsmonitor setting
+    (Monitored) when it is one of the commit's STAGING commands and there is a `monitor`."""
+    if monitor is not None and name in STAGING:
+        return Monitored(name, text, gitenv, monitor)
+    return Template(name, text, gitenv)

@@ -29,6 +29,7 @@ import logging
 import time
 
 from autosync.vcs import commands, largefiles, sizes
+from autosync.vcs.git_environment import PLAIN
 
 log = logging.getLogger("autosync.maintenance")
 
@@ -40,12 +41,12 @@ class Upkeep:
     """The schedule of one committer's maintenance. The committer calls timeout() for
     how long its worker may sleep and tick() after each of its steps, in its worker."""
 
-    def __init__(self, committer, clock=time.monotonic):
-        self.committer = committer
+    def __init__(self, committer, clock=time.monotonic, gitenv=PLAIN):
+        self.committer, self.gitenv = committer, gitenv  # gitenv: the repository's
         cfg = committer.cfg
         self.template = commands.Template("maintenancecmd",
                                           getattr(cfg, "commands", {}).get("maintenancecmd")
-                                          or "")
+                                          or "", gitenv)
         self.interval = getattr(cfg, "maintenanceinterval", 0.0)
         self.quiet = min(QUIET, self.interval)
         self.clock = clock
@@ -87,7 +88,7 @@ class Upkeep:
         """The history's size into the committer's status (field `history`)."""
         c = self.committer
         self.measured_at, self.stale = self.clock(), False
-        found = sizes.measure(c.cfg.path)
+        found = sizes.measure(c.cfg.path, gitenv=self.gitenv)
         if found is None:
             self.measure_sizes = False  # no git: nothing to show, never again
             return
@@ -120,7 +121,7 @@ class Upkeep:
         """largefileskeep: expire's drops, each line logged -> an error's line, or None."""
         said = _Lines()
         try:
-            largefiles.expire(self.committer.cfg, self.keep, True, out=said)
+            largefiles.expire(self.committer.cfg, self.keep, True, out=said, gitenv=self.gitenv)
         except (OSError, largefiles.ExpireError) as e:
             return "expire (largefileskeep = %s): %s" % (self.keep, e)
         for line in said.lines:  # what it dropped; what it keeps, hourly, only in the debug log

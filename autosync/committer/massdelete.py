@@ -10,6 +10,7 @@ import shlex
 import time
 
 from autosync.vcs import git
+from autosync.vcs.git_environment import PLAIN
 from autosync.core.config import default_path
 from autosync.core.paths import METADATA
 
@@ -19,13 +20,13 @@ log = logging.getLogger("autosync.committer")
 LEAST, PART = 20, 0.25
 
 
-def notice(cfg, gitdir, listed, before):
+def notice(cfg, gitdir, listed, before, gitenv=PLAIN):
     """The notice for a commit of `listed` changes made at `before`, or None if it is not
     a mass delete: {"count", "total", "restore" (the undoing command), "time"}."""
     removed = [c["path"] for c in listed if c["action"] == "removed"]
     if len(removed) < LEAST:
         return None
-    total = len(removed) + tracked_files(cfg.path, gitdir)
+    total = len(removed) + tracked_files(cfg.path, gitdir, gitenv=gitenv)
     if len(removed) < PART * total:
         return None
     where = os.path.commonpath(removed) if len(removed) > 1 else os.path.dirname(removed[0])
@@ -40,11 +41,11 @@ def notice(cfg, gitdir, listed, before):
     return {"count": len(removed), "total": total, "restore": command, "time": time.time()}
 
 
-def tracked_files(folder, gitdir):
+def tracked_files(folder, gitdir, gitenv=PLAIN):
     """How many files the repository holds below the folder now (git: the commit just
     made; else on disk)."""
     if gitdir:
-        return len(git.committed_files(folder))
+        return len(git.committed_files(folder, gitenv=gitenv))
     count = 0
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in METADATA]

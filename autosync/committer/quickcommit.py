@@ -29,6 +29,7 @@ import os
 import subprocess
 
 from autosync.vcs import commands, git
+from autosync.vcs.git_environment import PLAIN
 from autosync.core.config import GIT_COMMANDS
 
 log = logging.getLogger("autosync.quickcommit")
@@ -86,10 +87,10 @@ def truth(value):
         return None
 
 
-def run(folder, *args, data=None, env=None, check=True):
+def run(folder, *args, data=None, env=None, check=True, gitenv=PLAIN):
     """git in `folder` with the daemon's settings -> stdout bytes; NotQuick on failure
     (check) or None."""
-    proc = subprocess.run(("git",) + args, cwd=folder, env=commands.environment(env),
+    proc = subprocess.run(("git",) + args, cwd=folder, env=commands.environment(env, gitenv),
                           input=data, stdin=subprocess.DEVNULL if data is None else None,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode:
@@ -99,13 +100,13 @@ def run(folder, *args, data=None, env=None, check=True):
     return proc.stdout
 
 
-def ignored(folder, listed, env):
+def ignored(folder, listed, env, gitenv=PLAIN):
     """Whether git ignores any of the NUL-ended paths `listed` (an index that holds none of
     them: as git add sees new files); NotQuick if git cannot say."""
     # (names, not pathspecs: it refuses the literal magic the daemon's git runs with)
     proc = subprocess.run(("git",) + TEMP_SETTINGS + ("check-ignore", "-z", "--stdin"),
-                          cwd=folder, env=commands.environment(dict(env, GIT_LITERAL_PATHSPECS="0")),
-                          input=listed,
+                          cwd=folder, input=listed,
+                          env=commands.environment(dict(env, GIT_LITERAL_PATHSPECS="0"), gitenv),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode not in (0, 1):
         raise NotQuick("git check-ignore: %s" % proc.stderr.decode(errors="replace").strip())
@@ -118,10 +119,11 @@ class Trees:
     through the same root (a 10,000-file batch under a 10,000-entry root was 127 s
     parsed again for each path, 2 s once)."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, gitenv=PLAIN):
         self.parsed = {}  # tree id -> its entries
         self.proc = subprocess.Popen(("git", "cat-file", "--batch"), cwd=folder,
-                                     env=commands.environment(), stdin=subprocess.PIPE,
+                                     env=commands.environment(gitenv=gitenv),
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     def close(self):
@@ -173,8 +175,8 @@ class Trees:
 
 
 class QuickCommit:
-    def __init__(self, folder, gitdir, cmd, at_top):
-        self.folder, self.gitdir = folder, gitdir
+    def __init__(self, folder, gitdir, cmd, at_top, gitenv=PLAIN):
+        self.folder, self.gitdir, self.gitenv = folder, gitdir, gitenv
         # Exactly the shipped command strings, on a folder that is the whole working tree:
         # any other string is the user's and keeps its meaning (the usual path runs it).
         self.shipped = at_top and all(cmd[n].text == GIT_COMMANDS[n] for n in SHIPPED)
@@ -228,7 +230,7 @@ class QuickCommit:
 
     def config(self):
         """git's settings as this daemon's commands see them: {lower-case key: last value}."""
-        out = run(self.folder, "config", "-z", "--list", check=False) or b""
+        out = run(self.folder, "config", "-z", "--list", check=False, gitenv=self.gitenv) or b""
         found = {}
         for entry in out.split(b"\0"):
             key, newline, value = os.fsdecode(entry).partition("\n")
@@ -242,7 +244,7 @@ class QuickCommit:
         if self.clean == (git.index_stat(self.gitdir), head):
             return True
         return run(self.folder, "diff-index", "--cached", "--quiet", head, "--",
-                   check=False) is not None
+                   check=False, gitenv=self.gitenv) is not None
 
     # --- the commit ---------------------------------------------------------------------
 
@@ -262,7 +264,7 @@ class QuickCommit:
         return None
 
     def make(self, changes, message_of):
-        trees = Trees(self.folder)
+        trees = Trees(self.folder, self.gitenv)
         try:
             head, kind, data = trees.read("HEAD")
             if kind != "commit":
@@ -284,7 +286,8 @@ class QuickCommit:
         if new_root == root:
             return None, []
         listed = git.raw_changes(run(self.folder, "diff-tree", "-r", "-z", "-M", "--raw",
-                                     root, new_root, env=git.no_index(self.gitdir)))
+                                     root, new_root, env=git.no_index(self.gitdir),
+                                     gitenv=self.gitenv))
         message = message_of(listed)
         subject = message.split("\n", 1)[0]
         if not subject.startswith("autosync on "):
@@ -292,11 +295,12 @@ class QuickCommit:
             # on update-ref's command line, which every local user can read.
             raise NotQuick("the subject is the user's text")
         new = run(self.folder, "commit-tree", "-p", head, "-F", "-", new_root,
-                  data=cleanup(message).encode("utf-8", "surrogateescape")).strip().decode()
+                  data=cleanup(message).encode("utf-8", "surrogateescape"),
+                  gitenv=self.gitenv).strip().decode()
         self.owe(owed)
         # git commit's reflog line (our subject: a host and counts, no paths)
         if run(self.folder, "update-ref", "-m", "commit: " + subject, "HEAD", new, head,
-               check=False) is None:
+               check=False, gitenv=self.gitenv) is None:
             self.owe([])
             raise NotQuick("HEAD moved meanwhile")
         self.behind = (base, new)
@@ -330,11 +334,11 @@ class QuickCommit:
             # every pathspec (10,000 paths: 3.3 s). update-index takes the paths as they
             # are (0.13 s) and hashes them as git add does: clean filters, attributes,
             # the executable bit, symlinks, no path beyond a symlink.
-            if ignored(self.folder, listed, env):
+            if ignored(self.folder, listed, env, gitenv=self.gitenv):
                 raise NotQuick("an ignored file in the batch")
             run(self.folder, *TEMP_SETTINGS, "update-index", "--add", "-z", "--stdin",
-                data=listed, env=env)
-            out = run(self.folder, "ls-files", "-s", "-z", env=env)
+                data=listed, env=env, gitenv=self.gitenv)
+            out = run(self.folder, "ls-files", "-s", "-z", env=env, gitenv=self.gitenv)
         finally:
             try:
                 os.unlink(index)
@@ -383,10 +387,12 @@ class QuickCommit:
             elif old is not None:
                 del folder(parent)[name]
                 if old[0] == TREE:  # a folder removed whole: each of its files lags
-                    listing = run(self.folder, "ls-tree", "-r", "-z", "--name-only", old[1])
+                    listing = run(self.folder, "ls-tree", "-r", "-z", "--name-only", old[1],
+                                  gitenv=self.gitenv)
                     owed.update(path + "/" + os.fsdecode(n) for n in listing.split(b"\0") if n)
         writer = subprocess.Popen(("git", "mktree", "-z", "--batch"), cwd=self.folder,
-                                  env=commands.environment(), stdin=subprocess.PIPE,
+                                  env=commands.environment(gitenv=self.gitenv),
+                                  stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             # Deepest first: a folder's new id goes into its parent; an empty one goes.
@@ -447,7 +453,7 @@ class QuickCommit:
         if not paths:
             return False
         behind, self.behind = self.behind, None
-        trees = Trees(self.folder)
+        trees = Trees(self.folder, self.gitenv)
         try:
             head, kind, data = trees.read("HEAD")
             whole = (len(paths) >= WHOLE_TREE_FROM and behind is not None
@@ -471,10 +477,11 @@ class QuickCommit:
             # Reading the commit's whole tree into it (keeping the file times of what did
             # not change) is what the update of each path does, and costs the same for
             # any number of them (at 1,000,000 files: 1.5 s; 10,000 paths one by one: 4.4 s).
-            run(self.folder, "read-tree", "-m", head, env=settings())
+            run(self.folder, "read-tree", "-m", head, env=settings(), gitenv=self.gitenv)
         else:
             run(self.folder, "update-index", "-z", "--index-info",
-                data=b"".join(removed + updated), env=settings())  # removals first
+                data=b"".join(removed + updated), env=settings(),
+                gitenv=self.gitenv)  # removals first
         self.owe([])
         self.clean = (git.index_stat(self.gitdir), head)
         return True

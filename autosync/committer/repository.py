@@ -14,8 +14,9 @@ import time
 import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.vcs import excludes, git, git_environment, gitmerge, gitnotes, gitpull, guarded, \
+from autosync.vcs import excludes, git, gitmerge, gitnotes, gitpull, guarded, largefiles, \
     recovery
+from autosync.vcs.git_environment import GitEnvironment
 from autosync.ssh import connection as sshremote
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.core import underway
@@ -98,23 +99,56 @@ def held_ssh(folder, remote):
     return sshremote.git_ssh_command(url, folder) if url else None
 
 
+def git_environment_for(cfg, gitdir, excludes_file, remote):
+    """The one GitEnvironment every git command of the committer runs with, made once at
+    its start (vcs/git_environment.py): the excludes file it writes, the `largefiles`
+    rule, and in git the one ssh connection held to the remote (push, fetch, notes;
+    `remote`: vcs/folder.py's remote_of)."""
+    return GitEnvironment(excludes=excludes_file.where if excludes_file else None,
+                          largefiles=largefiles.rule_of(cfg),
+                          ssh_command=held_ssh(cfg.path, remote) if gitdir else None)
+
+
 class Repository:
+    """Built whole here, its parts handed in at their construction: the git environment
+    (self.gitenv), git's fsmonitor (self.fsmonitor, or None) and the command strings
+    that run with it. The committer asks the repository, never its parts."""
+
     def __init__(self, cfg, report):
         self.cfg, self.folder, self.host = cfg, cfg.path, cfg.hostname
         self.report = report
         # The original's git strings run as the shipped ones, which mean the same
         # (config.ORIGINAL_GIT_COMMANDS) and take the fast paths.
-        self.cmd = {name: Template(name, shipped_form(name, text))
-                    for name, text in cfg.commands.items()}
-        taken = sorted(n for n, t in cfg.commands.items() if self.cmd[n].text != t)
+        texts = {name: shipped_form(name, text) for name, text in cfg.commands.items()}
+        taken = sorted(n for n, t in cfg.commands.items() if texts[n] != t)
         if taken:
             log.info("the original's %s run as the shipped one%s (the same meaning): %s",
                      "command string is" if len(taken) == 1 else "command strings are",
                      "" if len(taken) == 1 else "s", ", ".join(taken))
+        self.gitdir = git.git_dir(self.folder)  # None: not git, no built-in resolution
+        # Every git command we run (startupcmd above all) leaves out what the watcher does.
+        self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude") \
+            if self.gitdir else None
+        self.gitenv = git_environment_for(cfg, self.gitdir, self.excludes, remote_of(
+            Template("remoteurlcmd", texts["remoteurlcmd"]) if "remoteurlcmd" in texts
+            else None))
+        # The folder is the whole working tree (not a folder inside one): git's lists of
+        # what is staged (--relative) then speak of all that a commit records.
+        self.at_top = bool(self.gitdir) and git.is_top(self.folder, gitenv=self.gitenv)
+        # The commit's command strings are plain git add/rm/commit lines, which make no
+        # conflict entries in the index (see merge_cleared).
+        self.own_commands = all(plain_git(texts[name], STAGING_COMMANDS) for name in
+                                ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
+                                 "statuscmd", "commitcmd"))
+        # git's fsmonitor answered from the watcher's batches (committer/fsmonitor.py), or
+        # None; the commit's staging commands are made with it.
+        self.fsmonitor = fsmonitor.monitor_for(cfg, self.gitdir, self.at_top,
+                                               self.own_commands, self.gitenv)
+        self.cmd = {name: fsmonitor.template(name, text, self.gitenv, self.fsmonitor)
+                    for name, text in texts.items()}
         # What the folder was at start: a vanished or replaced one is never committed.
         # Another clone of the same remote put in its place is taken on (safe()).
-        self.where = Folder(self.folder, remote_of(self.cmd.get("remoteurlcmd")))
-        self.gitdir = git.git_dir(self.folder)  # None: not git, no built-in resolution
+        self.where = Folder(self.folder, remote_of(self.cmd.get("remoteurlcmd")), self.gitenv)
         self.blocked = None  # why nothing may be committed now, or None
         self.commit_error = None  # why the last commit failed or left something out
         self.told_no_upstream = False  # said once that unpushed() counts without one
@@ -124,28 +158,15 @@ class Repository:
         self.merged = None  # the merge commit the last pull made here, if any
         self.notes_owed = False  # git: a description (note) the remote does not have yet
         self.clean_index = None  # git: the index file merge_cleared need not read (index_mine)
-        # Every git command we run (startupcmd above all) leaves out what the watcher does.
-        self.excludes = None
-        if self.gitdir:
-            self.excludes = excludes.Excludes(cfg, self.gitdir, cfg.socket + ".exclude")
-            git_environment.use_excludes(self.excludes.where)
-            # Push, fetch and notes over the one held ssh connection to the remote.
-            git_environment.use_ssh_command(held_ssh(self.folder, self.where.remote))
-        self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report)
+        self.staging = Staging(self.folder, self.cmd, self.gitdir, self.excludes, report,
+                               self.gitenv)
         # Files some process holds open for writing: left out of every commit until closed.
         self.still = StillWritten(self.folder, report)
-        # The folder is the whole working tree (not a folder inside one): git's lists of
-        # what is staged (--relative) then speak of all that a commit records.
-        self.at_top = bool(self.gitdir) and git.is_top(self.folder)
-        # The commit's command strings are plain git add/rm/commit lines, which make no
-        # conflict entries in the index (see merge_cleared).
-        self.own_commands = all(plain_git(self.cmd[name].text, STAGING_COMMANDS) for name in
-                                ("addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd",
-                                 "statuscmd", "commitcmd"))
         # A plain `git pull` is done by vcs/gitpull.py: it never overwrites a write it did not see.
         fetch = gitpull.plain_pull(self.cmd["pullcmd"].text) if self.gitdir else None
         self.guarded = None if fetch is None else \
-            gitpull.GitPull(self.folder, self.gitdir, self.host, fetch)
+            gitpull.GitPull(self.folder, self.gitdir, self.host, fetch, self.gitenv,
+                            index_env=self.fsmonitor.env if self.fsmonitor else dict)
         if self.guarded is not None:
             self.guarded.on_progress = lambda made, total: \
                 self.underway("writing", total, made) if total >= underway.LONG else None
@@ -158,9 +179,10 @@ class Repository:
         self.push_cancel = Cancel(later=False)
         # git: a batch committed from its changed paths, without rewriting the whole index
         # (committer/quickcommit.py; only with the shipped command strings, else never taken).
-        self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top) \
-            if self.gitdir else None
-        self.fsmonitor = fsmonitor.attach(self) if cfg.fsmonitor != "no" else None
+        self.quick = quickcommit.QuickCommit(self.folder, self.gitdir, self.cmd, self.at_top,
+                                             self.gitenv) if self.gitdir else None
+        if self.fsmonitor:
+            self.fsmonitor.publish()
 
     def stop(self):
         """The daemon stops: a guarded pull's fetch is killed and the pull ends before it
@@ -176,6 +198,47 @@ class Repository:
             self.excludes.remove()
         if self.fsmonitor:
             self.fsmonitor.close()
+
+    # --- what the watcher tells (git's fsmonitor; nothing without it) ---------------------
+
+    def received(self, changes, rescan):
+        """A batch of the watcher's, numbered for git's fsmonitor hook: the committer calls
+        this before its worker can take the batch (committer/fsmonitor.py)."""
+        if self.fsmonitor:
+            self.fsmonitor.journal.received(changes, rescan)
+
+    def publish_received(self):
+        """The hook's state file written with every batch received, for git commands run
+        from now on."""
+        if self.fsmonitor:
+            self.fsmonitor.publish()
+
+    def unwatched(self, blind):
+        """Some folders have no watch (`blind`), or none lacks one any more: changes there
+        are never sent, so the hook answers that anything may have changed."""
+        if self.fsmonitor:
+            self.fsmonitor.journal.set_blind(blind)
+            self.fsmonitor.publish()
+
+    def folder_away(self, problem):
+        """The watcher says the folder is away (`problem`, a text) or back at its place
+        (None): nothing is committed while it is away (vcs/folder.py)."""
+        self.where.set_away(problem)
+
+    # --- files held open for writing (committer/stillwritten.py) -------------------------
+
+    def still_written_wait(self):
+        """Seconds until the files left out while open for writing are looked at again
+        (0: now), or None when none is left out."""
+        return self.still.wait()
+
+    def still_written_due(self):
+        return self.still.due()
+
+    def still_written_ready(self):
+        """The files left out that may go into a commit now (closed, gone, or due for a
+        version while open) -> changes, for the next batch."""
+        return self.still.recheck()
 
     # --- safety ------------------------------------------------------------------------
 
@@ -203,7 +266,7 @@ class Repository:
 
     def follow_clone(self):
         """The folder is another clone of our remote now: use its git dir from now on."""
-        gitdir = git.git_dir(self.folder)
+        gitdir = git.git_dir(self.folder, gitenv=self.gitenv)
         if gitdir == self.gitdir or not (gitdir and self.gitdir):
             return
         self.gitdir = self.staging.gitdir = gitdir
@@ -233,7 +296,7 @@ class Repository:
         # (No commit yet, as in a clone of an empty remote: no pull can have run.)
         if self.gitdir and not gitmerge.merging(self.gitdir) and self.head():
             try:
-                gitmerge.undo_killed_pull(self.folder)
+                gitmerge.undo_killed_pull(self.folder, gitenv=self.gitenv)
             except RuntimeError as e:
                 log.error("%s", e)
         self.keep_leftover_writes()
@@ -245,10 +308,11 @@ class Repository:
     def unstage_all(self):
         """The index back to HEAD (to nothing before the first commit); the files as
         they are."""
-        if git.git(self.folder, "rev-parse", "-q", "--verify", "HEAD", check=False):
-            git.git(self.folder, "reset", "-q")
+        if git.git(self.folder, "rev-parse", "-q", "--verify", "HEAD", check=False,
+                   gitenv=self.gitenv):
+            git.git(self.folder, "reset", "-q", gitenv=self.gitenv)
         else:
-            git.git(self.folder, "read-tree", "--empty")
+            git.git(self.folder, "read-tree", "--empty", gitenv=self.gitenv)
 
     def underway(self, doing, files=None, done=None):
         """A long step (core/underway.py) begins, goes on (`done`), or is over (None): the
@@ -329,11 +393,12 @@ class Repository:
                     return False
             # What the commit records, read once (issue 21: each read is the whole index):
             # for the gitlinks check, the plain statuscmd and the message.
-            staged = git.staged_changes(self.folder) if self.gitdir else None
+            staged = git.staged_changes(self.folder,
+                                        gitenv=self.gitenv) if self.gitdir else None
             if staged is not None and self.staging.unstage_gitlinks(staged):
-                staged = git.staged_changes(self.folder)
+                staged = git.staged_changes(self.folder, gitenv=self.gitenv)
             if scanned and staged and self.unstage_still_written(staged):
-                staged = git.staged_changes(self.folder)
+                staged = git.staged_changes(self.folder, gitenv=self.gitenv)
             if self.nothing_staged(staged):
                 self.held_back(held)
                 return False  # nothing to commit
@@ -374,7 +439,8 @@ class Repository:
         if not writing:
             return False
         paths = {p for c in staged if c["path"] in writing for p in (c["path"], c.get("src"))}
-        git.git(self.folder, "reset", "-q", "--", paths=sorted(p for p in paths if p))
+        git.git(self.folder, "reset", "-q", "--", paths=sorted(p for p in paths if p),
+                gitenv=self.gitenv)
         return True
 
     def committed(self, message, listed, held, before):
@@ -387,7 +453,7 @@ class Repository:
         if any(read_copy_name(c["path"]) or read_copy_name(c.get("src", ""))
                for c in listed):
             self.count_conflicts()  # a copy made, settled or removed
-        notice = massdelete.notice(self.cfg, self.gitdir, listed, before)
+        notice = massdelete.notice(self.cfg, self.gitdir, listed, before, self.gitenv)
         if notice:
             self.report.status(mass_delete=notice)
             self.report.event("mass-delete", **notice)
@@ -395,7 +461,7 @@ class Repository:
 
     def head(self):
         """The revision checked out (git: hex digits), for amend(); None with another DVCS."""
-        rev = git.head(self.folder) if self.gitdir else None
+        rev = git.head(self.folder, gitenv=self.gitenv) if self.gitdir else None
         return os.fsdecode(rev) if rev else None
 
     def amend(self, message, rev):
@@ -422,12 +488,12 @@ class Repository:
         if not self.gitdir or not self.safe("commit"):
             return None
         try:
-            subject = gitnotes.add(self.folder, rev, text)
+            subject = gitnotes.add(self.folder, rev, text, gitenv=self.gitenv)
         except RuntimeError as e:
             log.warning("the description of %s could not be added: %s", rev[:12], e)
             return None
         if subject is not None:
-            self.notes_owed = not gitnotes.push(self.folder)
+            self.notes_owed = not gitnotes.push(self.folder, gitenv=self.gitenv)
             if not self.notes_owed:  # announced (XMPP) like a push: the others pull it now
                 self.report.event("pushed", url=self.remote_url(), source="notes", rev="")
         return subject
@@ -489,7 +555,7 @@ class Repository:
         if seen is not None and seen == self.clean_index:
             return True
         try:
-            gitmerge.undo_interrupted_merge(self.folder)
+            gitmerge.undo_interrupted_merge(self.folder, gitenv=self.gitenv)
         except RuntimeError as e:
             self.report.failed("merge", e, retry="commit")
             return False
@@ -506,7 +572,7 @@ class Repository:
     def finish_merge(self):
         """A merge stopped on conflicts: keep both versions of each file and commit it."""
         try:
-            copies = gitmerge.resolve(self.folder)
+            copies = gitmerge.resolve(self.folder, gitenv=self.gitenv)
             message = merge_message(self.host, copies)
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError, OSError) as e:
@@ -543,7 +609,8 @@ class Repository:
         if self.gitdir:
             self.settle_index()
             found = [c.copy for c in map(read_copy_name,
-                                         git.tracked_files(self.folder)) if c]
+                                         git.tracked_files(self.folder,
+                                                           gitenv=self.gitenv)) if c]
             self.conflicts = found[-CONFLICTS_KEPT:]
         self.report.status(conflicts=list(self.conflicts))
 
@@ -553,7 +620,7 @@ class Repository:
         if not (self.gitdir and before and after and before != after):
             return []
         out = git.git(self.folder, "log", "-z", "--format=%H%n%B",
-                          b"%s..%s" % (before, after), check=False) or b""
+                          b"%s..%s" % (before, after), check=False, gitenv=self.gitenv) or b""
         copies = []
         for message in os.fsdecode(out).split("\0"):
             rev, _, message = message.strip("\n").partition("\n")
@@ -585,9 +652,10 @@ class Repository:
         self.pushed_new = False
         if not self.safe("push"):
             return False
-        if self.gitdir and git.head(self.folder) is None:
+        if self.gitdir and git.head(self.folder, gitenv=self.gitenv) is None:
             return True  # no commit yet (a clone of an empty remote): nothing to push
-        before = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        before = git.head(self.folder, "@{upstream}",
+                          gitenv=self.gitenv) if self.gitdir else None
         if self.unpushed_files is None:  # the commits were made before this start
             self.unpushed_files = self.files_to_push(before)
         for attempt in range(1, PUSH_TRIES + 1):
@@ -610,8 +678,9 @@ class Repository:
         self.report.succeeded("push")
         self.unpushed_files = 0
         if self.notes_owed:  # the remote was away when a description was given
-            self.notes_owed = not gitnotes.push(self.folder)
-        after = git.head(self.folder, "@{upstream}") if self.gitdir else None
+            self.notes_owed = not gitnotes.push(self.folder, gitenv=self.gitenv)
+        after = git.head(self.folder, "@{upstream}",
+                         gitenv=self.gitenv) if self.gitdir else None
         self.pushed_new = after != before if after is not None else expect_new
         self.pushed_rev = os.fsdecode(after) if after else None
         return True
@@ -623,13 +692,13 @@ class Repository:
             return 0
         args = ("diff-tree", "-r", "-z", "--no-renames", "--name-only", os.fsdecode(upstream),
                 "HEAD") if upstream else ("ls-tree", "-r", "-z", "--name-only", "HEAD")
-        out = git.git(self.folder, *args, check=False)
+        out = git.git(self.folder, *args, check=False, gitenv=self.gitenv)
         return out.count(b"\0") if out else 0
 
     def unpushed(self):
         """How many commits the remote lacks, read from git (docs/protocol.md, `unpushed`);
         None with another DVCS, which cannot say (the committer counts its commits)."""
-        counted = git.unpushed(self.folder) if self.gitdir else None
+        counted = git.unpushed(self.folder, gitenv=self.gitenv) if self.gitdir else None
         if counted is None:
             return None
         count, upstream = counted
@@ -641,7 +710,7 @@ class Repository:
 
     def upstream(self):
         """The upstream branch's revision as our last push or fetch left it (git), or None."""
-        rev = git.head(self.folder, "@{upstream}") if self.gitdir else None
+        rev = git.head(self.folder, "@{upstream}", gitenv=self.gitenv) if self.gitdir else None
         return os.fsdecode(rev) if rev else None
 
     def remote_url(self):
@@ -661,20 +730,23 @@ class Repository:
                 Hashed by git as it reads the file (a link: here), never held whole."""
                 if os.path.islink(temp):
                     target = os.fsencode(os.readlink(temp))
-                    oid = guarded.blob_id(len(target), [target], len(git.head(self.folder) or
-                                                                   "0" * 40)).encode()
+                    head = git.head(self.folder, gitenv=self.gitenv)
+                    oid = guarded.blob_id(len(target), [target], len(head or
+                                                                     "0" * 40)).encode()
                 else:
                     oid = git.git(self.folder, "hash-object", "--no-filters", "--stdin-paths",
-                                  data=os.fsencode(temp) + b"\n", check=False) \
+                                  data=os.fsencode(temp) + b"\n", check=False,
+                                  gitenv=self.gitenv) \
                         if "\n" not in temp else None
                 return bool(oid) and git.git(self.folder, "cat-file", "-e",
-                                                 oid.decode().strip(), check=False) is not None
+                                                 oid.decode().strip(), check=False,
+                                                 gitenv=self.gitenv) is not None
 
         def copy(path):
             return copy_name(path, self.host, time.time(),
                                        lambda name: not os.path.lexists(name))
         # A copy is a conflict copy by name: the rescan commits it, status counts it.
-        return recovery.leftover_writes(self.folder, in_history, copy)
+        return recovery.leftover_writes(self.folder, in_history, copy, gitenv=self.gitenv)
 
     def run_guarded_pull(self):
         """gitpull.py's pull; True if it went well."""
@@ -743,7 +815,7 @@ class Repository:
         text = self.cmd["pullcmd"].text.strip()
         if (self.gitdir and "unrelated histories" in str(error) and "\n" not in text
                 and text.startswith("git pull") and not SHELL_CHARS.intersection(text)):
-            return Template("pullcmd", text + " --allow-unrelated-histories")
+            return Template("pullcmd", text + " --allow-unrelated-histories", self.gitenv)
         return None
 
     def pull(self):
@@ -752,7 +824,7 @@ class Repository:
             return {"ok": False, "pulled": False, "error": self.blocked}
         self.settle_index()
         self.report.event("pull-started")
-        before = git.head(self.folder) if self.gitdir else None
+        before = git.head(self.folder, gitenv=self.gitenv) if self.gitdir else None
         self.merged = None
         try:
             ok = self.run_pull()
@@ -765,9 +837,11 @@ class Repository:
         self.report.pulled(ok)
         if ok:
             # git can say what came in; for another DVCS the event says only that it ran.
-            after = git.head(self.folder) if self.gitdir else None
-            names = git.changed_names(self.folder, before, after) if self.gitdir else []
-            news = git.pulled(self.folder, before, after, names) if self.gitdir else {}
+            after = git.head(self.folder, gitenv=self.gitenv) if self.gitdir else None
+            names = git.changed_names(self.folder, before, after,
+                                      gitenv=self.gitenv) if self.gitdir else []
+            news = git.pulled(self.folder, before, after, names,
+                              gitenv=self.gitenv) if self.gitdir else {}
             if self.fsmonitor:
                 self.fsmonitor.pulled(names)
             self.report.event("pulled", **news)
@@ -781,7 +855,7 @@ class Repository:
                 self.count_conflicts()  # a copy pulled in, or settled on another machine
             if self.gitdir:  # descriptions of pushed commits, from every machine
                 try:
-                    gitnotes.fetch(self.folder)
+                    gitnotes.fetch(self.folder, gitenv=self.gitenv)
                 except RuntimeError as e:
                     log.warning("descriptions (git notes) not merged: %s", e)
         # conservative: the watcher set aside the events of the pull; once it has read

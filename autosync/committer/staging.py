@@ -11,6 +11,7 @@ import os
 
 from autosync.vcs import git
 from autosync.vcs.commands import CommandFailed
+from autosync.vcs.git_environment import PLAIN
 from autosync.core.messages import ACTIONS, printable
 
 log = logging.getLogger("autosync.staging")
@@ -56,8 +57,8 @@ def expand_moves(folder, changes):
 
 
 class Staging:
-    def __init__(self, folder, cmd, gitdir, excludes, report):
-        self.folder, self.cmd, self.gitdir = folder, cmd, gitdir
+    def __init__(self, folder, cmd, gitdir, excludes, report, gitenv=PLAIN):
+        self.folder, self.cmd, self.gitdir, self.gitenv = folder, cmd, gitdir, gitenv
         self.excludes = excludes  # excludes.Excludes for git, else None
         self.report = report
         self.held = []  # paths held back by the last commit
@@ -134,7 +135,8 @@ class Staging:
             return removed
         asked = [p for p in removed if "\n" not in p]   # (a name with a newline: kept)
         data = b"".join(b":%s\nHEAD:%s\n" % (os.fsencode(p), os.fsencode(p)) for p in asked)
-        out = git.git(self.folder, "cat-file", "--batch-check", data=data, check=False)
+        out = git.git(self.folder, "cat-file", "--batch-check", data=data, check=False,
+                      gitenv=self.gitenv)
         if out is None:
             return removed
         answers = out.split(b"\n")
@@ -227,7 +229,7 @@ class Staging:
         startupcmd fails over one bad path (git add -A stages nothing then), the
         changes git lists are staged path by path, so the rest still goes in."""
         if self.gitdir:  # the excludes file is in place: prepare() saw to it
-            self.note_nested(git.untracked_repositories(self.folder))
+            self.note_nested(git.untracked_repositories(self.folder, gitenv=self.gitenv))
         try:
             self.cmd["startupcmd"].run(cwd=self.folder)
             return []
@@ -235,7 +237,7 @@ class Staging:
             if not self.gitdir:
                 raise
             log.info("%s; staging path by path instead", e)
-        removed, other = git.changed_paths(self.folder)
+        removed, other = git.changed_paths(self.folder, gitenv=self.gitenv)
         return self.stage([{"action": "removed", "path": p} for p in removed]
                           + [{"action": "added", "path": p} for p in other])
 
@@ -271,7 +273,7 @@ class Staging:
 
     def note_nested(self, folders):
         """Keep these repositories inside the folder out of every commit; say so once each."""
-        wanted = git.submodules(self.folder) if folders else set()
+        wanted = git.submodules(self.folder, gitenv=self.gitenv) if folders else set()
         new = self.excludes.leave_out([f for f in folders if f not in wanted])
         self.report.status(nested_repositories=sorted(self.excludes.nested))
         for folder in new:
@@ -297,9 +299,10 @@ class Staging:
         not declare (it appeared between our scan and git's) is taken out again.
         `staged`: git.staged_changes, read by the caller. -> True if any was."""
         links = [c["path"] for c in staged or () if c.get("gitlink") and c["action"] != "removed"]
-        unwanted = sorted(set(links) - git.submodules(self.folder)) if links else []
+        unwanted = sorted(set(links) - git.submodules(self.folder,
+                                                      gitenv=self.gitenv)) if links else []
         if unwanted:
-            git.git(self.folder, "reset", "-q", "--", paths=unwanted)
+            git.git(self.folder, "reset", "-q", "--", paths=unwanted, gitenv=self.gitenv)
             self.note_nested(unwanted)
         return bool(unwanted)
 

@@ -240,8 +240,9 @@ def default_path() -> str:
     return os.path.expanduser("~/.autosync")
 
 
-def load(path: str, check_path: bool = True) -> Config:
-    """Read, check and complete the configuration in `path`; raise ConfigError if unusable."""
+def load(path: str, check_path: bool = True, warn: bool = None) -> Config:
+    """Read, check and complete the configuration in `path`; raise ConfigError if unusable.
+    warn: log the file's warnings (None: unless the supervisor said them, WARNED)."""
     file = os.path.abspath(os.path.expanduser(path))
     if os.path.isdir(file):
         raise ConfigError(_folder_given(file))
@@ -261,7 +262,9 @@ def load(path: str, check_path: bool = True) -> Config:
         _check_working_tree(file, config.path)
     _check_permissions(file, config, warnings)
     # Said once per start: the supervisor says them, the programs it starts do not.
-    if not os.environ.get(WARNED):
+    if warn is None:
+        warn = not os.environ.get(WARNED)
+    if warn:
         for warning in warnings:
             log.warning("%s", warning)
     config.warnings = warnings

@@ -29,6 +29,7 @@ import sys
 
 from autosync.core import paths
 from autosync.vcs import commands
+from autosync.vcs.git_environment import GitEnvironment
 
 POLL = 10.0  # seconds between `git ls-remote`s of a server that cannot watch (remote.poll)
 
@@ -184,10 +185,9 @@ def cannot_watch(returncode):
 def poll_command(url, base):
     """(argv, shown, env) polling the remote at `url` here with git ls-remote
     (autosync-remote poll), through the held connection."""
-    from autosync.vcs import git_environment
     argv = [sys.executable, "-m", "autosync.ssh.remote", "poll", url]
-    git_environment.use_ssh_command(git_ssh_command(url, base))
-    return argv, " ".join(map(commands.show, argv)), commands.environment()
+    gitenv = GitEnvironment(ssh_command=git_ssh_command(url, base))
+    return argv, " ".join(map(commands.show, argv)), commands.environment(gitenv=gitenv)
 
 
 def watch_argv(cfg):

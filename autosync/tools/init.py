@@ -32,8 +32,9 @@ import tempfile
 
 from autosync.core import config, daemons
 from autosync.ssh import connection as sshremote
-from autosync.vcs import excludes, git, git_environment, gitpull, thin
+from autosync.vcs import excludes, git, gitpull, thin
 from autosync.vcs.commands import environment
+from autosync.vcs.git_environment import PLAIN, GitEnvironment
 from autosync.core.config import Config, ConfigError
 from autosync.core.messages import commit_message
 from autosync.ssh.connection import POLL
@@ -130,9 +131,9 @@ def shell_words(words):
     return " ".join(one(w) for w in words)
 
 
-def run_git(cwd, *args):
+def run_git(cwd, *args, gitenv=PLAIN):
     """git with the suite's settings; RuntimeError with git's own lines when it fails."""
-    return git.git(cwd, *args)
+    return git.git(cwd, *args, gitenv=gitenv)
 
 
 def local_path(remote):
@@ -514,30 +515,30 @@ class Init:
         gitdir = git.git_dir(self.folder)
         cfg = Config(path=self.folder)
         made = excludes.Excludes(cfg, gitdir, os.path.join(gitdir, "autosync-init-exclude"))
-        git_environment.use_excludes(made.where)
+        gitenv = GitEnvironment(excludes=made.where)  # these commands only
         try:
-            made.leave_out(git.untracked_repositories(self.folder))
+            made.leave_out(git.untracked_repositories(self.folder, gitenv=gitenv))
             if self.progress.on:
-                self.add_all()
+                self.add_all(gitenv)
             else:
-                run_git(self.folder, "add", "-A")
-            changes = git.staged_changes(self.folder) or []
+                run_git(self.folder, "add", "-A", gitenv=gitenv)
+            changes = git.staged_changes(self.folder, gitenv=gitenv) or []
             if not changes:
                 return False
             self.progress.show("Committing %s files..." % "{:,}".format(len(changes)))
             git.git(self.folder, "commit", "-q", "-F", "-",
-                        data=os.fsencode(commit_message(self.host, changes, note=note)))
+                    data=os.fsencode(commit_message(self.host, changes, note=note)),
+                    gitenv=gitenv)
             return True
         finally:
             self.progress.clear()
-            git_environment.use_excludes(None)
             made.remove()
 
-    def add_all(self):
+    def add_all(self, gitenv):
         """`git add -A` counted on the terminal: the files it will add (and their bytes)
         listed first, then each one git names as it adds it (--verbose)."""
         listed = run_git(self.folder, "ls-files", "-z", "--others", "--modified",
-                         "--exclude-standard")
+                         "--exclude-standard", gitenv=gitenv)
         size = {}
         for name in os.fsdecode(listed).split("\0"):
             if name:
@@ -555,7 +556,7 @@ class Init:
                 self.progress.files("Adding the files", min(done[0], total), total,
                                     min(done[1], total_size), total_size)
         try:
-            progress.run(self.folder, ["add", "-A", "--verbose"], on_out=added)
+            progress.run(self.folder, ["add", "-A", "--verbose"], on_out=added, gitenv=gitenv)
         finally:
             self.progress.clear()
 
@@ -663,11 +664,7 @@ class Init:
             with open(fd, "w") as f:
                 f.write(self.config_text())
             # Read back as the daemon will: what it gets must be what was meant.
-            os.environ[config.WARNED] = "1"
-            try:
-                cfg = config.load(temp)
-            finally:
-                del os.environ[config.WARNED]
+            cfg = config.load(temp, warn=False)
             if self.xmpp and cfg.xmpp.password != self.password_kept:
                 raise Refused("the password cannot be written into %s as it is (leading or "
                               "trailing blanks?): nothing written" % self.config)

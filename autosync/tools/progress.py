@@ -18,6 +18,7 @@ import sys
 
 from autosync.vcs import sizes
 from autosync.vcs.commands import environment, why
+from autosync.vcs.git_environment import PLAIN
 
 
 class Progress:
@@ -60,12 +61,12 @@ class Progress:
         self.percent = None
 
 
-def run(folder, args, on_out=None, on_err=None):
+def run(folder, args, on_out=None, on_err=None, gitenv=PLAIN):
     """git ARGS in folder, each line of its output given as it comes (on_out(text) for
     stdout, on_err(text) for stderr; a progress line ends in a carriage return, and
     counts as a line too). -> stdout bytes; RuntimeError("git SUBCOMMAND: why") as
-    vcs/git.py's git() raises when it fails."""
-    proc = subprocess.Popen(("git",) + tuple(args), cwd=folder, env=environment(),
+    vcs/git.py's git() raises when it fails. gitenv: vcs/git_environment.py's."""
+    proc = subprocess.Popen(("git",) + tuple(args), cwd=folder, env=environment(gitenv=gitenv),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     kept = {proc.stdout: [], proc.stderr: []}

@@ -40,7 +40,8 @@ import sysconfig
 import time
 from collections import namedtuple
 
-from autosync.vcs import git_environment
+from autosync.vcs import daemon_identity
+from autosync.vcs.git_environment import PLAIN
 
 log = logging.getLogger("autosync.commands")
 
@@ -129,12 +130,14 @@ class CommandFailed(Exception):
 Result = namedtuple("Result", "returncode output")   # output: stdout+stderr of the lines run
 
 
-def environment(extra=None):
-    """os.environ plus the suite's settings (git's among them), then `extra`."""
+def environment(extra=None, gitenv=PLAIN):
+    """os.environ plus the suite's settings (git's among them, with what `gitenv`, a
+    git_environment.GitEnvironment, adds), then `extra`."""
     env = dict(os.environ)
     env.pop("LANGUAGE", None)   # it would override LC_ALL for gettext (German `git status`)
-    env.update(git_environment.variables(env))
-    env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1", AUTOSYNC_DAEMON="1")
+    env.update(gitenv.variables(env))
+    env.update(LC_ALL="C.UTF-8", GIT_LITERAL_PATHSPECS="1")
+    env.update(daemon_identity.variables())  # hooks and recovery tell our commands by it
     env["PATH"] = with_our_programs(env.get("PATH", os.defpath))
     env.update(extra or {})
     return env
@@ -507,10 +510,11 @@ def _chunks(paths, env, fixed):
 
 
 class Template:
-    """A config value such as addcmd: `name` is its key, for messages."""
+    """A config value such as addcmd: `name` is its key, for messages; `gitenv`: the
+    git_environment.GitEnvironment its commands run with."""
 
-    def __init__(self, name, text):
-        self.name, self.text = name, text
+    def __init__(self, name, text, gitenv=PLAIN):
+        self.name, self.text, self.gitenv = name, text, gitenv
         self.lines = [_Line(name, l.strip()) for l in text.split("\n") if l.strip()]
         self.nargs = sum(l.nargs for l in self.lines)
         self.empty = not self.lines
@@ -521,7 +525,7 @@ class Template:
     def run(self, *args, cwd, check=True, timeout=None, env=None, cancel=None):
         """Fill the %s with args and run; env: variables added to environment();
         cancel: a Cancel that may end it (it then fails, killed by SIGTERM)."""
-        return self._run(self._fill(args), cwd, check, timeout, environment(env),
+        return self._run(self._fill(args), cwd, check, timeout, environment(env, self.gitenv),
                          cancel=cancel)[0]
 
     def output(self, *args, cwd, timeout=None, env=None):
@@ -530,14 +534,15 @@ class Template:
 
     def output_bytes(self, *args, cwd, timeout=None, env=None):
         """stdout (only) of the last command, byte for byte (a file's content)."""
-        return self._run(self._fill(args), cwd, True, timeout, environment(env), split=True)[1]
+        return self._run(self._fill(args), cwd, True, timeout, environment(env, self.gitenv),
+                         split=True)[1]
 
     def run_many(self, paths, cwd, timeout=None, env=None):
         """Run for every path, many paths per run where the template allows.
 
         -> [(path, CommandFailed)] for the paths that failed. A template that
         cannot take many runs once per path, the path filling every %s."""
-        paths, env, failed = [os.fsdecode(p) for p in paths], environment(env), []
+        paths, env, failed = [os.fsdecode(p) for p in paths], environment(env, self.gitenv), []
         if self.empty or not paths:
             return []
         if self.nargs == 0:

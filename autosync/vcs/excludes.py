@@ -4,7 +4,7 @@ The watcher never reports a path under `ignorepath`, an editor's temporary
 file or a folder holding its own repository, but `startupcmd` (`git add -A`)
 and every rescan find changes by themselves. For git the committer therefore
 writes one excludes file (the user's own core.excludesFile, then ours) and
-every git command it runs reads it (git_environment.use_excludes), so nothing
+every git command it runs reads it (its GitEnvironment, vcs/git_environment.py), so nothing
 in the user's repository or config is changed.
 """
 import logging

@@ -12,6 +12,7 @@ import subprocess
 
 from autosync.vcs import git
 from autosync.vcs.commands import CommandFailed, environment
+from autosync.vcs.git_environment import PLAIN
 from autosync.core.paths import find_marker
 
 log = logging.getLogger("autosync.recovery")  # the name its lines had before the split
@@ -50,7 +51,7 @@ def _git_dir(marker):
     return os.path.join(os.path.dirname(marker), line[len("gitdir:"):].strip())
 
 
-def _being_made(folder, marker):
+def _being_made(folder, marker, gitenv=PLAIN):
     """A git clone or checkout at work: its index locked, or a commit checked out and no
     index written yet (a clone between its fetch and its checkout: a commit then would
     record every file as deleted)."""
@@ -65,7 +66,7 @@ def _being_made(folder, marker):
         return False
     head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=folder,
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, env=environment())
+                          stderr=subprocess.DEVNULL, env=environment(gitenv=gitenv))
     return head.returncode == 0
 
 
@@ -84,8 +85,8 @@ class Folder:
     looked at in full, remote included, since a folder made anew may get the
     old one's inode number."""
 
-    def __init__(self, path, remote=None):
-        self.path = path
+    def __init__(self, path, remote=None, gitenv=PLAIN):
+        self.path, self.gitenv = path, gitenv
         self.remote = remote
         self.identity = _identity(path)
         self.marker = find_marker(path)
@@ -127,7 +128,7 @@ class Folder:
             if empty:  # an unmounted disk's mount point, or a clone about to begin
                 return "away", GONE % self.path
             return "foreign", replaced + ", one that holds no repository"
-        if _being_made(self.path, marker):
+        if _being_made(self.path, marker, self.gitenv):
             return "away", ("a new folder at %s is being made (a clone or a checkout at "
                             "work): waiting for it" % self.path)
         url = self.url_of(self.path)

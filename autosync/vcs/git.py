@@ -10,12 +10,13 @@ import subprocess
 
 from autosync.vcs.commands import PATHSPEC_OPTIONS, environment, why
 from autosync.core.messages import host_of
+from autosync.vcs.git_environment import PLAIN
 
 ACTIONS = {"A": "added", "M": "modified", "T": "modified", "D": "removed"}
 GITLINK = "160000"  # the mode of a repository inside the tree (a submodule)
 
 
-def git(folder, *args, check=True, data=None, paths=None):
+def git(folder, *args, check=True, data=None, paths=None, gitenv=PLAIN):
     """Run git in folder -> stdout bytes (None on failure when not check).
 
     data: its standard input. paths: pathspecs given on standard input (NUL-ended,
@@ -25,7 +26,8 @@ def git(folder, *args, check=True, data=None, paths=None):
     if paths is not None:
         args = args[:1] + tuple(PATHSPEC_OPTIONS) + args[1:]
         data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(), input=data,
+    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(gitenv=gitenv),
+                          input=data,
                           stdin=subprocess.DEVNULL if data is None else None,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode:
@@ -36,7 +38,7 @@ def git(folder, *args, check=True, data=None, paths=None):
     return proc.stdout
 
 
-def hash_open(folder, rel, fd):
+def hash_open(folder, rel, fd, gitenv=PLAIN):
     """The blob id git would store for the file at rel (its clean filters, line endings),
     which the caller holds open as fd; None if the file at rel is not fd's any more, or
     changed while git read it.
@@ -48,7 +50,7 @@ def hash_open(folder, rel, fd):
         return None
     before = os.fstat(fd)
     out = git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
-              check=False)
+              check=False, gitenv=gitenv)
     try:
         there = os.lstat(os.path.join(folder, rel))
     except OSError:
@@ -59,24 +61,25 @@ def hash_open(folder, rel, fd):
     return out.decode("ascii", "replace").strip() if out and same else None
 
 
-def git_dir(folder):
+def git_dir(folder, gitenv=PLAIN):
     """The repository's metadata folder (.git), absolute; None if folder is not in git."""
-    out = git(folder, "rev-parse", "--absolute-git-dir", check=False)
+    out = git(folder, "rev-parse", "--absolute-git-dir", check=False, gitenv=gitenv)
     return os.fsdecode(out.strip()) if out else None
 
 
-def is_top(folder):
+def is_top(folder, gitenv=PLAIN):
     """Is `folder` the top of its working tree (not a folder inside one)?"""
-    top = git(folder, "rev-parse", "--show-toplevel", check=False)
+    top = git(folder, "rev-parse", "--show-toplevel", check=False, gitenv=gitenv)
     return bool(top) and os.path.realpath(os.fsdecode(top.strip())) == os.path.realpath(folder)
 
 
-def staged_changes(folder):
+def staged_changes(folder, gitenv=PLAIN):
     """What the next commit records, as batch changes with paths relative to `folder`;
     a folder staged as a gitlink (a repository inside) has "gitlink": True.
 
     None when git cannot tell (an error)."""
-    out = git(folder, "diff", "--cached", "--raw", "-z", "-M", "--relative", check=False)
+    out = git(folder, "diff", "--cached", "--raw", "-z", "-M", "--relative", check=False,
+              gitenv=gitenv)
     return None if out is None else raw_changes(out)
 
 
@@ -100,24 +103,26 @@ def raw_changes(out):
     return changes
 
 
-def tracked_files(folder):
+def tracked_files(folder, gitenv=PLAIN):
     """The files git tracks below `folder`, relative to it."""
-    out = git(folder, "ls-files", "-z", check=False) or b""
+    out = git(folder, "ls-files", "-z", check=False, gitenv=gitenv) or b""
     return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
-def committed_files(folder, rev="HEAD"):
+def committed_files(folder, rev="HEAD", gitenv=PLAIN):
     """The files commit `rev` holds below `folder`, relative to it (not the index, which
     lags HEAD after a quick commit until it is settled)."""
-    out = git(folder, "ls-tree", "-r", "-z", "--name-only", rev, "--", check=False) or b""
+    out = git(folder, "ls-tree", "-r", "-z", "--name-only", rev, "--", check=False,
+              gitenv=gitenv) or b""
     return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
-def changed_paths(folder):
+def changed_paths(folder, gitenv=PLAIN):
     """What git sees changed below `folder`, relative to it: -> (removed, other)."""
-    prefix = os.fsdecode((git(folder, "rev-parse", "--show-prefix") or b"").strip())
+    prefix = os.fsdecode((git(folder, "rev-parse", "--show-prefix",
+                              gitenv=gitenv) or b"").strip())
     out = git(folder, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
-              "--", ".")
+              "--", ".", gitenv=gitenv)
     removed, other = [], []
     for entry in out.split(b"\0"):
         if len(entry) > 3:
@@ -126,21 +131,22 @@ def changed_paths(folder):
     return removed, other
 
 
-def untracked_repositories(folder):
+def untracked_repositories(folder, gitenv=PLAIN):
     """Folders below `folder` that hold a repository of their own and are not tracked
     (git lists them as one entry ending in "/"); ignored ones are left out."""
-    out = git(folder, "ls-files", "--others", "--exclude-standard", "-z", check=False) or b""
+    out = git(folder, "ls-files", "--others", "--exclude-standard", "-z", check=False,
+              gitenv=gitenv) or b""
     return [os.fsdecode(p)[:-1] for p in out.split(b"\0") if p.endswith(b"/")]
 
 
-def submodules(folder):
+def submodules(folder, gitenv=PLAIN):
     """The paths .gitmodules declares, relative to `folder`: the gitlinks the user wanted."""
-    top = git(folder, "rev-parse", "--show-toplevel", check=False)
+    top = git(folder, "rev-parse", "--show-toplevel", check=False, gitenv=gitenv)
     if not top:
         return set()
     top = os.fsdecode(top.strip())
     out = git(top, "config", "--file", ".gitmodules", "-z", "--get-regexp",
-              r"^submodule\..*\.path$", check=False) or b""
+              r"^submodule\..*\.path$", check=False, gitenv=gitenv) or b""
     paths = set()
     for entry in out.split(b"\0"):
         if b"\n" in entry:
@@ -149,41 +155,44 @@ def submodules(folder):
     return paths
 
 
-def head(folder, ref="HEAD"):
+def head(folder, ref="HEAD", gitenv=PLAIN):
     """The commit `ref` names (HEAD, or "@{upstream}": what the remote had when we last
     pushed or fetched), or None."""
-    out = git(folder, "rev-parse", "-q", "--verify", ref, check=False)
+    out = git(folder, "rev-parse", "-q", "--verify", ref, check=False, gitenv=gitenv)
     return out.strip() if out else None
 
 
-def unpushed(folder):
+def unpushed(folder, gitenv=PLAIN):
     """How many commits on HEAD the remote lacks, as this repository knows it: -> (count,
     True) counted against the upstream branch; (count, False) when there is none, counted
     against every remote branch (all of HEAD's commits when there is no remote branch at
     all); None when git cannot count (no commit yet)."""
-    out = git(folder, "rev-list", "--count", "@{upstream}..HEAD", check=False)
+    out = git(folder, "rev-list", "--count", "@{upstream}..HEAD", check=False, gitenv=gitenv)
     if out is not None:
         return int(out), True
-    out = git(folder, "rev-list", "--count", "HEAD", "--not", "--remotes", check=False)
+    out = git(folder, "rev-list", "--count", "HEAD", "--not", "--remotes", check=False,
+              gitenv=gitenv)
     return (int(out), False) if out is not None else None
 
 
-def changed_names(folder, before, after):
+def changed_names(folder, before, after, gitenv=PLAIN):
     """The paths below `folder` that differ between two commits (a pull's), relative."""
     if not before or not after or before == after:
         return []
-    names = git(folder, "diff", "--name-only", "-z", "--relative", before, after, check=False)
+    names = git(folder, "diff", "--name-only", "-z", "--relative", before, after, check=False,
+                gitenv=gitenv)
     return [os.fsdecode(n) for n in (names or b"").split(b"\0") if n]
 
 
-def pulled(folder, before, after, files=None):
+def pulled(folder, before, after, files=None, gitenv=PLAIN):
     """What a pull brought, for the `pulled` event: files changed and the hosts they came
     from. `files`: changed_names(), if the caller has them."""
     if not before or not after or before == after:
         return {"changed": before != after and after is not None, "files": [], "hosts": []}
     if files is None:
-        files = changed_names(folder, before, after)
-    subjects = git(folder, "log", "--format=%s", b"%s..%s" % (before, after), check=False)
+        files = changed_names(folder, before, after, gitenv=gitenv)
+    subjects = git(folder, "log", "--format=%s", b"%s..%s" % (before, after), check=False,
+                   gitenv=gitenv)
     hosts = []
     for subject in os.fsdecode(subjects or b"").splitlines():
         host = host_of(subject)

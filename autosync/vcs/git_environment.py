@@ -7,6 +7,7 @@ three, and `-c` on a command line still overrides them. Anything not listed
 stays the user's: identity, signing, hooks, credential helpers, filters
 (lfs, annex, gcrypt), remotes. The README lists these with the same reasons.
 """
+import dataclasses
 import os
 
 # (key, value, why syncing needs it). Order matters only for readers.
@@ -84,73 +85,62 @@ VARIABLES = {
     "GIT_TERMINAL_PROMPT": "0",
 }
 
-# The excludes file the committer writes (ignorepath, editors' files, nested
-# repositories, unreadable files); None until it is set. One per process.
-_excludes = None
+@dataclasses.dataclass(frozen=True)
+class GitEnvironment:
+    """What this run of git adds to SETTINGS and VARIABLES, made once by whoever owns it
+    (the committer from its config and folder, init for its first commit, a poll for
+    its remote) and handed to everything that runs git for it (commands.environment's
+    `git`). Frozen: nothing changes it once made (dataclasses.replace makes another).
+    All None (PLAIN): the user's own.
+
+    excludes: the excludes file the committer writes (ignorepath, editors' files, nested
+    repositories, unreadable files), read as core.excludesFile.
+    largefiles: annex.largefiles for git-annex under these commands (the `largefiles`
+    key, vcs/largefiles.py's rule).
+    ssh_command: GIT_SSH_COMMAND reaching the remote (ssh/connection.py, git_ssh_command:
+    the held connection)."""
+
+    excludes: str = None
+    largefiles: str = None
+    ssh_command: str = None
+
+    def settings(self):
+        """(key, value) of every git setting, ours last."""
+        out = [(key, value) for key, value, _ in SETTINGS]
+        if self.excludes:
+            out.append(("core.excludesFile", self.excludes))
+        if self.largefiles:
+            out.append(("annex.largefiles", self.largefiles))
+        return out
+
+    def variables(self, env):
+        """The variables to add to `env` (a copy of os.environ): ours come after any
+        GIT_CONFIG_* the user set, so they win over those too."""
+        settings = self.settings()
+        try:
+            count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+        except ValueError:
+            count = 0  # not a number: git would refuse it; ours replace it
+        out = dict(VARIABLES)
+        if self.ssh_command:
+            out["GIT_SSH_COMMAND"] = self.ssh_command
+        for i, (key, value) in enumerate(settings, start=count):
+            out["GIT_CONFIG_KEY_%d" % i] = key
+            out["GIT_CONFIG_VALUE_%d" % i] = value
+        out["GIT_CONFIG_COUNT"] = str(count + len(settings))
+        return out
+
+    def more_settings(self, pairs, env=None):
+        """Variables adding (key, value) `pairs` after these settings, for one command
+        (commands.environment's `extra`): the fsmonitor hook goes only to some commands."""
+        count = int(self.variables(dict(os.environ if env is None else env))
+                    ["GIT_CONFIG_COUNT"])
+        out = {"GIT_CONFIG_COUNT": str(count + len(pairs))}
+        for i, (key, value) in enumerate(pairs, start=count):
+            out["GIT_CONFIG_KEY_%d" % i] = key
+            out["GIT_CONFIG_VALUE_%d" % i] = value
+        return out
 
 
-# GIT_SSH_COMMAND for the daemon's commands (ssh/connection.py, git_ssh_command: the held
-# connection to the remote); None: the user's own, untouched.
-_ssh_command = None
-
-
-def use_ssh_command(text):
-    """From now on every git command this process runs reaches its remote with `text`
-    as GIT_SSH_COMMAND (None: as the user set it)."""
-    global _ssh_command
-    _ssh_command = text
-
-
-# annex.largefiles for the daemon's commands (the `largefiles` key); None when not set.
-_largefiles = None
-
-
-def use_largefiles(rule):
-    """From now on git-annex, under every git command this process runs, takes files
-    matching `rule` (annex.largefiles; None: the repository's own setting)."""
-    global _largefiles
-    _largefiles = rule
-
-
-def use_excludes(path):
-    """From now on every git command this process runs reads `path` as core.excludesFile."""
-    global _excludes
-    _excludes = path
-
-
-def excludes_file():
-    """The excludes file every git command of this process reads, or None."""
-    return _excludes
-
-
-def more_settings(pairs, env=None):
-    """Variables adding (key, value) `pairs` after this process's settings, for one
-    command (environment()'s `extra`): the fsmonitor hook goes only to some commands."""
-    count = int(variables(dict(os.environ if env is None else env))["GIT_CONFIG_COUNT"])
-    out = {"GIT_CONFIG_COUNT": str(count + len(pairs))}
-    for i, (key, value) in enumerate(pairs, start=count):
-        out["GIT_CONFIG_KEY_%d" % i] = key
-        out["GIT_CONFIG_VALUE_%d" % i] = value
-    return out
-
-
-def variables(env):
-    """The variables to add to `env` (a copy of os.environ): ours come after any
-    GIT_CONFIG_* the user set, so they win over those too."""
-    settings = [(key, value) for key, value, _ in SETTINGS]
-    if _excludes:
-        settings.append(("core.excludesFile", _excludes))
-    if _largefiles:
-        settings.append(("annex.largefiles", _largefiles))
-    try:
-        count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
-    except ValueError:
-        count = 0  # not a number: git would refuse it; ours replace it
-    out = dict(VARIABLES)
-    if _ssh_command:
-        out["GIT_SSH_COMMAND"] = _ssh_command
-    for i, (key, value) in enumerate(settings, start=count):
-        out["GIT_CONFIG_KEY_%d" % i] = key
-        out["GIT_CONFIG_VALUE_%d" % i] = value
-    out["GIT_CONFIG_COUNT"] = str(count + len(settings))
-    return out
+# Nothing added: the settings above and the user's own excludes, annex and ssh.
+PLAIN = GitEnvironment()

@@ -15,6 +15,7 @@ import re
 
 from autosync.core.copies import keep_both
 from autosync.vcs.git import git
+from autosync.vcs.git_environment import PLAIN
 from autosync.core.messages import host_of
 
 log = logging.getLogger("autosync.conflicts")
@@ -28,9 +29,9 @@ def rebasing(gitdir):
     return any(os.path.exists(os.path.join(gitdir, d)) for d in ("rebase-merge", "rebase-apply"))
 
 
-def unmerged(folder):
+def unmerged(folder, gitenv=PLAIN):
     """{path: {stage: (mode, blob id)}} of the index's conflict entries."""
-    out = git(folder, "ls-files", "-u", "-z")
+    out = git(folder, "ls-files", "-u", "-z", gitenv=gitenv)
     found = {}
     for entry in out.split(b"\0"):
         if entry:
@@ -40,17 +41,17 @@ def unmerged(folder):
     return found
 
 
-def undo_interrupted_merge(folder):
+def undo_interrupted_merge(folder, gitenv=PLAIN):
     """A merge killed before it wrote MERGE_HEAD left conflict entries (and markers) behind.
 
     `git reset --merge` puts back what the merge changed and keeps local changes
     it did not touch; both sides are still in commits, so the next pull redoes it.
     -> True if there was such a merge."""
-    if not unmerged(folder):
+    if not unmerged(folder, gitenv=gitenv):
         return False
     log.warning("undoing a merge that was interrupted before it finished; "
                 "the next pull does it again")
-    git(folder, "reset", "-q", "--merge")
+    git(folder, "reset", "-q", "--merge", gitenv=gitenv)
     return True
 
 
@@ -58,7 +59,7 @@ def undo_interrupted_merge(folder):
 MERGE_LABEL = "^>>>>>>> [0-9a-f]{40}$"
 
 
-def undo_killed_pull(folder):
+def undo_killed_pull(folder, gitenv=PLAIN):
     """Put back files that a pull killed mid-merge left with conflict markers.
 
     A merge that loses its output pipe (the committer that ran it was killed)
@@ -70,19 +71,19 @@ def undo_killed_pull(folder):
     such lines (notes about git) names no such commit and is left alone.
     Called at every start (the killed pull may have ended before the new
     committer looked for it), never during a recorded merge. -> the paths put back."""
-    if git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False) is None:
+    if git(folder, "rev-parse", "-q", "--verify", "HEAD", check=False, gitenv=gitenv) is None:
         return []   # no commit yet: nothing to put back
-    out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL)
+    out = git(folder, "diff", "HEAD", "--name-only", "-z", "-G", MERGE_LABEL, gitenv=gitenv)
     paths = [os.fsdecode(p) for p in out.split(b"\0") if p]
-    paths = [p for p in paths if _labels_unmerged_commit(folder, p)]
+    paths = [p for p in paths if _labels_unmerged_commit(folder, p, gitenv=gitenv)]
     if paths:
         log.warning("a killed pull left conflict markers in %d file(s): put back to the last "
                     "commit, the next pull merges again: %s", len(paths), ", ".join(paths[:10]))
-        git(folder, "checkout", "-q", "HEAD", "--", paths=paths)
+        git(folder, "checkout", "-q", "HEAD", "--", paths=paths, gitenv=gitenv)
     return paths
 
 
-def _labels_unmerged_commit(folder, path):
+def _labels_unmerged_commit(folder, path, gitenv=PLAIN):
     """Does the file's `>>>>>>> <id>` line name a commit we have and have not merged?"""
     try:
         with open(os.path.join(folder, path), "rb") as f:
@@ -90,29 +91,30 @@ def _labels_unmerged_commit(folder, path):
     except OSError:
         return False
     for label in labels:
-        known = git(folder, "cat-file", "-e", label + b"^{commit}", check=False) is not None
+        known = git(folder, "cat-file", "-e", label + b"^{commit}", check=False,
+                    gitenv=gitenv) is not None
         if known and git(folder, "merge-base", "--is-ancestor", label, "HEAD",
-                         check=False) is None:
+                         check=False, gitenv=gitenv) is None:
             return True
     return False
 
 
-def last_change(folder, rev, path):
+def last_change(folder, rev, path, gitenv=PLAIN):
     """(commit time, commit id, host) of the last commit on rev that touched path."""
     # The path on stdin (--stdin reads paths after a `--` line), off the command line;
     # git reads it line by line, so a name with a newline is the rev's last commit.
     out = b"" if "\n" in path else git(
         folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", "--stdin", rev,
-        data=b"--\n" + os.fsencode(path) + b"\n", check=False) or b""
+        data=b"--\n" + os.fsencode(path) + b"\n", check=False, gitenv=gitenv) or b""
     if not out.strip():
-        out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev)
+        out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev, gitenv=gitenv)
     stamp, commit, author, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 3)
     return int(stamp), commit, host_of(subject) or author
 
 
-def write_blob(folder, rel, mode, blob):
+def write_blob(folder, rel, mode, blob, gitenv=PLAIN):
     """Put a committed version at rel: a file with its mode, or a symlink."""
-    data = git(folder, "cat-file", "blob", blob)
+    data = git(folder, "cat-file", "blob", blob, gitenv=gitenv)
     full = os.path.join(folder, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     if os.path.lexists(full) and not os.path.isdir(full):
@@ -125,7 +127,7 @@ def write_blob(folder, rel, mode, blob):
     os.chmod(full, 0o755 if mode == "100755" else 0o644)
 
 
-def same_blob(folder, rel, blob):
+def same_blob(folder, rel, blob, gitenv=PLAIN):
     """True if rel already holds exactly this blob (a copy written before a crash)."""
     full = os.path.join(folder, rel)
     if not os.path.isfile(full) or os.path.islink(full):
@@ -134,18 +136,19 @@ def same_blob(folder, rel, blob):
         return False
     # The name on stdin, off the command line; git hashes the file as `-- rel` would.
     return git(folder, "hash-object", "--stdin-paths", data=os.fsencode(rel) + b"\n",
-               check=False) == blob.encode() + b"\n"
+               check=False, gitenv=gitenv) == blob.encode() + b"\n"
 
 
 class WorkingTree:
     """copies.Place for a merge stopped in git's working tree: a version is a
     committed blob, (mode, blob id); "ours" is HEAD, "theirs" MERGE_HEAD."""
 
-    def __init__(self, folder, path):
-        self.folder, self.path = folder, path
+    def __init__(self, folder, path, gitenv=PLAIN):
+        self.folder, self.path, self.gitenv = folder, path, gitenv
 
     def last_change(self, side, version):
-        return last_change(self.folder, "HEAD" if side == "ours" else "MERGE_HEAD", self.path)
+        return last_change(self.folder, "HEAD" if side == "ours" else "MERGE_HEAD", self.path,
+                           gitenv=self.gitenv)
 
     def taken(self, rel):
         return os.path.lexists(os.path.join(self.folder, rel))
@@ -154,25 +157,26 @@ class WorkingTree:
         return os.path.isdir(os.path.join(self.folder, rel))
 
     def holds(self, rel, version):
-        return same_blob(self.folder, rel, version[1])
+        return same_blob(self.folder, rel, version[1], gitenv=self.gitenv)
 
     def write(self, rel, version):
-        write_blob(self.folder, rel, *version)
+        write_blob(self.folder, rel, *version, gitenv=self.gitenv)
 
 
-def resolve(folder):
+def resolve(folder, gitenv=PLAIN):
     """Resolve every conflicted path by copies.keep_both and stage the result.
 
     -> list of {"path", "copy", "host"}: one per conflict copy made."""
     made, staged = [], []
-    for path, stages in sorted(unmerged(folder).items()):
+    for path, stages in sorted(unmerged(folder, gitenv=gitenv).items()):
         ours, theirs = stages.get(2), stages.get(3)
         if ours is None and theirs is None:  # deleted on both sides (e.g. renamed apart)
-            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path])
+            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path],
+                gitenv=gitenv)
             continue
-        copy, written = keep_both(path, ours, theirs, WorkingTree(folder, path))
+        copy, written = keep_both(path, ours, theirs, WorkingTree(folder, path, gitenv))
         made += [copy] if copy else []
         staged += [path] + written
     if staged:
-        git(folder, "add", "-A", "--", paths=staged)
+        git(folder, "add", "-A", "--", paths=staged, gitenv=gitenv)
     return made

@@ -57,6 +57,7 @@ import time
 from autosync.vcs import gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
+from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
 from autosync.vcs.guarded import Expect, Refused, Writer
 from autosync.core.messages import merge_message
@@ -141,7 +142,8 @@ class InObjects:
         self.taken_names, self.lines = taken, lines
 
     def last_change(self, side, version):
-        return gitmerge.last_change(self.pull.folder, self.revs[side], self.path)
+        return gitmerge.last_change(self.pull.folder, self.revs[side], self.path,
+                                    gitenv=self.pull.gitenv)
 
     def taken(self, rel):
         return rel in self.taken_names or os.path.lexists(os.path.join(self.pull.folder, rel))
@@ -158,17 +160,19 @@ class InObjects:
 
 
 class GitPull:
-    """One folder's guarded pull. `fetch_args`: from plain_pull(pullcmd)."""
+    """One folder's guarded pull. `fetch_args`: from plain_pull(pullcmd); `gitenv`: the
+    git_environment.GitEnvironment its git commands run with; `index_env`: -> variables
+    for the index's update (the committer's fsmonitor setting, committer/fsmonitor.py)."""
 
-    def __init__(self, folder, gitdir, host, fetch_args):
-        self.gitdir, self.host = gitdir, host
+    def __init__(self, folder, gitdir, host, fetch_args, gitenv=PLAIN, index_env=dict):
+        self.gitdir, self.host, self.gitenv = gitdir, host, gitenv
         # git's paths are the whole working tree's, which may hold the synced folder.
-        top = git(folder, "rev-parse", "--show-toplevel", check=False)
+        top = git(folder, "rev-parse", "--show-toplevel", check=False, gitenv=gitenv)
         self.folder = os.fsdecode(top.strip()) if top else folder
         self.fetch_args = fetch_args
         self.fetch = None  # a Template to run instead of fetch_command() (tests)
         self.writer = Writer(self.folder, confirm=self.hash_as_git)
-        self.index_env = dict  # -> variables for the index's update (fsmonitor.attach)
+        self.index_env = index_env
         # A stop: cancel.cancel() kills the fetch (its process group) and ends the pull at
         # the next stop_point(), up to the swap. From the first file replaced or removed
         # on, the pull runs to its end: its few renames and the index are quick, and a
@@ -181,7 +185,8 @@ class GitPull:
         self.to_write, self.made, self.told_percent = 0, 0, None
 
     def git(self, *args, env=None, data=None, check=True):
-        proc = subprocess.run(("git",) + args, cwd=self.folder, env=environment(env),
+        proc = subprocess.run(("git",) + args, cwd=self.folder,
+                              env=environment(env, self.gitenv),
                               input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               stdin=None if data is not None else subprocess.DEVNULL)
         if proc.returncode and check:
@@ -192,7 +197,7 @@ class GitPull:
     def hash_as_git(self, rel, fd):
         """The blob id git would store for the open file at rel (filters, line endings);
         the name goes to git on stdin (git.hash_open)."""
-        return hash_open(self.folder, rel, fd)
+        return hash_open(self.folder, rel, fd, gitenv=self.gitenv)
 
     # --- the pull ---------------------------------------------------------------------
 
@@ -247,7 +252,7 @@ class GitPull:
             merge = new
         try:  # a thin machine: every new content in one fetch, before anything is written
             thin.bring(self.folder, [e.new for e in entries if e.new_mode != GITLINK],
-                       "the pulled files' contents")
+                       "the pulled files' contents", gitenv=self.gitenv)
         except thin.Unreachable as e:
             raise PullFailed(str(e)) from None
         self.stop_point()
@@ -268,7 +273,7 @@ class GitPull:
         if not (os.path.lexists(os.path.join(self.folder, ".gitmodules")) or
                 os.path.isdir(os.path.join(self.gitdir, "modules"))):
             words.append("--no-recurse-submodules")
-        return Template("pullcmd", shlex.join(words + self.fetch_args))
+        return Template("pullcmd", shlex.join(words + self.fetch_args), self.gitenv)
 
     def refuse_unsafe(self, entries, theirs):
         """Unsafe when the new tree holds a path git itself would not check out (.git in
@@ -595,7 +600,7 @@ class GitPull:
         paused) and older than the pulled version: the README's rule, as in a merge
         (copies.keep_both): the newer at its place, the local one beside it.
         -> (the copy's {"path", "copy", "host"}, whether the local bytes stay at the path)"""
-        stamp, _, host = gitmerge.last_change(self.folder, theirs, e.path)
+        stamp, _, host = gitmerge.last_change(self.folder, theirs, e.path, gitenv=self.gitenv)
         local = self.edited_before(e.path)
         if local is not None and local[0] < stamp:
             made = self.put_local_beside(e, blobs, *local)
@@ -768,7 +773,7 @@ class Blobs:
 
     def cat_file(self):
         return subprocess.Popen(("git", "cat-file", "--batch"), cwd=self.pull.folder,
-                                env=environment(), stdin=subprocess.PIPE,
+                                env=environment(gitenv=self.pull.gitenv), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
     def ahead(self, entries):
@@ -828,7 +833,8 @@ class Blobs:
         header gives the unfiltered size: the header (the path) is skipped instead,
         and the newline git puts after the content held back."""
         proc = subprocess.Popen(("git", "cat-file", "--batch=%(rest)", "--filters", "-z"),
-                                cwd=self.pull.folder, env=environment(), stdin=subprocess.PIPE,
+                                cwd=self.pull.folder, env=environment(gitenv=self.pull.gitenv),
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             proc.stdin.write(b"%s %s\0" % (oid.encode(), os.fsencode(path)))

@@ -1,7 +1,7 @@
 """Large files through git-annex: the `largefiles` key, and what `dvcs-autosync expire` does.
 
 `largefiles = 10mb` (off by default) makes every git command the daemon runs
-see `annex.largefiles=largerthan=10mb` (git_environment.use_largefiles): git's
+see `annex.largefiles=largerthan=10mb` (rule_of, the committer's GitEnvironment): git's
 add then hands such files to git-annex's clean filter, so history keeps a
 small pointer per version and the content travels with `git annex sync
 --content`. It needs that set-up (docs/beyond-git.md, "Large files through
@@ -33,8 +33,9 @@ import time
 
 from autosync.core import cli
 from autosync.core.config import AGE_EXPECTED, parse_age
-from autosync.vcs import git_environment, sizes
+from autosync.vcs import sizes
 from autosync.vcs.commands import environment
+from autosync.vcs.git_environment import PLAIN
 
 # An annexed file's pointer (unlocked) or link target (locked): the key is its last part.
 POINTER = re.compile(rb"^(?:/annex/objects/|(?:\.\./)*\.git/annex/objects/(?:[^/]+/){3})"
@@ -46,11 +47,17 @@ def rule(size):
     return "largerthan=%s" % size
 
 
-def apply(cfg, log=None):
-    """In the committer: every git command it runs from now on sees annex.largefiles."""
+def rule_of(cfg):
+    """annex.largefiles for the committer's git commands (its GitEnvironment's
+    `largefiles`), or None when the key is not set."""
     size = getattr(cfg, "largefiles", "")
-    git_environment.use_largefiles(rule(size) if size else None)
-    if size and log is not None:
+    return rule(size) if size else None
+
+
+def warn_without_annex(cfg, log):
+    """With `largefiles` set in a folder without an annex: say so once, at the start."""
+    size = getattr(cfg, "largefiles", "")
+    if size:
         proc = subprocess.run(["git", "config", "--get", "annex.uuid"], cwd=cfg.path,
                               env=environment(), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -66,8 +73,9 @@ class ExpireError(Exception):
     """str() is the one line said."""
 
 
-def git(folder, *args, data=None):
-    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(), input=data,
+def git(folder, *args, data=None, gitenv=PLAIN):
+    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(gitenv=gitenv),
+                          input=data,
                           stdin=None if data is not None else subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode:
@@ -77,23 +85,24 @@ def git(folder, *args, data=None):
     return proc.stdout
 
 
-def annex_uuid(folder, remote=None):
+def annex_uuid(folder, remote=None, gitenv=PLAIN):
     name = "remote.%s.annex-uuid" % remote if remote else "annex.uuid"
-    return git(folder, "config", "--default", "", "--get", name).decode().strip()
+    return git(folder, "config", "--default", "", "--get", name, gitenv=gitenv).decode().strip()
 
 
-def keys_of(folder, oids):
+def keys_of(folder, oids, gitenv=PLAIN):
     """{blob id: annex key} of the blobs among `oids` that are annex pointers."""
     oids = sorted(set(oids))
     if not oids:
         return {}
     checked = git(folder, "cat-file", "--batch-check", data="".join(o + "\n" for o in oids)
-                  .encode()).decode().splitlines()
+                  .encode(), gitenv=gitenv).decode().splitlines()
     small = [line.split()[0] for line in checked
              if len(line.split()) == 3 and line.split()[1] == "blob" and int(line.split()[2]) < 1024]
     if not small:
         return {}
-    out = git(folder, "cat-file", "--batch", data="".join(o + "\n" for o in small).encode())
+    out = git(folder, "cat-file", "--batch", data="".join(o + "\n" for o in small).encode(),
+              gitenv=gitenv)
     found, at = {}, 0
     for oid in small:
         end = out.index(b"\n", at)
@@ -106,44 +115,48 @@ def keys_of(folder, oids):
     return found
 
 
-def branch_tips(folder):
+def branch_tips(folder, gitenv=PLAIN):
     """{ref: commit} of HEAD, the local and remote-tracking branches and tags, git-annex's own
     branches left out."""
     out = git(folder, "for-each-ref", "--format=%(objectname) %(refname)",
-              "refs/heads", "refs/remotes", "refs/tags").decode("utf-8", "surrogateescape")
+              "refs/heads", "refs/remotes", "refs/tags",
+              gitenv=gitenv).decode("utf-8", "surrogateescape")
     tips = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in out.splitlines()
             if not line.endswith("git-annex") and not line.endswith("/HEAD")}
     head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=folder,
-                          env=environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          env=environment(gitenv=gitenv), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL).stdout.decode().strip()
     if head:
         tips["HEAD"] = head
     return tips
 
 
-def used_keys(folder):
+def used_keys(folder, gitenv=PLAIN):
     """The annex keys some current file uses: in the index, or in the tree of HEAD, of a
     local branch or of a remote-tracking one (the remote's synced/* included: a machine
     that has not merged yet), git-annex's own branches left out."""
-    commits = set(branch_tips(folder).values())
+    commits = set(branch_tips(folder, gitenv=gitenv).values())
     oids = set()
     if commits:
-        trees = git(folder, "rev-parse", *("%s^{tree}" % c for c in sorted(commits)))
+        trees = git(folder, "rev-parse", *("%s^{tree}" % c for c in sorted(commits)),
+                    gitenv=gitenv)
         for tree in sorted(set(trees.decode().split())):
-            for entry in git(folder, "ls-tree", "-r", "-z", tree).split(b"\0"):
+            for entry in git(folder, "ls-tree", "-r", "-z", tree, gitenv=gitenv).split(b"\0"):
                 words = entry.split(b"\t", 1)[0].split()
                 if len(words) == 3 and words[1] == b"blob":
                     oids.add(words[2].decode())
-    for entry in git(folder, "ls-files", "-s", "-z").split(b"\0"):
+    for entry in git(folder, "ls-files", "-s", "-z", gitenv=gitenv).split(b"\0"):
         words = entry.split(b"\t", 1)[0].split()
         if len(words) == 3:
             oids.add(words[1].decode())
-    return set(keys_of(folder, oids).values())
+    return set(keys_of(folder, oids, gitenv=gitenv).values())
 
 
-def local_keys(folder):
+def local_keys(folder, gitenv=PLAIN):
     """The keys whose content this repository holds (.git/annex/objects/xx/yy/KEY/KEY)."""
-    objects = os.path.join(folder, git(folder, "rev-parse", "--git-path", "annex/objects")
+    objects = os.path.join(folder, git(folder, "rev-parse", "--git-path", "annex/objects",
+                                       gitenv=gitenv)
                            .decode().strip())
     found = set()
     for root, _, names in os.walk(objects):
@@ -159,14 +172,14 @@ def log_path(key):
     return "%s/%s/%s.log" % (digest[:3], digest[3:6], key)
 
 
-def locations(folder, keys):
+def locations(folder, keys, gitenv=PLAIN):
     """{key: {uuid: holds it now}} from the git-annex branch's location logs: a uuid with
     a line has had the content (1: holds it, 0: dropped it since); one without never had it."""
     keys = sorted(set(keys))
     if not keys:
         return {}
     out = git(folder, "cat-file", "--batch", data="".join(
-        "git-annex:%s\n" % log_path(k) for k in keys).encode())
+        "git-annex:%s\n" % log_path(k) for k in keys).encode(), gitenv=gitenv)
     found, at = {}, 0
     for key in keys:
         end = out.index(b"\n", at)
@@ -184,23 +197,26 @@ def locations(folder, keys):
     return found
 
 
-def branch_file(folder, name):
+def branch_file(folder, name, gitenv=PLAIN):
     proc = subprocess.run(["git", "cat-file", "blob", "git-annex:" + name], cwd=folder,
-                          env=environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          env=environment(gitenv=gitenv), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL)
     return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else ""
 
 
-def machines(folder, skip):
+def machines(folder, skip, gitenv=PLAIN):
     """{uuid: description} of the other repositories git-annex knows (uuid.log), leaving
     out `skip`, those marked dead (`git annex dead NAME`) and special remotes (storage,
     not machines)."""
-    dead = {line.split()[0] for line in branch_file(folder, "trust.log").splitlines()
+    dead = {line.split()[0] for line in branch_file(folder, "trust.log",
+                                                    gitenv=gitenv).splitlines()
             if len(line.split()) >= 2 and line.split()[1] == "X"}
-    special = {line.split()[0] for line in branch_file(folder, "remote.log").splitlines()
+    special = {line.split()[0] for line in branch_file(folder, "remote.log",
+                                                       gitenv=gitenv).splitlines()
                if line.split()}
     found = {}
-    for line in branch_file(folder, "uuid.log").splitlines():
+    for line in branch_file(folder, "uuid.log", gitenv=gitenv).splitlines():
         words = line.split()
         if not words or words[0] in skip or words[0] in dead or words[0] in special:
             continue
@@ -210,28 +226,30 @@ def machines(folder, skip):
     return found
 
 
-def drop(folder, key, remote=None, force=False):
+def drop(folder, key, remote=None, force=False, gitenv=PLAIN):
     """git annex drop of one key, here or from `remote` -> (ok, what git-annex said)."""
     argv = ["git", "annex", "drop", "--quiet", "--key", key]
     argv += ["--from", remote] if remote else []
     argv += ["--force"] if force else []
-    proc = subprocess.run(argv, cwd=folder, env=environment(), stdin=subprocess.DEVNULL,
+    proc = subprocess.run(argv, cwd=folder, env=environment(gitenv=gitenv),
+                          stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     said = proc.stdout.decode("utf-8", "replace").strip().splitlines()
     return proc.returncode == 0, said[-1] if said else ""
 
 
-def bring(folder, oids):
+def bring(folder, oids, gitenv=PLAIN):
     """Before a restore reads old versions: the content of those that are annex pointers
     and not held here (the automatic drop let them go) got from where git-annex finds
     them. -> the keys it could not get (expired, or their holders unreachable)."""
-    if not annex_uuid(folder):
+    if not annex_uuid(folder, gitenv=gitenv):
         return []
-    wanted = set(keys_of(folder, oids).values()) - local_keys(folder)
+    wanted = set(keys_of(folder, oids, gitenv=gitenv).values()) - local_keys(folder,
+                                                                             gitenv=gitenv)
     missing = []
     for key in sorted(wanted):
         proc = subprocess.run(["git", "annex", "get", "--quiet", "--key", key], cwd=folder,
-                              env=environment(), stdin=subprocess.DEVNULL,
+                              env=environment(gitenv=gitenv), stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if proc.returncode:
             missing.append(key)
@@ -247,14 +265,15 @@ class Trimmer:
     remote's; numcopies, never --force). A version that reached no other repository
     stays until it does (or `expire` lets it go)."""
 
-    def __init__(self, folder):
-        self.folder = folder
+    def __init__(self, folder, gitenv=PLAIN):
+        self.folder, self.gitenv = folder, gitenv
         self.seen = None  # ({ref: commit}, the keys held) at the last look
 
     def due(self):
         """Cheap: has a version arrived here, or has a branch (HEAD, or the remote's as last
         fetched or pushed) moved past an annexed one since the last look?"""
-        held, tips = local_keys(self.folder), branch_tips(self.folder)
+        held = local_keys(self.folder, gitenv=self.gitenv)
+        tips = branch_tips(self.folder, gitenv=self.gitenv)
         last, self.seen = self.seen, (tips, held)
         if last is None or held - last[1]:
             return bool(held)
@@ -265,43 +284,45 @@ class Trimmer:
             before = last[0].get(ref)
             if before and before != commit:
                 out = git(self.folder, "diff-tree", "-r", "--no-renames", "--raw", "--no-abbrev",
-                          before, commit).decode("utf-8", "surrogateescape")
+                          before, commit, gitenv=self.gitenv).decode("utf-8", "surrogateescape")
                 old += [line[1:].split()[2] for line in out.splitlines() if line.startswith(":")]
-        return bool(keys_of(self.folder, [o for o in old if o.strip("0")]))
+        return bool(keys_of(self.folder, [o for o in old if o.strip("0")], gitenv=self.gitenv))
 
     def tell(self):
         """Push the git-annex branch when it holds what the remote's lacks: what this
         machine got and dropped (`expire` on the others waits for what it got). Its
         pullcmd (`git annex sync --no-push`) never pushes, and a machine that only
         receives would never say. -> True if pushed."""
-        if not annex_uuid(self.folder):
+        if not annex_uuid(self.folder, gitenv=self.gitenv):
             return False  # no annex here (largefiles warned at the start): nothing to tell
-        remote = sizes.upstream_remote(self.folder)
+        remote = sizes.upstream_remote(self.folder, gitenv=self.gitenv)
         theirs = "refs/remotes/%s/git-annex" % remote
         known = subprocess.run(["git", "rev-parse", "-q", "--verify", theirs], cwd=self.folder,
-                               env=environment(), stdin=subprocess.DEVNULL,
+                               env=environment(gitenv=self.gitenv), stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).returncode == 0
-        ahead = git(self.folder, "rev-list", "--count", theirs + "..refs/heads/git-annex") \
+        ahead = git(self.folder, "rev-list", "--count", theirs + "..refs/heads/git-annex",
+                    gitenv=self.gitenv) \
             if known else b"1"
         if not int(ahead):
             return False
         # The git-annex branch alone, fetched, merged (git-annex's union merge) and pushed.
         git(self.folder, "annex", "sync", "--quiet", "--only-annex", "--no-content",
-            "--no-commit", remote)
+            "--no-commit", remote, gitenv=self.gitenv)
         return True
 
     def run(self):
         """-> [(key, size)] dropped here."""
-        if not annex_uuid(self.folder) or not self.due():
+        if not annex_uuid(self.folder, gitenv=self.gitenv) or not self.due():
             return []
-        spare = local_keys(self.folder) - used_keys(self.folder)
+        spare = local_keys(self.folder, gitenv=self.gitenv) - used_keys(self.folder,
+                                                                        gitenv=self.gitenv)
         dropped = []
         for key in sorted(spare):
-            ok, _ = drop(self.folder, key)
+            ok, _ = drop(self.folder, key, gitenv=self.gitenv)
             if ok:
                 dropped.append((key, key_size(key)))
         if dropped:
-            self.seen = (self.seen[0], local_keys(self.folder))
+            self.seen = (self.seen[0], local_keys(self.folder, gitenv=self.gitenv))
         return dropped
 
 
@@ -310,14 +331,14 @@ class Trimmer:
 Version = collections.namedtuple("Version", "key path replaced")
 
 
-def history(folder, remote):
+def history(folder, remote, gitenv=PLAIN):
     """-> (replaced, added). replaced: every version that a commit of HEAD's history or
     of the remote's branches replaced (changed or removed): (blob id, path, the
     replacing commit's time); added: {path: [(time, blob id)]}, each version a commit
     put there. Merges' own resolutions are left out (so never expired)."""
     out = git(folder, "log", "--no-merges", "--raw", "--no-abbrev", "--no-renames",
               "--format=commit %H %ct", "HEAD", "--exclude=*git-annex", "--remotes=%s" % remote,
-              "--").decode("utf-8", "surrogateescape")
+              "--", gitenv=gitenv).decode("utf-8", "surrogateescape")
     replaced, added, when = [], collections.defaultdict(list), None
     for line in out.splitlines():
         if line.startswith("commit "):
@@ -338,7 +359,7 @@ def key_size(key):
     return int(match.group(1)) if match else None
 
 
-def plan(folder, remote, remote_uuid, age, now=None):
+def plan(folder, remote, remote_uuid, age, now=None, gitenv=PLAIN):
     """-> (drops, kept): [(Version, size, places)] to drop, places a subset of
     ("remote", "here"); [(Version, why)] kept although older than `age`.
 
@@ -360,11 +381,11 @@ def plan(folder, remote, remote_uuid, age, now=None):
     It may then be the last copy: it goes for good (that is the user's rule)."""
     now = time.time() if now is None else now
     cutoff = now - age
-    here_uuid = annex_uuid(folder)
-    replaced, added = history(folder, remote)
+    here_uuid = annex_uuid(folder, gitenv=gitenv)
+    replaced, added = history(folder, remote, gitenv=gitenv)
     keys = keys_of(folder, [oid for oid, _, _ in replaced] +
-                   [oid for versions in added.values() for _, oid in versions])
-    used = used_keys(folder)
+                   [oid for versions in added.values() for _, oid in versions], gitenv=gitenv)
+    used = used_keys(folder, gitenv=gitenv)
     newest, places = {}, collections.defaultdict(list)
     for oid, path, when in replaced:
         key = keys.get(oid)
@@ -376,9 +397,9 @@ def plan(folder, remote, remote_uuid, age, now=None):
     # not "later" than itself; it made a removed file wait for every machine)
     later = {key: {keys[oid] for path, when in places[key] for t, oid in added.get(path, ())
                    if t >= when and oid in keys and keys[oid] != key} for key in candidates}
-    logs = locations(folder, set(candidates).union(*later.values()))
-    held = local_keys(folder)
-    others = machines(folder, {here_uuid, remote_uuid})
+    logs = locations(folder, set(candidates).union(*later.values()), gitenv=gitenv)
+    held = local_keys(folder, gitenv=gitenv)
+    others = machines(folder, {here_uuid, remote_uuid}, gitenv=gitenv)
     drops, kept = [], []
     for key in sorted(candidates, key=lambda k: (places[k][0][0], newest[k], k)):
         version = Version(key, places[key][0][0], newest[key])
@@ -431,7 +452,7 @@ class _NoProgress:
         pass
 
 
-def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None):
+def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None, gitenv=PLAIN):
     """The versions the rule lets go, said on `out` line by line, then dropped with `yes`.
     progress: what it is doing meanwhile (tools/progress.Progress on a terminal)."""
     progress = progress or _NoProgress()
@@ -445,11 +466,11 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None):
         age = parse_age(age_text)
     except ValueError:
         raise ExpireError("--older-than %r: expected %s" % (age_text, AGE_EXPECTED)) from None
-    if not annex_uuid(folder):
+    if not annex_uuid(folder, gitenv=gitenv):
         raise ExpireError("%s is no git-annex repository (git annex init NAME; see "
                           "docs/beyond-git.md, Large files through git-annex)" % folder)
-    remote = sizes.upstream_remote(folder)
-    remote_uuid = annex_uuid(folder, remote)
+    remote = sizes.upstream_remote(folder, gitenv=gitenv)
+    remote_uuid = annex_uuid(folder, remote, gitenv=gitenv)
     if not remote_uuid:
         raise ExpireError("the remote %s has no annex (git annex init on it, then git annex "
                           "sync); nothing to expire" % remote)
@@ -457,11 +478,11 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None):
     # fetched git-annex branch into its own as a command that reads it starts (`info`;
     # not `git annex merge`, which would merge the remote's branches into the folder).
     progress.show("Fetching %s..." % remote)
-    git(folder, "fetch", "--quiet", remote)
+    git(folder, "fetch", "--quiet", remote, gitenv=gitenv)
     progress.show("Reading where git-annex knows the versions are...")
-    git(folder, "annex", "info", "--fast", "--quiet")
+    git(folder, "annex", "info", "--fast", "--quiet", gitenv=gitenv)
     progress.show("Reading the history of the annexed files...")
-    drops, kept = plan(folder, remote, remote_uuid, age, now)
+    drops, kept = plan(folder, remote, remote_uuid, age, now, gitenv=gitenv)
     progress.clear()
     verb = "dropping" if yes else "would drop"
     for version, size, where in drops:
@@ -481,7 +502,8 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None):
         progress.files("Dropping", count, len(drops), freeing, total, unit="versions")
         freeing += size or 0
         for p in where:  # --force: it may be the last copy, which the rule lets go
-            ok, said = drop(folder, version.key, remote if p == "remote" else None, force=True)
+            ok, said = drop(folder, version.key, remote if p == "remote" else None, force=True,
+                            gitenv=gitenv)
             if not ok:
                 failed.append(version)
                 progress.clear()

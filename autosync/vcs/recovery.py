@@ -15,8 +15,9 @@ import stat
 import subprocess
 import time
 
-from autosync.vcs import guarded
+from autosync.vcs import daemon_identity, guarded
 from autosync.vcs.commands import environment
+from autosync.vcs.git_environment import PLAIN
 
 log = logging.getLogger("autosync.recovery")
 
@@ -76,20 +77,11 @@ def clear_stale_lock(lock, top):
 
 
 def leftover_commands(folder):
-    """PIDs of commands a previous committer started in folder (AUTOSYNC_DAEMON=1) still running."""
+    """PIDs of commands a previous committer started in folder still running (marked as
+    the daemon's: vcs/daemon_identity.py)."""
     folder = os.path.realpath(folder)
-    found = []
-    for pid in _pids():
-        if not _inside(_link(pid, "cwd"), folder):
-            continue
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"AUTOSYNC_DAEMON=1" in env:
-            found.append(pid)
-    return found
+    return [pid for pid in _pids() if _inside(_link(pid, "cwd"), folder)
+            and daemon_identity.started_by_daemon(pid)]
 
 
 def wait_for_leftovers(folder, timeout, quiet_scans=3):
@@ -147,7 +139,7 @@ def _inside_folder(path, top):
     return os.path.realpath(folder) == folder and (folder + b"/").startswith(top)
 
 
-def leftover_writes(root, in_history, copy_name):
+def leftover_writes(root, in_history, copy_name, gitenv=PLAIN):
     """Guarded writes cut off by a killed process (guarded.Journal, guarded.Plan).
 
     A swap's or a removal's entry: between its swap and its swap back, the user's bytes
@@ -190,7 +182,7 @@ def leftover_writes(root, in_history, copy_name):
             log.warning("journal entry %s names paths it may not (outside %s, or not a "
                         "temporary file of ours): left alone", journal, root)
             continue
-        if entry and not _keep_leftover(entry, in_history, copy_name, kept):
+        if entry and not _keep_leftover(entry, in_history, copy_name, kept, gitenv=gitenv):
             continue  # could not be kept now: the entry stays for the next start
         named.discard(entry[0] if entry else None)
         os.unlink(journal)
@@ -212,10 +204,11 @@ def leftover_writes(root, in_history, copy_name):
     return kept
 
 
-def _prefix_of(temp, oid, folder):
+def _prefix_of(temp, oid, folder, gitenv=PLAIN):
     """Does the file temp hold the blob oid, or a beginning of it (a write cut off by a
     power loss)? The blob is read from git in chunks."""
-    proc = subprocess.Popen(("git", "cat-file", "blob", oid), cwd=folder, env=environment(),
+    proc = subprocess.Popen(("git", "cat-file", "blob", oid), cwd=folder,
+                            env=environment(gitenv=gitenv),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     try:
@@ -234,7 +227,7 @@ def _prefix_of(temp, oid, folder):
         proc.wait()
 
 
-def _keep_leftover(entry, in_history, copy_name, kept):
+def _keep_leftover(entry, in_history, copy_name, kept, gitenv=PLAIN):
     temp, path = os.fsdecode(entry[0]), os.fsdecode(entry[1])
     try:
         st = os.lstat(temp)
@@ -243,7 +236,7 @@ def _keep_leftover(entry, in_history, copy_name, kept):
     if not (stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode)):
         return True  # not ours (a folder of that name would never be a temporary file)
     if entry[2] and stat.S_ISREG(st.st_mode) and \
-            _prefix_of(temp, entry[2].decode(), os.path.dirname(temp)):
+            _prefix_of(temp, entry[2].decode(), os.path.dirname(temp), gitenv=gitenv):
         os.unlink(temp)
         log.info("removed %s, the new version of a write that was cut off", temp)
         return True

@@ -18,15 +18,16 @@ import time
 
 from autosync.vcs import thin
 from autosync.vcs.commands import environment
+from autosync.vcs.git_environment import PLAIN
 
 MEASURE_EVERY = 60.0  # seconds at least between two measurements after work
 
 
-def count_objects(git_args, cwd):
+def count_objects(git_args, cwd, gitenv=PLAIN):
     """`git count-objects -v` -> bytes of packs, loose objects and garbage; None on failure."""
     try:
         proc = subprocess.run(["git"] + git_args + ["count-objects", "-v"], cwd=cwd,
-                              env=environment(), stdin=subprocess.DEVNULL,
+                              env=environment(gitenv=gitenv), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -50,27 +51,29 @@ def remote_path(url, folder):
     return path if os.path.isdir(path) else None
 
 
-def _git(folder, *args):
-    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(),
+def _git(folder, *args, gitenv=PLAIN):
+    proc = subprocess.run(("git",) + args, cwd=folder, env=environment(gitenv=gitenv),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL)
     return proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""
 
 
-def upstream_remote(folder):
+def upstream_remote(folder, gitenv=PLAIN):
     """The remote the checked-out branch follows (origin when it says none)."""
-    branch = _git(folder, "symbolic-ref", "-q", "--short", "HEAD")
-    name = _git(folder, "config", "--get", "branch.%s.remote" % branch) if branch else ""
+    branch = _git(folder, "symbolic-ref", "-q", "--short", "HEAD", gitenv=gitenv)
+    name = _git(folder, "config", "--get", "branch.%s.remote" % branch,
+                gitenv=gitenv) if branch else ""
     return name if name and name != "." else "origin"
 
 
-def measure(folder):
+def measure(folder, gitenv=PLAIN):
     """{"here": bytes, "thin": bool, "remote": bytes or None, "remote_unknown": why or None,
     "time": unix seconds}; None when the folder is no git repository."""
-    here = count_objects([], folder)
+    here = count_objects([], folder, gitenv=gitenv)
     if here is None:
         return None
-    url = _git(folder, "config", "--get", "remote.%s.url" % upstream_remote(folder))
+    remote_name = upstream_remote(folder, gitenv=gitenv)
+    url = _git(folder, "config", "--get", "remote.%s.url" % remote_name, gitenv=gitenv)
     remote, why = None, None
     path = remote_path(url, folder) if url else None
     if not url:
@@ -78,10 +81,11 @@ def measure(folder):
     elif path is None:
         why = "not measured over the network"
     else:
-        remote = count_objects(["--git-dir", path], folder)
+        remote = count_objects(["--git-dir", path], folder, gitenv=gitenv)
         if remote is None:
             why = "cannot be read at %s" % path
-    return {"here": here, "thin": thin.promisor(folder) is not None, "remote": remote,
+    return {"here": here, "thin": thin.promisor(folder,
+                                                gitenv=gitenv) is not None, "remote": remote,
             "remote_unknown": why, "time": time.time()}
 
 

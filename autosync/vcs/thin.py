@@ -27,6 +27,7 @@ import logging
 import subprocess
 
 from autosync.vcs.commands import environment, why
+from autosync.vcs.git_environment import PLAIN
 
 log = logging.getLogger("autosync.thin")
 
@@ -38,18 +39,19 @@ class Unreachable(Exception):
     """Contents this machine does not hold could not be fetched; str() is one line."""
 
 
-def _git(folder, *args, data=None, timeout=None):
-    return subprocess.run(("git",) + args, cwd=folder, env=environment(), input=data,
+def _git(folder, *args, data=None, timeout=None, gitenv=PLAIN):
+    return subprocess.run(("git",) + args, cwd=folder, env=environment(gitenv=gitenv),
+                          input=data,
                           stdin=subprocess.DEVNULL if data is None else None,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
 
 
-def promisor(folder):
+def promisor(folder, gitenv=PLAIN):
     """The remote a thin machine fetches missing contents from; None for a full clone."""
     # `clone --filter` marks the remote (remote.NAME.promisor); an older git, or a
     # `fetch --filter` in a full clone, names it in extensions.partialClone.
     proc = _git(folder, "config", "--get-regexp",
-                r"^(extensions\.partialclone|remote\..*\.promisor)$")
+                r"^(extensions\.partialclone|remote\..*\.promisor)$", gitenv=gitenv)
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         key, _, value = line.partition(" ")
         if key == "extensions.partialclone":
@@ -59,23 +61,23 @@ def promisor(folder):
     return None
 
 
-def missing(folder, oids):
+def missing(folder, oids, gitenv=PLAIN):
     """The blob ids among `oids` that are not on this machine (nothing is fetched)."""
     oids = sorted(set(o for o in oids if o and o.strip("0")))
     if not oids:
         return set()
     listing = b"".join(b"100644 blob %s\t%08d\0" % (o.encode(), n) for n, o in enumerate(oids))
-    made = _git(folder, "mktree", "-z", "--missing", data=listing)
+    made = _git(folder, "mktree", "-z", "--missing", data=listing, gitenv=gitenv)
     if made.returncode:
         raise Unreachable("git mktree: %s" % _said(made))
-    return missing_below(folder, [made.stdout.decode().strip()])
+    return missing_below(folder, [made.stdout.decode().strip()], gitenv=gitenv)
 
 
-def missing_below(folder, tips, but=()):
+def missing_below(folder, tips, but=(), gitenv=PLAIN):
     """The objects reachable from `tips` (commits, trees) and not from `but` that are
     not on this machine."""
     proc = _git(folder, "rev-list", "--objects", "--missing=print", "--no-object-names",
-                *tips, "--not", *but)
+                *tips, "--not", *but, gitenv=gitenv)
     if proc.returncode:
         raise Unreachable("git rev-list: %s" % _said(proc))
     return {line[1:].decode() for line in proc.stdout.splitlines() if line.startswith(b"?")}
@@ -86,11 +88,11 @@ def _said(proc):
     return " | ".join(lines) or "exit %d" % proc.returncode
 
 
-def fetch(folder, oids, what="the contents"):
+def fetch(folder, oids, what="the contents", gitenv=PLAIN):
     """Bring the blobs `oids` (missing here) from the promisor remote in one fetch.
     -> how many; Unreachable (one line) when the remote cannot give them."""
     oids = sorted(set(oids))
-    remote = promisor(folder)
+    remote = promisor(folder, gitenv=gitenv)
     if not oids or remote is None:
         return 0
     # What git itself runs for a missing object, given all of them at once.
@@ -98,38 +100,41 @@ def fetch(folder, oids, what="the contents"):
         proc = _git(folder, "-c", "fetch.negotiationAlgorithm=noop", "fetch", remote,
                     "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
                     "--filter=blob:none", "--stdin",
-                    data="".join(o + "\n" for o in oids).encode(), timeout=FETCH_TIMEOUT)
+                    data="".join(o + "\n" for o in oids).encode(), timeout=FETCH_TIMEOUT,
+                    gitenv=gitenv)
     except subprocess.TimeoutExpired:
         raise Unreachable("%s (%d on the remote only: this is a thin machine) did not arrive "
-                          "from %s within %d s" % (what, len(oids), where(folder, remote),
+                          "from %s within %d s" % (what, len(oids), where(folder, remote,
+                                                                          gitenv=gitenv),
                                                    FETCH_TIMEOUT)) from None
     if proc.returncode:
         lines = why(proc.stderr.decode("utf-8", "replace"), 1)
         raise Unreachable("%s (%d on the remote only: this is a thin machine) cannot be "
-                          "fetched from %s: %s" % (what, len(oids), where(folder, remote),
+                          "fetched from %s: %s" % (what, len(oids), where(folder, remote,
+                                                                          gitenv=gitenv),
                                                     lines[0] if lines else
                                                     "exit %d" % proc.returncode))
     log.info("fetched %d contents from %s", len(oids), remote)
     return len(oids)
 
 
-def where(folder, remote):
+def where(folder, remote, gitenv=PLAIN):
     """The remote's name and address, for a message."""
-    proc = _git(folder, "config", "--get", "remote.%s.url" % remote)
+    proc = _git(folder, "config", "--get", "remote.%s.url" % remote, gitenv=gitenv)
     url = proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""
     return "%s (%s)" % (remote, url) if url else remote
 
 
-def bring(folder, oids, what="the contents"):
+def bring(folder, oids, what="the contents", gitenv=PLAIN):
     """Make sure the blobs `oids` are here: those missing on a thin machine fetched in one
     go. -> how many were fetched; Unreachable when the remote cannot give them."""
-    if promisor(folder) is None:
+    if promisor(folder, gitenv=gitenv) is None:
         return 0
-    return fetch(folder, missing(folder, oids), what)
+    return fetch(folder, missing(folder, oids, gitenv=gitenv), what, gitenv=gitenv)
 
 
-def bring_below(folder, tips, but=(), what="the contents"):
+def bring_below(folder, tips, but=(), what="the contents", gitenv=PLAIN):
     """The same for everything reachable from `tips` and not from `but`."""
-    if promisor(folder) is None:
+    if promisor(folder, gitenv=gitenv) is None:
         return 0
-    return fetch(folder, missing_below(folder, tips, but), what)
+    return fetch(folder, missing_below(folder, tips, but, gitenv=gitenv), what, gitenv=gitenv)

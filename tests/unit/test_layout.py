@@ -213,3 +213,61 @@ def test_the_check_sees_a_cycle_hidden_in_a_function(tmp_path, monkeypatch):
     (fake / "core" / "d.py").write_text("from autosync.core import a\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(fake))
     assert cycles(graph()) == [["core.a", "core.b", "core.c"]]
+
+
+# --- parts handed in, not patched in (issue 34) ---------------------------------------------
+
+ENVIRON_WRITES = {"os.environ.update", "os.environ.pop", "os.environ.setdefault",
+                  "os.environ.clear", "os.putenv", "os.unsetenv"}
+
+
+def patches():
+    """(file, line, what) of every place a module changes state it does not own: a
+    `global` statement (module state set from a function: the settings every caller
+    then gets unasked), an assignment to (or del of) an attribute of another module or
+    of what it holds (`git_environment._excludes = ...`, `os.environ[K] = ...`), and
+    os.environ changed by a call. A part gets what it needs handed in instead."""
+    out = []
+    for rel, path in modules():
+        tree = ast.parse(open(path).read(), path)
+        imported_names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    name = alias.asname or alias.name
+                    imported_names.add(name.split(".")[0] if isinstance(node, ast.Import)
+                                       else name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global):
+                out.append((rel, node.lineno, "global " + ", ".join(node.names)))
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for target in targets:
+                base = target
+                while isinstance(base, (ast.Subscript, ast.Attribute)) and \
+                        not (isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name)):
+                    base = base.value
+                if isinstance(base, ast.Attribute) and base.value.id in imported_names:
+                    out.append((rel, node.lineno, ast.unparse(target)))
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ENVIRON_WRITES:
+                out.append((rel, node.lineno, ast.unparse(node.func)))
+    return sorted(out)
+
+
+def test_no_module_patches_another_or_keeps_state_set_from_outside():
+    assert patches() == []
+
+
+def test_the_check_sees_a_patch(tmp_path, monkeypatch):
+    fake = tmp_path / "autosync"
+    (fake / "vcs").mkdir(parents=True)
+    (fake / "vcs" / "a.py").write_text(
+        "_ssh = None\n\n\ndef use(text):\n    global _ssh\n    _ssh = text\n")
+    (fake / "vcs" / "b.py").write_text(
+        "import os\nfrom autosync.vcs import a\n\n\ndef f(x):\n    a._ssh = x\n"
+        "    os.environ['K'] = x\n    del os.environ['K']\n    os.environ.update(K=x)\n"
+        "    x.y = 1\n    local = {}\n    local['k'] = 1\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(fake))
+    a, b = os.path.join("vcs", "a.py"), os.path.join("vcs", "b.py")
+    assert patches() == [(a, 5, "global _ssh"), (b, 6, "a._ssh"), (b, 7, "os.environ['K']"),
+                         (b, 8, "os.environ['K']"), (b, 9, "os.environ.update")]

@@ -1,10 +1,12 @@
 """One folder's DVCS operations on a real git repository, reporting to a fake committer."""
 import os
+import shutil
+import sys
 
 import pytest
 
-from autosync.vcs import git_environment
 from autosync.core.config import GIT_COMMANDS
+from autosync.vcs import commands
 from autosync.committer.repository import Repository
 from conftest import Remote, git
 from fakes import Reports, config
@@ -13,7 +15,6 @@ from fakes import Reports, config
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     """A Repository on a real clone of a real bare remote, reporting to a recorder."""
-    monkeypatch.setattr(git_environment, "_excludes", None)  # undone after the test
     remote = Remote(tmp_path / "remote.git")
     clone = tmp_path / "clone"
     git("clone", "-q", remote.path, str(clone))
@@ -24,6 +25,53 @@ def repo(tmp_path, monkeypatch):
         return Repository(cfg, reports), reports
     make.path, make.remote = clone, remote
     return make
+
+
+def test_the_repository_hands_its_one_git_environment_to_every_part_that_runs_git(repo):
+    """Made once from the config and the folder, given to its parts; the process keeps
+    nothing: a git command run by anyone else gets only the settings (PLAIN)."""
+    r = Repository(config(repo.path, commands=dict(GIT_COMMANDS), fsmonitor="yes"), Reports())
+    assert r.gitenv.excludes == r.excludes.where and os.path.exists(r.gitenv.excludes)
+    parts = [t.gitenv for t in r.cmd.values()] + [
+        r.guarded.gitenv, r.staging.gitenv, r.quick.gitenv, r.where.gitenv, r.fsmonitor.gitenv]
+    assert all(gitenv is r.gitenv for gitenv in parts)
+    assert r.guarded.index_env == r.fsmonitor.env  # the fsmonitor handed in, not patched in
+    assert type(r.cmd["addcmd"]).__name__ == "Monitored"
+    assert type(r.cmd["pushcmd"]).__name__ == "Template"
+    variables = commands.environment()
+    assert "core.excludesFile" not in [variables.get("GIT_CONFIG_KEY_%d" % i)
+                                       for i in range(int(variables["GIT_CONFIG_COUNT"]))]
+
+
+def test_every_git_the_repository_runs_gets_its_settings(repo, tmp_path, monkeypatch):
+    """A part that ran git without the repository's GitEnvironment (a gitenv= forgotten)
+    would read no excludes file: a `git` first on PATH notes what each one got."""
+    r, _ = repo()
+    other = tmp_path / "other"
+    git("clone", "-q", repo.remote.path, str(other))
+    (other / "b.txt").write_text("b")
+    git("add", "b.txt", cwd=str(other))
+    git("-c", "user.name=o", "-c", "user.email=o@o", "commit", "-q", "-m", "b", cwd=str(other))
+    git("push", "-q", cwd=str(other))
+    seen, wrapper = tmp_path / "seen", tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        "#!%s\nimport os, sys\nn = int(os.environ.get('GIT_CONFIG_COUNT') or 0)\n"
+        "got = {os.environ.get('GIT_CONFIG_KEY_%%d' %% i): os.environ.get('GIT_CONFIG_VALUE_%%d' %% i)"
+        " for i in range(n)}\nwith open(%r, 'a') as f:\n"
+        "    f.write('%%s %%s\\n' %% (got.get('core.excludesFile') == %r, sys.argv[1]))\n"
+        "os.execv(%r, [%r] + sys.argv[1:])\n"
+        % (sys.executable, str(seen), r.gitenv.excludes, shutil.which("git"), "git"))
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (wrapper.parent, os.environ["PATH"]))
+    (repo.path / "a.txt").write_text("a")
+    assert r.commit([{"action": "added", "path": "a.txt"}]) and r.pull()["ok"] and r.push()
+    r.settle_index()
+    (repo.path / "a.txt").write_text("again")
+    assert r.commit([{"action": "modified", "path": "a.txt"}]) and r.push()
+    runs = [line.split() for line in seen.read_text().splitlines()]
+    assert {"fetch", "push", "update-index"} <= {what for _, what in runs}
+    assert [what for ok, what in runs if ok != "True"] == []
 
 
 def test_a_batch_becomes_one_commit_that_names_its_files(repo):
@@ -457,12 +505,10 @@ def test_a_stop_kills_a_push_under_way_and_it_is_not_done_not_failed(repo, tmp_p
     assert r.push() and repo.remote.files()[b"a.txt"] == b"a"
 
 
-def test_a_first_commit_of_many_files_tells_its_steps_and_a_small_batch_none(tmp_path,
-                                                                               monkeypatch):
+def test_a_first_commit_of_many_files_tells_its_steps_and_a_small_batch_none(tmp_path):
     # core/underway.py: a rescan in a folder with no commit yet is a first sync (how many
     # files is known once git has staged them); a batch under LONG files says nothing
     from autosync.core.underway import LONG
-    monkeypatch.setattr(git_environment, "_excludes", None)
     folder = tmp_path / "first"
     git("init", "-q", "-b", "main", str(folder))
     for i in range(LONG + 200):

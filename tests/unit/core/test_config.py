@@ -189,6 +189,24 @@ def test_value_is_what_rawconfigparser_gives(tmp_path, folder, line):
     assert cfg.commands["pushcmd"] == "git push"
 
 
+def test_warnings_are_logged_once_a_start_and_not_where_asked_not_to(tmp_path, folder, caplog,
+                                                                     monkeypatch):
+    """The supervisor says a file's warnings, the programs it starts (WARNED) do not, and
+    init reading back the file it wrote says nothing (warn=False, no variable set)."""
+    file = write(tmp_path, minimal(folder, "[DEFAULT]\npushcmd = x\n"))
+    monkeypatch.delenv(config.WARNED, raising=False)
+    said = "[DEFAULT]: unknown section, ignored"
+    with caplog.at_level(logging.WARNING, logger="autosync"):
+        assert config.load(file, warn=False).warnings and said not in caplog.text
+        config.load(file)
+        assert said in caplog.text
+        caplog.clear()
+        monkeypatch.setenv(config.WARNED, "1")
+        config.load(file)
+        assert said not in caplog.text
+        assert config.load(file, warn=True) and said in caplog.text
+
+
 def test_default_section_is_an_ordinary_unknown_one(tmp_path, folder):
     # RawConfigParser would lend [DEFAULT]'s keys to every section; the original's
     # example has none, and a command that turned up in every section would be a surprise.

@@ -3,19 +3,17 @@ import subprocess
 
 import pytest
 
-from autosync.vcs import excludes, git_environment
+from autosync.vcs import excludes
+from autosync.vcs.git_environment import GitEnvironment
 from autosync.vcs.commands import environment
 from autosync.core.config import Config
 from conftest import git
 
 
-@pytest.fixture
-def using(monkeypatch):
-    """Run with an excludes file in force, as the committer does; undone afterwards."""
-    def use(ex):
-        monkeypatch.setattr(git_environment, "_excludes", ex.where)
-        return ex
-    return use
+def add_all(cwd, ex):
+    """git add -A with the excludes file `ex` in force, as the committer runs it."""
+    subprocess.run(["git", "add", "-A"], cwd=str(cwd),
+                   env=environment(gitenv=GitEnvironment(excludes=ex.where)), check=True)
 
 
 def staged(top):
@@ -27,7 +25,7 @@ def test_patterns_are_anchored_and_escaped(tmp_path):
     assert excludes.anchored(str(tmp_path / "a*b #c"), str(tmp_path)) == "/a\\*b\\ \\#c"
 
 
-def test_git_add_all_leaves_ignorepath_and_keeps_the_users_excludes(tmp_path, using):
+def test_git_add_all_leaves_ignorepath_and_keeps_the_users_excludes(tmp_path):
     top = tmp_path / "repo"
     git("init", "-q", str(top))
     folder = top / "synced"  # path may be a folder inside the working tree
@@ -38,8 +36,7 @@ def test_git_add_all_leaves_ignorepath_and_keeps_the_users_excludes(tmp_path, us
     user.write_text("*.secret\n")
     git("config", "--global", "core.excludesFile", str(user))
     cfg = Config(path=str(folder), ignorepath=["build", "src/packages"])
-    using(excludes.Excludes(cfg, str(top / ".git"), str(tmp_path / "x.exclude")))
-    subprocess.run(["git", "add", "-A"], cwd=str(folder), env=environment(), check=True)
+    add_all(folder, excludes.Excludes(cfg, str(top / ".git"), str(tmp_path / "x.exclude")))
     assert staged(top) == ["synced/keep.txt", "synced/src/kept.c"]
 
 
@@ -47,7 +44,7 @@ def test_git_add_all_leaves_ignorepath_and_keeps_the_users_excludes(tmp_path, us
                                   "#notes.txt#", ".#notes.txt", ".~lock.report.odt#",
                                   ".goutputstream-X1Y2", "notes.txt.kate-swp",
                                   "notes.txt.tmp.12345"])
-def test_a_rescan_leaves_editors_files_out_like_the_watcher(tmp_path, using, junk):
+def test_a_rescan_leaves_editors_files_out_like_the_watcher(tmp_path, junk):
     """vim's swap file present during a rescan must never reach history."""
     from autosync.core.ignore import Ignore
     top = tmp_path / "repo"
@@ -56,27 +53,26 @@ def test_a_rescan_leaves_editors_files_out_like_the_watcher(tmp_path, using, jun
     for rel in ("notes.txt", junk, "sub/" + junk):
         (top / rel).write_text("x")
     assert Ignore(str(top))(junk) and Ignore(str(top))("sub/" + junk)  # the watcher agrees
-    using(excludes.Excludes(Config(path=str(top), ignorepath=[]), str(top / ".git"),
-                            str(tmp_path / "x.exclude")))
-    subprocess.run(["git", "add", "-A"], cwd=str(top), env=environment(), check=True)
+    add_all(top, excludes.Excludes(Config(path=str(top), ignorepath=[]), str(top / ".git"),
+                                   str(tmp_path / "x.exclude")))
     assert staged(top) == ["notes.txt"]
 
 
-def test_nested_repositories_are_left_out_until_their_git_goes(tmp_path, using):
+def test_nested_repositories_are_left_out_until_their_git_goes(tmp_path):
     top = tmp_path / "repo"
     git("init", "-q", str(top))
     git("init", "-q", str(top / "projects" / "tool"))
     (top / "projects" / "tool" / "main.c").write_text("x")
     (top / "kept.txt").write_text("x")
-    ex = using(excludes.Excludes(Config(path=str(top), ignorepath=[]), str(top / ".git"),
-                                 str(tmp_path / "x.exclude")))
+    ex = excludes.Excludes(Config(path=str(top), ignorepath=[]), str(top / ".git"),
+                           str(tmp_path / "x.exclude"))
     assert ex.leave_out(["projects/tool"]) == ["projects/tool"]
     assert ex.leave_out(["projects/tool"]) == []  # said once
-    subprocess.run(["git", "add", "-A"], cwd=str(top), env=environment(), check=True)
+    add_all(top, ex)
     assert staged(top) == ["kept.txt"]
     ex.take_back(["projects/tool"])
     subprocess.run(["rm", "-rf", str(top / "projects" / "tool" / ".git")], check=True)
-    subprocess.run(["git", "add", "-A"], cwd=str(top), env=environment(), check=True)
+    add_all(top, ex)
     assert staged(top) == ["kept.txt", "projects/tool/main.c"]
 
 

@@ -1,20 +1,20 @@
 """git_environment: the settings syncing relies on win over any git configuration,
 and nothing else of the user's is touched (checked with git itself)."""
+import dataclasses
 import os
 import subprocess
 
 import pytest
 
 from autosync.vcs import commands, git_environment
+from autosync.vcs.git_environment import PLAIN, GitEnvironment
 from conftest import ROOT, git
 
 OURS = len(git_environment.SETTINGS)
 
 
 @pytest.fixture(autouse=True)
-def no_excludes(monkeypatch):
-    """use_excludes is process-wide: each test starts without one."""
-    monkeypatch.setattr(git_environment, "_excludes", None)
+def no_user_settings(monkeypatch):
     for name in list(os.environ):
         if name.startswith("GIT_CONFIG_"):
             monkeypatch.delenv(name)
@@ -27,10 +27,10 @@ def repo(tmp_path):
     return folder
 
 
-def config_get(folder, key, *options):
+def config_get(folder, key, *options, gitenv=PLAIN):
     """What git itself says `key` is, run the way the suite runs every command."""
     proc = subprocess.run(("git",) + options + ("config", "--get", key), cwd=folder,
-                          env=commands.environment(), stdout=subprocess.PIPE,
+                          env=commands.environment(gitenv=gitenv), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE)
     return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
@@ -42,7 +42,7 @@ def pairs(out):
 
 
 def test_without_user_variables_ours_start_at_zero():
-    out = git_environment.variables({})
+    out = PLAIN.variables({})
     assert int(out["GIT_CONFIG_COUNT"]) == OURS
     assert pairs(out) == [(k, v) for k, v, _ in git_environment.SETTINGS]
     for name, value in git_environment.VARIABLES.items():
@@ -53,7 +53,7 @@ def test_ours_come_after_the_users_and_leave_them_alone():
     env = {"GIT_CONFIG_COUNT": "2",
            "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Someone",
            "GIT_CONFIG_KEY_1": "pull.rebase", "GIT_CONFIG_VALUE_1": "true"}
-    out = git_environment.variables(env)
+    out = PLAIN.variables(env)
     assert int(out["GIT_CONFIG_COUNT"]) == 2 + OURS
     for i in (0, 1):
         assert "GIT_CONFIG_KEY_%d" % i not in out and "GIT_CONFIG_VALUE_%d" % i not in out
@@ -62,7 +62,7 @@ def test_ours_come_after_the_users_and_leave_them_alone():
 
 @pytest.mark.parametrize("count", ["", "many"])
 def test_a_count_that_is_not_a_number_is_replaced(count):
-    out = git_environment.variables({"GIT_CONFIG_COUNT": count})
+    out = PLAIN.variables({"GIT_CONFIG_COUNT": count})
     assert int(out["GIT_CONFIG_COUNT"]) == OURS
     assert out["GIT_CONFIG_KEY_0"] == git_environment.SETTINGS[0][0]
 
@@ -98,8 +98,8 @@ def test_a_command_line_setting_still_wins(repo):
     assert config_get(repo, "pull.rebase", "-c", "pull.rebase=true") == "true"
 
 
-def test_use_excludes_adds_core_excludesfile(repo, tmp_path):
-    assert "core.excludesFile" not in dict(pairs(git_environment.variables({})))
+def test_an_excludes_file_given_adds_core_excludesfile(repo, tmp_path):
+    assert "core.excludesFile" not in dict(pairs(PLAIN.variables({})))
     excludes = str(tmp_path / "excludes")
     with open(excludes, "w") as f:
         f.write("*.secret\n")
@@ -107,14 +107,32 @@ def test_use_excludes_adds_core_excludesfile(repo, tmp_path):
         f.write("x\n")
     with open(os.path.join(repo, "a.txt"), "w") as f:
         f.write("x\n")
-    git_environment.use_excludes(excludes)
-    assert dict(pairs(git_environment.variables({})))["core.excludesFile"] == excludes
-    assert int(git_environment.variables({})["GIT_CONFIG_COUNT"]) == OURS + 1
-    assert config_get(repo, "core.excludesFile") == excludes
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
-                            cwd=repo, env=commands.environment(), stdout=subprocess.PIPE,
-                            check=True).stdout.decode()
-    assert "a.txt" in status and "a.secret" not in status
+    given = GitEnvironment(excludes=excludes)
+    assert dict(pairs(given.variables({})))["core.excludesFile"] == excludes
+    assert int(given.variables({})["GIT_CONFIG_COUNT"]) == OURS + 1
+    assert config_get(repo, "core.excludesFile", gitenv=given) == excludes
+    assert config_get(repo, "core.excludesFile") is None  # only where it is given
+
+    def status(gitenv):
+        return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                              cwd=repo, env=commands.environment(gitenv=gitenv),
+                              stdout=subprocess.PIPE, check=True).stdout.decode()
+    assert "a.txt" in status(given) and "a.secret" not in status(given)
+    assert "a.secret" in status(PLAIN)
+
+
+def test_largefiles_and_ssh_go_only_where_given():
+    """The committer's GitEnvironment carries annex.largefiles and the held connection's
+    GIT_SSH_COMMAND; nothing else in the process gets them (no process-wide state)."""
+    given = GitEnvironment(largefiles="largerthan=10mb", ssh_command="ssh -S x")
+    env = commands.environment(gitenv=given)
+    assert env["GIT_SSH_COMMAND"] == "ssh -S x"
+    assert dict(pairs(env))["annex.largefiles"] == "largerthan=10mb"
+    plain = commands.environment()
+    assert "annex.largefiles" not in dict(pairs(plain))
+    assert plain.get("GIT_SSH_COMMAND") == os.environ.get("GIT_SSH_COMMAND")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        given.excludes = "/elsewhere"
 
 
 def test_no_pager_editor_or_prompt_can_wait(repo, private_home):
@@ -144,7 +162,7 @@ def test_large_tree_settings_measured_and_left_out_stay_out():
     for key, _, why in git_environment.NOT_SET:
         assert key not in ours and why
     assert not any(k.startswith(("core.splitIndex", "index.", "feature."))
-                   for k, _ in pairs(git_environment.variables({})))
+                   for k, _ in pairs(PLAIN.variables({})))
 
 
 def test_no_split_index_is_written_by_the_suites_commands(repo):

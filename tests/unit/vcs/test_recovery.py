@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from autosync.vcs import recovery
+from autosync.vcs import daemon_identity, recovery
 from autosync.vcs.folder import Folder, _identity, remote_of
 from conftest import git, wait_until
 
@@ -112,14 +112,14 @@ def comm(pid):
 
 
 def daemon_env():
-    return dict(os.environ, AUTOSYNC_DAEMON="1")
+    return dict(os.environ, **daemon_identity.variables())
 
 
 def test_leftover_commands_are_ours_inside_the_folder(repo, spawn, tmp_path):
     code = "import sys; print('ready', flush=True); sys.stdin.read()"
     ours = spawn(code, cwd=os.path.join(repo, "sub"), env=daemon_env())
     users = spawn(code, cwd=repo, env={k: v for k, v in os.environ.items()
-                                        if k != "AUTOSYNC_DAEMON"})
+                                        if k != daemon_identity.NAME})
     elsewhere = spawn(code, cwd=str(tmp_path), env=daemon_env())
     found = recovery.leftover_commands(repo)
     assert ours.pid in found
