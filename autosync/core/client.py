@@ -318,7 +318,7 @@ class CommitterLink:
         run until a stop."""
         from autosync.core import cli
         link = cls(cli.start(program, doc, argv))
-        StopFlag(wake=link.stop).install()
+        StopFlag(wake=link.stop).install(wake_fd=link.inbox.wake_w)
         link.run()
         return 0
 

@@ -19,9 +19,17 @@ class StopFlag:
         self.wake = wake
         self.signum = None
 
-    def install(self, signals=(signal.SIGINT, signal.SIGTERM)):
+    def install(self, signals=(signal.SIGINT, signal.SIGTERM), wake_fd=None):
+        """wake_fd: the non-blocking pipe end the loop's select() waits on. Python runs
+        `_record` (and so `wake`) only between two bytecodes of the main thread: a signal
+        that lands just before select() starts, or that the kernel gives another thread,
+        would leave the loop asleep until its timeout (for ever, with none). The C-level
+        handler writes to wake_fd at once (signal.set_wakeup_fd); the loop's read of the
+        pipe takes that byte with the others. Main thread only."""
         for sig in signals:
             signal.signal(sig, self._record)
+        if wake_fd is not None:
+            signal.set_wakeup_fd(wake_fd, warn_on_full_buffer=False)
         return self
 
     def _record(self, signum, frame):

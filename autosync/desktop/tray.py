@@ -143,7 +143,7 @@ class Tray:
 def main(argv=None):
     cfg = cli.start("autosync-tray", __doc__, argv)
     tray = Tray(cfg, cfg.describecmd)
-    StopFlag(wake=tray.stop).install()
+    StopFlag(wake=tray.stop).install(wake_fd=tray.inbox.wake_w)
     tray.run()
     return 0
 

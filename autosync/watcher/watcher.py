@@ -514,7 +514,7 @@ def main(argv=None):
     cfg = cli.start("autosync-watcher", __doc__, argv)
     watcher = Watcher(cfg)
     watcher.stop.wake = watcher.inbox.wake
-    watcher.stop.install()
+    watcher.stop.install(wake_fd=watcher.inbox.wake_w)
     return watcher.run()
 
 

@@ -4,6 +4,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -80,12 +81,55 @@ import os, select, signal, sys
 from autosync.core.stopflag import StopFlag
 r, w = os.pipe()
 os.set_blocking(w, False)
-flag = StopFlag(wake=lambda: os.write(w, b"x")).install()
+flag = StopFlag(wake=lambda: os.write(w, b"x")).install(wake_fd=w)
 print("ready", flush=True)
 while not flag:
     select.select([r], [], [], 30)
 print("stopped by", flag.signum, flush=True)
 """
+
+# The worst moment for a Python-level handler, made certain: the main thread blocks the
+# signal, so the kernel gives it to the other thread; the main thread's select() is not
+# interrupted and no bytecode of it runs to call the handler (the same as a signal that
+# lands just before select() starts). Only the C-level write to wake_fd wakes it.
+ELSEWHERE = """
+import os, select, signal, sys, threading
+from autosync.core.client import Inbox
+from autosync.core.stopflag import StopFlag
+inbox = Inbox()
+flag = StopFlag(wake=inbox.wake).install(**({"wake_fd": inbox.wake_w} if sys.argv[1] == "fd"
+                                            else {}))
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # takes the signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+print("ready", flush=True)
+while not flag:
+    select.select([inbox], [], [], float(sys.argv[2]))
+    inbox.take()
+print("stopped by", flag.signum, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["fd", "handler only"])
+def test_a_loop_in_select_wakes_on_a_signal_its_handler_has_not_run_for(how):
+    """With wake_fd the loop stops at once (the 60 s select is what a loop with nothing
+    due waits); without it, not before its select's timeout (2 s here: the test's way
+    to tell the two apart without waiting a minute)."""
+    timeout = "60" if how == "fd" else "2"
+    proc = subprocess.Popen([sys.executable, "-c", ELSEWHERE, how.split()[0], timeout],
+                            env=dict(os.environ, PYTHONPATH=ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=45)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and err == b"" and out == b"stopped by %d\n" % signal.SIGTERM
+    if how != "fd":  # the handler ran only once select's timeout gave the thread back
+        assert time.monotonic() - sent >= 2.0
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
