@@ -16,7 +16,7 @@ of its own, and its output goes to the committer as a `describe` request.
 """
 import logging
 import os
-import queue
+import select
 import sys
 import time
 
@@ -153,8 +153,9 @@ class Desktop:
         # The notifications that offer "Describe...", oldest first: id -> the commit it
         # describes (its newest one made here), so the text lands on that very commit.
         self.offered = {}
-        # SimpleQueue: its put() is safe from a signal handler (stop()).
-        self.inbox = queue.SimpleQueue()
+        # client.Inbox: put() is safe from a signal handler (stop()), and its pipe lets
+        # the signal's C-level handler wake the wait (core/stopflag.py)
+        self.inbox = client.Inbox()
         self.events = client.Subscription(socket_path, self.inbox.put, logger=log,
                                           backoff=Backoff(BACKOFF_MIN, BACKOFF_MAX))
 
@@ -169,13 +170,13 @@ class Desktop:
         self.events.start()
         try:
             while True:
-                item = self._next()
-                if item is _STOP:
-                    return
-                if isinstance(item, tuple):
-                    self._picked(*item[1:])
-                elif item is not None:
-                    self._show(self.summariser.feed(item, time.monotonic()))
+                for item in self._next():
+                    if item is _STOP:
+                        return
+                    if isinstance(item, tuple):
+                        self._picked(*item[1:])
+                    else:
+                        self._show(self.summariser.feed(item, time.monotonic()))
                 self._show(self.summariser.due(time.monotonic()))
         finally:
             self._show(self.summariser.flush(time.monotonic()))
@@ -191,12 +192,11 @@ class Desktop:
         self.inbox.put(("action", number, key))
 
     def _next(self):
-        """The next event, or None when a summary is due first."""
+        """The events come so far, oldest first (none when a summary is due first)."""
         due = self.summariser.next_due()
-        try:
-            return self.inbox.get(timeout=None if due is None else max(0.0, due - time.monotonic()))
-        except queue.Empty:
-            return None
+        select.select([self.inbox], [], [],
+                      None if due is None else max(0.0, due - time.monotonic()))
+        return self.inbox.take()
 
     def _show(self, messages):
         for message in messages:
@@ -224,7 +224,7 @@ def main(argv=None):
     except ValueError as e:
         cli.die("%s: [autosync] notifylevel: %s" % (cfg.file, e))
     desktop = Desktop(cfg.socket, summariser, DBusNotifications(), describer)
-    StopFlag(wake=desktop.stop).install()
+    StopFlag(wake=desktop.stop).install(wake_fd=desktop.inbox.wake_w)
     desktop.run()
     return 0
 

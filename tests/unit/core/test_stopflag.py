@@ -146,3 +146,25 @@ def test_a_program_loop_stops_cleanly_on_a_signal(sig):
             proc.wait()
     assert proc.returncode == 0 and err == b""
     assert out == b"stopped by %d\n" % sig
+
+
+def test_every_program_that_waits_in_select_gives_its_stop_flag_a_wake_fd():
+    """The race above is every select() loop's: each program's StopFlag is installed with
+    its inbox's pipe. The committer's main thread waits in join(), which a signal
+    interrupts (no select, no pipe)."""
+    import re
+    package = os.path.join(ROOT, "autosync")
+    installs = {}
+    for folder, _, files in os.walk(package):
+        for name in files:
+            if name.endswith(".py") and name != "stopflag.py":
+                path = os.path.join(folder, name)
+                text = open(path).read()
+                found = re.findall(r"\.install\(([^)]*)\)", text) if "StopFlag" in text else []
+                if found:
+                    installs[os.path.relpath(path, package)] = found
+    assert set(installs) == {"committer/committer.py", "core/client.py", "desktop/notifier.py",
+                             "desktop/tray.py", "watcher/watcher.py"}
+    for path, calls in installs.items():
+        for args in calls:
+            assert ("wake_fd=" in args) == (path != "committer/committer.py"), (path, args)
