@@ -419,3 +419,33 @@ def test_expire_takes_its_age_from_largefileskeep(tmp_path):
     with pytest.raises(largefiles.ExpireError) as e:
         largefiles.expire(Cfg(a.path), None, False, io.StringIO())
     assert str(e.value) == "no age: give --older-than AGE, or set largefileskeep in [autosync]"
+
+
+@needs_annex
+def test_the_daemon_keys_big_files_with_blake2b_unless_the_user_chose_a_backend(tmp_path):
+    """Issue 32 item 2: a big file's hash is computed at the add, the copy to the remote
+    and the other machine's get; BLAKE2b takes half git-annex's SHA-256's CPU here, so the
+    daemon's commands use it. A backend the user set (annex.backend) stays theirs."""
+    import types
+    from autosync.vcs import git_environment
+    from autosync.vcs.commands import environment
+    folder = str(tmp_path / "f")
+    git("init", "-q", folder)
+    annex(folder, "init", "-q", "f")
+    cfg = types.SimpleNamespace(path=folder, largefiles="100kb")
+    try:
+        for chosen, expected in ((None, "BLAKE2B256E-s%d--" % SIZE), ("SHA256E", "SHA256E-")):
+            if chosen:
+                git("-C", folder, "config", "annex.backend", chosen)
+            largefiles.apply(cfg)
+            name = "big-%s.bin" % (chosen or "ours")
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(os.urandom(SIZE))
+            subprocess.run(["git", "add", "--", name], cwd=folder, env=environment(),
+                           check=True)
+            key = annex(folder, "lookupkey", name).decode().strip()
+            assert key.startswith(expected), (chosen, key)
+        largefiles.apply(types.SimpleNamespace(path=folder, largefiles=""))
+        assert "annex.backend" not in environment().values()
+    finally:
+        git_environment.use_largefiles(None)

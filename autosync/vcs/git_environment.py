@@ -103,13 +103,16 @@ def use_ssh_command(text):
 
 # annex.largefiles for the daemon's commands (the `largefiles` key); None when not set.
 _largefiles = None
+# annex.backend beside it (vcs/largefiles.py chooses it); None: git-annex's own choice.
+_annex_backend = None
 
 
-def use_largefiles(rule):
+def use_largefiles(rule, backend=None):
     """From now on git-annex, under every git command this process runs, takes files
-    matching `rule` (annex.largefiles; None: the repository's own setting)."""
-    global _largefiles
-    _largefiles = rule
+    matching `rule` (annex.largefiles; None: the repository's own setting), and keys
+    them with `backend` (annex.backend; None: the repository's own setting)."""
+    global _largefiles, _annex_backend
+    _largefiles, _annex_backend = rule, backend
 
 
 def use_excludes(path):
@@ -142,6 +145,8 @@ def variables(env):
         settings.append(("core.excludesFile", _excludes))
     if _largefiles:
         settings.append(("annex.largefiles", _largefiles))
+    if _annex_backend:
+        settings.append(("annex.backend", _annex_backend))
     try:
         count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
     except ValueError:
