@@ -123,7 +123,8 @@ def test_files_above_largefiles_go_to_the_annex_and_old_versions_expire_from_the
     said = restore(a, "video.bin")
     assert said.returncode == 1 and said.stderr.count("\n") == 1
     assert "cannot restore video.bin: git-annex could not get 1 version(s) (expired, or no " \
-           "repository holding them is reachable: SHA256E-s300000--" in said.stderr
+           "repository holding them is reachable: %s-s300000--" % largefiles.BACKEND \
+           in said.stderr
     assert a.read("video.bin") == versions[-1]
 
 
@@ -469,3 +470,31 @@ def test_expire_shows_how_far_on_a_terminal_and_nothing_of_it_to_a_file(tmp_path
     assert "Dropping" not in said and "Fetching" not in said and "Reading" not in said
     assert said.splitlines()[-1] == "dropped 3 versions (900.0 kB on origin, 900.0 kB here)"
     assert len(said.splitlines()) == len(shown)
+
+
+@needs_annex
+def test_the_daemon_keys_big_files_with_blake2b_unless_the_user_chose_a_backend(tmp_path):
+    """Issue 32 item 2: a big file's hash is computed at the add, the copy to the remote
+    and the other machine's get; BLAKE2b takes half git-annex's SHA-256's CPU here, so the
+    daemon's commands use it. A backend the user set (annex.backend) stays theirs."""
+    import types
+    from autosync.committer.repository import git_environment_for
+    from autosync.vcs.commands import environment
+    folder = str(tmp_path / "f")
+    git("init", "-q", folder)
+    annex(folder, "init", "-q", "f")
+    cfg = types.SimpleNamespace(path=folder, largefiles="100kb")
+    for chosen, expected in ((None, "BLAKE2B256E-s%d--" % SIZE), ("SHA256E", "SHA256E-")):
+        if chosen:
+            git("-C", folder, "config", "annex.backend", chosen)
+        gitenv = git_environment_for(cfg, None, None, None)
+        name = "big-%s.bin" % (chosen or "ours")
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(os.urandom(SIZE))
+        subprocess.run(["git", "add", "--", name], cwd=folder, env=environment(gitenv=gitenv),
+                       check=True)
+        key = annex(folder, "lookupkey", name).decode().strip()
+        assert key.startswith(expected), (chosen, key)
+    gitenv = git_environment_for(types.SimpleNamespace(path=folder, largefiles=""), None,
+                                 None, None)
+    assert "annex.backend" not in environment(gitenv=gitenv).values()

@@ -97,12 +97,15 @@ class GitEnvironment:
     repositories, unreadable files), read as core.excludesFile.
     largefiles: annex.largefiles for git-annex under these commands (the `largefiles`
     key, vcs/largefiles.py's rule).
+    annex_backend: annex.backend beside it (vcs/largefiles.py's BACKEND unless the user
+    chose one).
     ssh_command: GIT_SSH_COMMAND reaching the remote (ssh/connection.py, git_ssh_command:
     the held connection)."""
 
     excludes: str = None
     largefiles: str = None
     ssh_command: str = None
+    annex_backend: str = None
 
     def settings(self):
         """(key, value) of every git setting, ours last."""
@@ -111,6 +114,8 @@ class GitEnvironment:
             out.append(("core.excludesFile", self.excludes))
         if self.largefiles:
             out.append(("annex.largefiles", self.largefiles))
+        if self.annex_backend:
+            out.append(("annex.backend", self.annex_backend))
         return out
 
     def variables(self, env):

@@ -1,9 +1,10 @@
 """Big files (issue 32): a new 1 GB file, a 1 MB edit inside a 50 MB file (`--only bigfile`)."""
 import os
+import shutil
 import time
 
-from .common import (Events, PROFILES, SyncthingPair, describe, git, make_remote, median,
-                      peer_cells, row, secs, start_pair, tree_bytes, wait_for)
+from .common import (Events, PROFILES, ROOT, SyncthingPair, describe, git, make_remote,
+                      median, peer_cells, row, secs, start_pair, tree_bytes, wait_for)
 
 
 # What the README asks of the remote for big files (git gives the other side of a push
@@ -12,6 +13,45 @@ BIG_SERVER = (("core.bigFileThreshold", "16m"), ("receive.unpackLimit", "1"))
 
 
 BIG_CHUNK = 4 << 20
+
+# The big-file path (issue 32 item 3): files above this go to git-annex on the suite's
+# annexed machines, whose commands are the example's.
+LARGEFILES = "10mb"
+ANNEX_EXAMPLE = os.path.join(ROOT, "docs", "examples", "git-annex.autosync")
+# What the server needs for the annexed machines over ssh: git-annex installed, so that
+# git-annex-shell is on a non-interactive session's PATH, and the bare repository
+# `git annex init`ed (done here as for a path remote).
+ANNEX_MISSING = "git-annex not installed (apt-get install -y git-annex): no largefiles rows"
+
+
+def annex_remote(path):
+    """A bare remote with an annex (`git annex init`, as docs/beyond-git.md sets it up)."""
+    remote = make_remote(path)
+    git("-C", remote, "annex", "init", "-q", "server")
+    return remote
+
+
+def annexed(m, backend=None):
+    """start_pair's prepare(): the machine's annex (git annex init NAME, which also asks
+    the remote for its annex, over ssh through git-annex-shell) and the example's [dvcs]
+    commands beside `largefiles` (docs/examples/git-annex.autosync)."""
+    if m.name.endswith(("-ssh-a", "-ssh-b")):
+        # git-annex runs its own ssh (with connection caching), not GIT_SSH_COMMAND (only
+        # with GIT_ANNEX_USE_GIT_SSH=1): the private sshd's client files, for this remote.
+        git("config", "remote.origin.annex-ssh-options",
+            os.environ["GIT_SSH_COMMAND"].split(None, 1)[1], cwd=m.path)
+    if backend:
+        git("config", "annex.backend", backend, cwd=m.path)
+    git("annex", "init", "-q", m.name, cwd=m.path)
+    if not git("config", "--get", "remote.origin.annex-uuid", cwd=m.path, check=False).strip():
+        raise RuntimeError("%s: git-annex found no annex on the remote %s (over ssh it needs "
+                           "git-annex-shell on the server's PATH)" % (m.name, git(
+                               "remote", "get-url", "origin", cwd=m.path).strip()))
+    git("annex", "sync", "-q", "--no-content", cwd=m.path)
+    with open(ANNEX_EXAMPLE) as f:
+        text = f.read()
+    with open(m.config, "a") as f:
+        f.write(text[text.index("\n[dvcs]"):text.index("\n[xmpp]")] + "\n")
 
 
 def write_random(path, size):
@@ -50,10 +90,13 @@ def has(path, size, samples):
         return False
 
 
-def git_store(folder):
-    """Bytes of a git object store (a clone's .git/objects, or a bare repository's)."""
-    objects = os.path.join(folder, ".git", "objects")
-    return tree_bytes(objects if os.path.isdir(objects) else os.path.join(folder, "objects"))
+def git_store(folder, annex=False):
+    """Bytes of a git object store (a clone's .git/objects, or a bare repository's), and
+    with `annex` git-annex's content store beside it (annex/objects)."""
+    top = os.path.join(folder, ".git")
+    top = top if os.path.isdir(top) else folder
+    return tree_bytes(os.path.join(top, "objects")) + (
+        tree_bytes(os.path.join(top, "annex", "objects")) if annex else 0)
 
 
 def bigfile(run, sizes):
@@ -77,17 +120,40 @@ def bigfile_case(run, case, size, trials):
     c, d = (os.path.join(run.base, prefix + "-floor-" + n) for n in "cd")
     for path in (c, d):
         git("clone", "-q", floor_remote, path)
-    a, b = start_pair(run, prefix, remote, PROFILES["defaults"])
+    # The suite's machines: plain git at the shipped defaults, and (git-annex installed)
+    # the big-file path: `largefiles` with the example's commands, over a path remote
+    # and over ssh (the private sshd; syncmethod ssh), each on a remote of its own.
+    pairs = {"ours": start_pair(run, prefix, remote, PROFILES["defaults"])}
+    if not shutil.which("git-annex"):
+        print("  ! " + ANNEX_MISSING)
+    else:
+        annexed_settings = dict(PROFILES["defaults"], largefiles=LARGEFILES)
+        pairs["annex"] = start_pair(run, prefix + "-annex",
+                                    annex_remote(os.path.join(run.base, prefix + "-annex.git")),
+                                    annexed_settings, prepare=annexed)
+        # The same with git-annex's default key (SHA-256), set as a user would: the
+        # backend the product chooses (vcs/largefiles.py, BACKEND) against it, in one run.
+        pairs["annex-sha256"] = start_pair(
+            run, prefix + "-annex-sha256",
+            annex_remote(os.path.join(run.base, prefix + "-annex-sha256.git")),
+            annexed_settings, prepare=lambda m: annexed(m, backend="SHA256E"))
+        if run.start_sshd():
+            pairs["annex-ssh"] = start_pair(
+                run, prefix + "-annex-ssh",
+                annex_remote(os.path.join(run.base, prefix + "-annex-ssh.git")),
+                annexed_settings, via="ssh", prepare=annexed)
+    a, b = pairs["ours"]
     delays = a.delays()
     pair = SyncthingPair(run, prefix, 1) if run.peers else None
-    a_events, b_events = Events(a), Events(b)
+    events = {key: (Events(pa), Events(pb)) for key, (pa, pb) in pairs.items()}
     name = "big.bin"
-    places = {"ours": (a.path, b.path), "floor": (c, d)}
+    places = {key: (pa.path, pb.path) for key, (pa, pb) in pairs.items()}
+    places["floor"] = (c, d)
     if pair:
         places["st"] = (pair.a.folder, pair.b.folder)
     times = {key: [] for key in places}
-    phases = {"A: close to committed": [], "A: committed to pushed": [],
-              "B: A's push to pull started": [], "B: pull": []}
+    phases = {key: {"A: close to committed": [], "A: committed to pushed": [],
+                    "B: A's push to pull started": [], "B: pull": []} for key in pairs}
     floor_steps = {"git add": [], "git commit": [], "git push": [], "git pull (B)": []}
 
     def floor_sync(message):
@@ -101,8 +167,8 @@ def bigfile_case(run, case, size, trials):
             floor_steps[key].append(time.monotonic() - s0)
 
     def settle(key):
-        if key == "ours":
-            wait_for(lambda: a.settled() and b.settled(), 120, 0.05)
+        if key in pairs:
+            wait_for(lambda: all(m.settled() for m in pairs[key]), 120, 0.05)
         elif key == "st":
             wait_for(pair.idle, 120, 0.1)
 
@@ -117,7 +183,10 @@ def bigfile_case(run, case, size, trials):
         for values in floor_steps.values():
             values.clear()
     stores = {"ours": (a.path, remote, b.path), "floor": (c, floor_remote, d)}
-    before = {key: [git_store(p) for p in paths] for key, paths in stores.items()}
+    for key in set(pairs) - {"ours"}:
+        stores[key] = (pairs[key][0].path, pairs[key][0].remote, pairs[key][1].path)
+    before = {key: [git_store(p, key.startswith("annex")) for p in paths]
+              for key, paths in stores.items()}
     for i in range(trials):
         for key, (here, there) in places.items():
             path = os.path.join(here, name)
@@ -146,48 +215,57 @@ def bigfile_case(run, case, size, trials):
                 times[key].append(time.monotonic() - t0)
             else:
                 print("  ! %s trial %d (%s): not on B within 600 s" % (case, i, key))
-            if key == "ours":
+            if key in pairs:
+                a_events, b_events = events[key]
                 wait_for(lambda: b_events.first("pull-finished", wall), 30, 0.01)
                 marks = [wall, a_events.first("committed", wall),
                          a_events.first("pushed", wall), b_events.first("pull-started", wall),
                          b_events.first("pull-finished", wall)]
                 if None not in marks:
-                    for phase, start, end in zip(phases, marks, marks[1:]):
-                        phases[phase].append(end - start)
+                    for phase, start, end in zip(phases[key], marks, marks[1:]):
+                        phases[key][phase].append(end - start)
             settle(key)
             print("  %s trial %d %s: %s (load %s)" % (
                 case, i, key, secs(times[key][-1] if len(times[key]) > i else None),
                 open("/proc/loadavg").read().split()[0]), flush=True)
-    grown = {key: [git_store(p) - b0 for p, b0 in zip(paths, before[key])]
+    grown = {key: [git_store(p, key.startswith("annex")) - b0
+                   for p, b0 in zip(paths, before[key])]
              for key, paths in stores.items()}
-    a_events.close()
-    b_events.close()
-    run.stop(a, b)
+    for a_events, b_events in events.values():
+        a_events.close()
+        b_events.close()
+    for machines in pairs.values():
+        run.stop(*machines)
     if pair:
         pair.stop()
 
     mb = size >> 20
-    label = ("bigfile: a new %d MB file, from its move in until on B" % mb if case == "new" else
-             "bigfile: a 1 MB edit inside a %d MB file, from the close until on B" % mb)
-    label += " (%s)" % describe(delays)
-    mine = median(times["ours"])
-    peer = {}
-    if pair:
-        peer = peer_cells({1: times["st"]}, mine)
+    what = ("a new %d MB file, from its move in until on B" % mb if case == "new" else
+            "a 1 MB edit inside a %d MB file, from the close until on B" % mb)
     st = median(times.get("st") or [])
-    rows = [row(label + ": median", secs(mine), secs(median(times["floor"])),
-                "<= 2x Syncthing", (mine <= 2 * st) if (mine and st) else None,
-                "%d trials" % len(times["ours"]), **peer)]
-    for phase, values in phases.items():
-        if values:
-            rows.append(row("  of which " + phase, secs(median(values))))
-    for step, values in floor_steps.items():
-        if values:
-            rows.append(row("  bare git: " + step, "", secs(median(values))))
-    for key, what in (("ours", "autosync"), ("floor", "bare git")):
-        rows.append(row("  history grown per %s, %s: A / remote / B" % (case, what),
-                        " / ".join("%.0f MB" % (g / trials / 1e6) for g in grown[key])
-                        if key == "ours" else "",
-                        " / ".join("%.0f MB" % (g / trials / 1e6) for g in grown[key])
-                        if key == "floor" else ""))
+    rows = []
+    for key in pairs:
+        # The plain row's label is as before (its stored runs stay its history).
+        label = "bigfile: %s (%s)" % (what, describe(delays)) if key == "ours" else \
+            "bigfile, largefiles = %s (git-annex), %s: %s (%s)" % (
+                LARGEFILES, {"annex-ssh": "over ssh", "annex-sha256": "path remote, "
+                             "annex.backend SHA256E (git-annex's default)"}.get(
+                                 key, "path remote"), what, describe(pairs[key][0].delays()))
+        mine = median(times[key])
+        peer = peer_cells({1: times["st"]}, mine) if pair else {}
+        rows.append(row(label + ": median", secs(mine), secs(median(times["floor"])),
+                        "<= 2x Syncthing", (mine <= 2 * st) if (mine and st) else None,
+                        "%d trials" % len(times[key]), **peer))
+        for phase, values in phases[key].items():
+            if values:
+                rows.append(row("  of which " + phase, secs(median(values))))
+        rows.append(row("  history grown per %s, autosync: A / remote / B%s" % (
+            case, "" if key == "ours" else " (git objects and annex)"),
+            " / ".join("%.0f MB" % (g / trials / 1e6) for g in grown[key])))
+        if key == "ours":
+            for step, values in floor_steps.items():
+                if values:
+                    rows.append(row("  bare git: " + step, "", secs(median(values))))
+            rows.append(row("  history grown per %s, bare git: A / remote / B" % case, "",
+                            " / ".join("%.0f MB" % (g / trials / 1e6) for g in grown["floor"])))
     return rows

@@ -459,11 +459,14 @@ def describe(delays):
                     for key in DELAY_KEYS) + " s"
 
 
-def start_pair(run, prefix, remote, settings, via=None, thin=False):
+def start_pair(run, prefix, remote, settings, via=None, thin=False, prepare=None):
     """Two started machines on `remote`, ready and (XMPP) seeing each other, or (via
-    "ssh") each watching the remote; thin machines with `thin`."""
+    "ssh") each watching the remote; thin machines with `thin`; prepare(machine), if
+    given, is called for each (A first) after its clone, before any starts."""
     a = run.machine(prefix + "-a", remote, settings, via, thin)
     b = run.machine(prefix + "-b", remote, settings, via, thin)
+    for m in (a, b) if prepare else ():
+        prepare(m)
     if via == "ssh":
         for m in (a, b):
             m.start()
