@@ -211,7 +211,7 @@ class Machine:
     def settled(self, remote):
         """True once nothing is pending, nothing unpushed, and the remote has our HEAD."""
         s = self.status()
-        if s.get("state") != "idle" or s.get("pending") or s.get("unpushed"):
+        if s.get("state") != "idle" or s.get("pending") or s.get("rescan") or s.get("unpushed"):
             return False
         if self.dirty():
             return False

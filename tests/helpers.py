@@ -124,7 +124,8 @@ class HgMachine(Machine):
 
     def settled(self, central):
         s = self.status()
-        if s.get("state") != "idle" or s.get("pending") or s.get("unpushed") or self.dirty():
+        if s.get("state") != "idle" or s.get("pending") or s.get("rescan") or s.get("unpushed") \
+                or self.dirty():
             return False
         return hg("id", "-i", "-r", ".", cwd=self.path) == hg("id", "-i", "-r", "tip", cwd=central)
 
