@@ -67,6 +67,19 @@ def tree(machine):
     return found
 
 
+# Every Machine started by a test: stopped after it, whoever made it (the machines
+# fixture stops its own; a helpers.Joined, made by init, has no fixture: its daemons were
+# left running for hours)
+STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_left():
+    yield
+    while STARTED:
+        STARTED.pop().stop()
+
+
 @pytest.fixture(autouse=True)
 def private_home(tmp_path, monkeypatch):
     """Each test gets its own HOME and git identity; the user's settings never leak in."""
@@ -174,6 +187,7 @@ class Machine:
             argv = self.user.command(argv[1:])
         self.proc = subprocess.Popen(argv, stdout=self.logfile, stderr=self.logfile,
                                      stdin=subprocess.DEVNULL)
+        STARTED.append(self)
         if wait:
             wait_until(lambda: self.status().get("state") == "idle", 30,
                        what="%s to start" % self.name)
