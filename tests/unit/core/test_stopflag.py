@@ -124,42 +124,37 @@ def test_a_loop_in_select_wakes_on_a_signal_its_handler_has_not_run_for(how):
     calls = SELECT_CALLS.get(platform.machine())
     if calls is None:
         pytest.skip("select()'s system call number not known on %s" % platform.machine())
-    proc = subprocess.Popen([sys.executable, "-c", ELSEWHERE, how.split()[0],
-                             "60" if how == "fd" else "3"],
-                            env=dict(os.environ, PYTHONPATH=ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == b"ready\n"
-
-        def in_select():
-            with open("/proc/%d/syscall" % proc.pid) as f:
-                return f.read().split()[0] in calls
-        wait_until(in_select, 30, 0.001, "the program's main thread to be in select()")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=50)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0 and err == b""
+    def in_select(pid):
+        with open("/proc/%d/syscall" % pid) as f:
+            return f.read().split()[0] in calls
+    out = stopped([ELSEWHERE, how.split()[0], "60" if how == "fd" else "3"], signal.SIGTERM,
+                  50, lambda pid: wait_until(lambda: in_select(pid), 30, 0.001,
+                                             "the program's main thread to be in select()"))
     assert out == b"stopped by %d %s\n" % (signal.SIGTERM,
                                            b"woken" if how == "fd" else b"timeout")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_program_loop_stops_cleanly_on_a_signal(sig):
-    proc = subprocess.Popen([sys.executable, "-c", PROGRAM], env=dict(os.environ, PYTHONPATH=ROOT),
+    assert stopped([PROGRAM], sig, 20) == b"stopped by %d\n" % sig
+
+
+def stopped(args, sig, timeout, before=lambda pid: None):
+    """Run `python3 -c` args; once it says "ready" (and `before(pid)` returned), send sig:
+    -> what it printed after, once it ended cleanly within `timeout` seconds."""
+    proc = subprocess.Popen([sys.executable, "-c"] + args, env=dict(os.environ, PYTHONPATH=ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"ready\n"
+        before(proc.pid)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0 and err == b""
-    assert out == b"stopped by %d\n" % sig
+    return out
 
 
 def test_every_program_that_waits_in_select_gives_its_stop_flag_a_wake_fd():
