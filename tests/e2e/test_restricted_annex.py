@@ -78,8 +78,15 @@ def annexed(tmp_path, remote, sshd):
         m.stop()
 
 
+def expire(machine):
+    return subprocess.run([sys.executable, "-m", "autosync.supervisor", "expire", "--config",
+                           machine.config, "--older-than", "1s", "--yes"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300)
+
+
 @pytest.mark.e2e
-def test_big_files_reach_the_other_machine_through_the_restricted_key(annexed, remote):
+def test_big_files_reach_the_other_machine_through_the_restricted_key(sshd, annexed, remote):
     a = annexed("a")
     annex(a.path, "sync", "-q", "--no-content")  # the git-annex branch, for b's clone
     b = annexed("b")
@@ -100,12 +107,19 @@ def test_big_files_reach_the_other_machine_through_the_restricted_key(annexed, r
     assert remote.files()[b"video.bin"].startswith(b"/annex/objects/")  # annexed
     assert annex_bytes(remote.path) >= 2 * SIZE  # both versions, sent through the key
     # expire drops replaced versions from the server (docs/large-folders.md): the key
-    # lets a machine drop, or the server's storage would only grow.
+    # lets a machine drop, or the server's storage would only grow; unless its line says
+    # GIT_ANNEX_SHELL_APPENDONLY=1 (docs/ssh.md), which git-annex-shell gets.
     time.sleep(2)  # the versions' age (whole seconds in commits), not a wait for the daemons
-    done = subprocess.run([sys.executable, "-m", "autosync.supervisor", "expire",
-                           "--config", a.config, "--older-than", "1s", "--yes"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=300)
+    authorize(sshd, remote, before="GIT_ANNEX_SHELL_APPENDONLY=1 ")
+    kept = expire(a)
+    assert kept.returncode == 1, kept.stdout
+    assert kept.stdout.splitlines()[-2].startswith("not dropped from origin: video.bin as it "
+                                                   "was until "), kept.stdout
+    assert kept.stdout.splitlines()[-1] == "dropped 0 versions (nothing freed); 1 refused " \
+                                           "by git-annex (above)"
+    assert annex_bytes(remote.path) >= 2 * SIZE
+    authorize(sshd, remote)
+    done = expire(a)
     assert done.returncode == 0, done.stdout
     assert done.stdout.splitlines()[-1] == "dropped 1 versions (300.0 kB on origin)"
     assert SIZE <= annex_bytes(remote.path) < 2 * SIZE
