@@ -108,9 +108,9 @@ def test_big_files_reach_the_other_machine_through_the_restricted_key(sshd, anne
     assert annex_bytes(remote.path) >= 2 * SIZE  # both versions, sent through the key
     # expire drops replaced versions from the server (docs/large-folders.md): the key
     # lets a machine drop, or the server's storage would only grow; unless its line says
-    # GIT_ANNEX_SHELL_APPENDONLY=1 (docs/ssh.md), which git-annex-shell gets.
+    # `env GIT_ANNEX_SHELL_APPENDONLY=1` (docs/ssh.md), which git-annex-shell gets.
     time.sleep(2)  # the versions' age (whole seconds in commits), not a wait for the daemons
-    authorize(sshd, remote, before="GIT_ANNEX_SHELL_APPENDONLY=1 ")
+    authorize(sshd, remote, before="env GIT_ANNEX_SHELL_APPENDONLY=1 ")
     kept = expire(a)
     assert kept.returncode == 1, kept.stdout
     assert kept.stdout.splitlines()[-2].startswith("not dropped from origin: video.bin as it "
