@@ -188,11 +188,15 @@ def test_hostile_words_for_git_annex_shell_are_refused_in_one_line(sshd, remote,
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_server_without_git_annex_says_so_in_one_line(sshd, remote):
-    # The same key line, run where no git-annex-shell is on the PATH.
-    authorize(sshd, remote, before="PATH=/nonexistent ")
+def test_a_server_without_git_annex_says_so_in_one_line(sshd, remote, tmp_path):
+    # The same key line, run where the PATH has git and no git-annex-shell.
+    only_git = tmp_path / "only-git"
+    only_git.mkdir()
+    for program in ("git", "git-upload-pack", "git-receive-pack"):
+        os.symlink(shutil.which(program), str(only_git / program))
+    authorize(sshd, remote, before="env PATH=%s " % only_git)
+    missing_line = "autosync-remote: git-annex-shell is not installed on this server (not " \
+                   "on PATH %s): install git-annex here to sync the annexed files of %s" % (
+                       only_git, remote.path)
     said = over_ssh(sshd, "git-annex-shell 'configlist' '%s'" % remote.path)
-    assert (said.returncode, said.stdout, said.stderr) == (
-        1, "", "autosync-remote: git-annex-shell is not installed on this server (not on PATH "
-               "/nonexistent): install git-annex here to sync the annexed files of %s\n"
-               % remote.path)
+    assert (said.returncode, said.stdout, said.stderr) == (1, "", missing_line + "\n")
