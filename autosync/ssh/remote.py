@@ -50,13 +50,14 @@ GIT_SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-p
 # field autoinit=1 it makes the annex of a repository that has none); p2pstdio moves,
 # checks, locks and drops content in git-annex's P2P protocol (its word: the UUID of
 # the repository that asks); notifychanges tells git-annex's remotedaemon of ref moves.
-# The rest are refused: the older command-per-key forms (inannex, sendkey, recvkey,
-# dropkey, lockcontent: rsync's server, with options from the client), gcryptsetup, and
-# what git-annex-shell would hand to git-shell.
+# The rest are refused: the older command-per-key forms (inannex, lockcontent, dropkey,
+# and sendkey and recvkey, which run rsync's server with options from the client),
+# gcryptsetup, and what git-annex-shell would hand to git-shell.
 ANNEX_SHELL = "git-annex-shell"
 ANNEX_COMMANDS = {"configlist": 0, "notifychanges": 0, "p2pstdio": 1}
 # The fields git-annex sends between two `--` after them, and the values git-annex-shell
-# itself accepts (it ignores other fields, and reads words after a third `--` as rsync's).
+# itself accepts (it ignores other fields, and reads words after the second `--` as
+# options for rsync).
 ANNEX_FIELDS = {"autoinit": re.compile(r"1?\Z"),
                 "remoteuuid": re.compile(r"[0-9A-Za-z-]*\Z")}
 ANNEX_UUID = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,99}\Z")  # never an option
