@@ -5,6 +5,7 @@ the remote, an init on a repository with an annex and on one without (logged by 
 forced command that wrote SSH_ORIGINAL_COMMAND down). The same through a real sshd and
 git-annex: tests/e2e/test_restricted_annex.py."""
 import os
+import shlex
 import subprocess
 import sys
 
@@ -46,8 +47,7 @@ def test_what_git_annex_sends_runs_git_annex_shell_on_the_served_repository(repo
             ("git-annex-shell 'configlist' 'sync.git'", ["configlist", repo]),
             ("git-annex-shell 'configlist' '%s/'" % repo, ["configlist", repo])):
         assert ar.asked(sent, repo, home) == "annex", sent
-        words = __import__("shlex").split(sent)
-        assert ar.annex_arguments(words, repo, home) == arguments, sent
+        assert ar.annex_arguments(shlex.split(sent), repo, home) == arguments, sent
 
 
 def test_a_tilde_is_read_below_the_home(repos, monkeypatch):
@@ -57,7 +57,7 @@ def test_a_tilde_is_read_below_the_home(repos, monkeypatch):
         ["configlist", repo]
 
 
-def test_the_connection_git_annex_opens_first_runs_nothing(repos, tmp_path):
+def test_the_connection_git_annex_opens_first_runs_nothing(repos):
     repo, _, home = repos
     assert ar.asked("true", repo, home) == "true"
     assert ar.serve(repo, "true") == 0
@@ -74,7 +74,7 @@ def refusal(sent, repo, home):
     return said
 
 
-def test_another_repository_or_a_path_outside_is_refused(repos, tmp_path):
+def test_another_repository_or_a_path_outside_is_refused(repos):
     repo, other, home = repos
     for path in (other, "other.git", "/~/other.git", repo + "/../other.git", "/", "/tmp",
                  "..", repo + "/..", "-c", "--uuid=" + THEM, ""):
