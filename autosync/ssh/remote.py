@@ -383,8 +383,10 @@ def serve(repo, original=None):
 def annex_environment(served, environ=None):
     """git-annex-shell's environment: held to the one repository `served` and to its own
     commands (never git-shell's). GIT_ANNEX_SHELL_READONLY or _APPENDONLY, when the
-    forced command sets them, are passed on: those only forbid more."""
+    forced command sets them, are passed on: those only forbid more. The client's words
+    reach it only as the arguments checked, not in SSH_ORIGINAL_COMMAND."""
     env = dict(os.environ if environ is None else environ)
+    env.pop("SSH_ORIGINAL_COMMAND", None)
     env.update(GIT_ANNEX_SHELL_DIRECTORY=served, GIT_ANNEX_SHELL_LIMITED="1")
     return env
 

@@ -146,7 +146,8 @@ def test_git_annex_shell_is_held_to_the_repository_and_its_own_commands():
     env = ar.annex_environment("/srv/sync.git", {"PATH": "/usr/bin",
                                                  "GIT_ANNEX_SHELL_DIRECTORY": "/",
                                                  "GIT_ANNEX_SHELL_LIMITED": "",
-                                                 "GIT_ANNEX_SHELL_APPENDONLY": "1"})
+                                                 "GIT_ANNEX_SHELL_APPENDONLY": "1",
+                                                 "SSH_ORIGINAL_COMMAND": "sh"})
     assert env == {"PATH": "/usr/bin", "GIT_ANNEX_SHELL_DIRECTORY": "/srv/sync.git",
                    "GIT_ANNEX_SHELL_LIMITED": "1",
                    # set in the forced command by whoever wants a key that cannot drop
@@ -168,7 +169,7 @@ def test_serve_runs_git_annex_shell_itself_with_its_words_and_no_shell(repos, tm
     fake.mkdir()
     (fake / "git-annex-shell").write_text(
         "#!%s\nimport os, sys\nprint(sys.argv[1:])\nprint(sorted((k, v) for k, v in "
-        "os.environ.items() if k.startswith('GIT_ANNEX_SHELL')))\n" % sys.executable)
+        "os.environ.items() if k.startswith(('GIT_ANNEX_SHELL', 'SSH_ORIGINAL'))))\n" % sys.executable)
     os.chmod(str(fake / "git-annex-shell"), 0o755)
     ran = serve(repo, "git-annex-shell 'p2pstdio' '%s' '%s' --uuid %s" % (repo, ME, THEM),
                 str(fake))
