@@ -169,7 +169,8 @@ def test_serve_runs_git_annex_shell_itself_with_its_words_and_no_shell(repos, tm
     fake.mkdir()
     (fake / "git-annex-shell").write_text(
         "#!%s\nimport os, sys\nprint(sys.argv[1:])\nprint(sorted((k, v) for k, v in "
-        "os.environ.items() if k.startswith(('GIT_ANNEX_SHELL', 'SSH_ORIGINAL'))))\n" % sys.executable)
+        "os.environ.items() if k.startswith(('GIT_ANNEX_SHELL', 'SSH_ORIGINAL'))))\n"
+        % sys.executable)
     os.chmod(str(fake / "git-annex-shell"), 0o755)
     ran = serve(repo, "git-annex-shell 'p2pstdio' '%s' '%s' --uuid %s" % (repo, ME, THEM),
                 str(fake))
