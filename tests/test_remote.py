@@ -189,18 +189,20 @@ def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(
         assert ar.asked(command, repo, home) == what, command
     for command, said in (
             (None, "this key may only sync %s: no shell" % repo),
-            ("", "this key may only sync %s: an empty command is not a command of git's or "
-                 "the watch" % repo),
-            ("cat /etc/passwd", "this key may only sync %s: cat is not a command of git's or "
-                                "the watch" % repo),
+            ("", "this key may only sync %s: an empty command is not a command of git's, "
+                 "git-annex's or the watch" % repo),
+            ("cat /etc/passwd", "this key may only sync %s: cat is not a command of git's, "
+                                "git-annex's or the watch" % repo),
             ("git-upload-pack 'other.git'", "this key may only sync %s, not other.git" % repo),
             ("git-receive-pack '/tmp'", "this key may only sync %s, not /tmp" % repo),
             ("git-upload-pack '%s' --x" % repo, "this key may only sync %s: git-upload-pack "
-                                                "is not a command of git's or the watch" % repo),
+                                                "is not a command of git's, git-annex's or the "
+                                                "watch" % repo),
             ("sh -c 'exec sh' autosync-remote %s" % repo, "this key may only sync %s: sh is not "
-                                                          "a command of git's or the watch" % repo),
-            ("git-upload-pack 'unclosed", "this key may only sync %s: not a command of git's "
-                                          "or the watch" % repo)):
+                                                          "a command of git's, git-annex's or "
+                                                          "the watch" % repo),
+            ("git-upload-pack 'unclosed", "this key may only sync %s: not a command of git's, "
+                                          "git-annex's or the watch" % repo)):
         with pytest.raises(ar.NotAllowed) as refused:
             ar.asked(command, repo, home)
         assert str(refused.value) == said, command

@@ -25,15 +25,17 @@ and this package (pyinotify) on the server.
 authorized_keys, `command="autosync-remote serve REPO",restrict` before the
 key. sshd then runs it whatever the client asked, the client's command in
 SSH_ORIGINAL_COMMAND; it runs only git's fetch and push (git-upload-pack,
-git-receive-pack) and the watch of REPO, with REPO as written there (never a
-path the client gave), and refuses anything else with one line: a shell,
-another repository, any other command.
+git-receive-pack), git-annex's own commands (git-annex-shell, held to REPO)
+and the watch of REPO, with REPO as written there (never a path the client
+gave), and refuses anything else with one line: a shell, another repository,
+any other command or option.
 """
 import errno
 import os
 import re
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -42,6 +44,25 @@ USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO | " \
         "autosync-remote poll URL"
 # What a key restricted with `serve` may run: git's two ends of a fetch and a push.
 GIT_SERVICES = {"git-upload-pack": "upload-pack", "git-receive-pack": "receive-pack"}
+# And git-annex's (a folder with `largefiles`): the commands of git-annex-shell that
+# git-annex (6.20180312 and later) sends, each with the number of words it takes after
+# the directory. configlist reads the repository's annex settings (its UUID; with the
+# field autoinit=1 it makes the annex of a repository that has none); p2pstdio moves,
+# checks, locks and drops content in git-annex's P2P protocol (its word: the UUID of
+# the repository that asks); notifychanges tells git-annex's remotedaemon of ref moves.
+# The rest are refused: the older command-per-key forms (inannex, lockcontent, dropkey,
+# and sendkey and recvkey, which run rsync's server with options from the client),
+# gcryptsetup, and what git-annex-shell would hand to git-shell.
+ANNEX_SHELL = "git-annex-shell"
+ANNEX_COMMANDS = {"configlist": 0, "notifychanges": 0, "p2pstdio": 1}
+# The fields git-annex sends between two `--` after them, and the values git-annex-shell
+# itself accepts (it ignores other fields, and reads words after the second `--` as
+# options for rsync).
+ANNEX_FIELDS = {"autoinit": re.compile(r"1?\Z"),
+                "remoteuuid": re.compile(r"[0-9A-Za-z-]*\Z")}
+ANNEX_UUID = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,99}\Z")  # never an option
+# The only option the client may give besides --uuid (git-annex sends it when run with it).
+ANNEX_OPTIONS = ("--debug",)
 NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
 POLL = 10.0  # seconds between `git ls-remote`s of `poll` (a server that cannot watch); the
 # same as ssh.connection.POLL (this file also runs alone on a server: test_remote checks)
@@ -231,14 +252,17 @@ class NotAllowed(Exception):
 
 def asked(original, repo, home=None):
     """What the client's command (SSH_ORIGINAL_COMMAND) asks of the repository `repo`:
-    ("upload-pack" | "receive-pack" | "watch"); NotAllowed for anything else. The path the
-    client names must be `repo` itself (as the server's git would find it)."""
+    ("upload-pack" | "receive-pack" | "watch" | "annex" | "true"); NotAllowed for anything
+    else. The path the client names must be `repo` itself (as the server's git would find
+    it). "annex" is a git-annex-shell command (annex_arguments() says which); "true" is
+    what git-annex's ssh runs to open the connection it shares, and runs nothing."""
     if original is None:
         raise NotAllowed("this key may only sync %s: no shell" % repo)
     try:
         words = shlex.split(original)
     except ValueError:
-        raise NotAllowed("this key may only sync %s: not a command of git's or the watch" % repo)
+        raise NotAllowed("this key may only sync %s: not a command of git's, git-annex's or "
+                         "the watch" % repo)
     from autosync.ssh.connection import REMOTE_SCRIPT
     if len(words) == 2 and words[0] in GIT_SERVICES:  # what git sends: git-upload-pack 'PATH'
         what, path = GIT_SERVICES[words[0]], words[1]
@@ -246,12 +270,73 @@ def asked(original, repo, home=None):
         what, path = "watch", words[4]  # the watch the link sends (connection.py): ours is run
     elif len(words) == 3 and words[:2] == ["autosync-remote", "watch"]:  # a watchcmd's
         what, path = "watch", words[2]
+    elif words and words[0] == ANNEX_SHELL:
+        annex_arguments(words, repo, home)
+        return "annex"
+    elif words == ["true"]:
+        return "true"
     else:
-        raise NotAllowed("this key may only sync %s: %s is not a command of git's or the watch"
-                      % (repo, (words or [""])[0][:40] or "an empty command"))
+        raise NotAllowed("this key may only sync %s: %s is not a command of git's, "
+                         "git-annex's or the watch"
+                         % (repo, (words or [""])[0][:40] or "an empty command"))
     if not same_repository(path, repo, home):
         raise NotAllowed("this key may only sync %s, not %s" % (repo, path[:200]))
     return what
+
+
+def annex_arguments(words, repo, home=None):
+    """The arguments to run git-annex-shell with for the client's command `words` (shlex's
+    words of `git-annex-shell 'CMD' 'DIR' [WORD] [--debug] [--uuid UUID] [-- FIELD=VALUE...
+    --]`, as git-annex sends it): its command, `repo` as written for the served
+    repository (never the client's path), then what the client gave, each word checked;
+    NotAllowed for any other command, directory, option or field."""
+    def refused(why):
+        return NotAllowed("this key may only sync %s: git-annex-shell %s" % (repo, why))
+    if len(words) < 2 or words[1] not in ANNEX_COMMANDS:
+        raise refused("%s is not a command it runs here (only %s)" % (
+            (words[1:2] or ["without a command"])[0][:40] or "''", ", ".join(ANNEX_COMMANDS)))
+    if len(words) < 3:
+        raise refused("%s without a directory" % words[1])
+    command, directory, rest = words[1], words[2], words[3:]
+    if not same_repository(annex_path(directory), repo, home):
+        raise NotAllowed("this key may only sync %s, not %s" % (repo, directory[:200]))
+    fields = []
+    if "--" in rest:  # the fields, last: -- autoinit=1 remoteuuid=UUID --
+        start = rest.index("--")
+        block, rest = rest[start + 1:], rest[:start]
+        if not block or block[-1] != "--" or "--" in block[:-1]:
+            raise refused("%s: words after its fields" % command)
+        fields = block[:-1]
+        for field in fields:
+            name, _, value = field.partition("=")
+            if name not in ANNEX_FIELDS or "=" not in field or not ANNEX_FIELDS[name].match(value):
+                raise refused("%s: the field %s is not one git-annex sends" % (command,
+                                                                                field[:40]))
+    params, options = [], []
+    while rest:
+        word = rest.pop(0)
+        if word in ANNEX_OPTIONS:
+            options.append(word)
+        elif word == "--uuid" and rest and ANNEX_UUID.match(rest[0]):
+            options += [word, rest.pop(0)]
+        elif word.startswith("--uuid=") and ANNEX_UUID.match(word[len("--uuid="):]):
+            options.append(word)
+        elif word.startswith("-") or not ANNEX_UUID.match(word):
+            raise refused("%s: %s is not an argument it takes here" % (command, word[:40]))
+        else:
+            params.append(word)
+    if len(params) != ANNEX_COMMANDS[command]:
+        raise refused("%s takes %d word(s) after the directory, not %d" % (
+            command, ANNEX_COMMANDS[command], len(params)))
+    served = os.path.abspath(os.path.expanduser(repo))
+    return [command, served] + params + options + (["--"] + fields + ["--"] if fields else [])
+
+
+def annex_path(directory):
+    """The path git-annex-shell's `directory` names, as git finds one: git-annex writes
+    ssh://HOST/~/PATH as /~/PATH (and /~USER/PATH), which git-annex-shell reads below that
+    home."""
+    return directory[1:] if directory.startswith("/~") else directory
 
 
 def same_repository(path, repo, home=None):
@@ -275,13 +360,35 @@ def same_repository(path, repo, home=None):
 
 def serve(repo, original=None):
     """The forced command of a restricted key: run what the client asked of `repo` or
-    refuse it. -> an exit code (when it does not exec git)."""
+    refuse it. -> an exit code (when it does not exec git or git-annex-shell)."""
     original = os.environ.get("SSH_ORIGINAL_COMMAND") if original is None else original
     what = asked(original, repo)
     if what == "watch":
         return watch(repo)
+    if what == "true":
+        return 0
     sys.stdout.flush()
+    if what == "annex":
+        arguments = annex_arguments(shlex.split(original), repo)
+        program = shutil.which(ANNEX_SHELL)
+        if program is None:
+            print("autosync-remote: git-annex-shell is not installed on this server (not on "
+                  "PATH %s): install git-annex here to sync the annexed files of %s"
+                  % (os.environ.get("PATH", ""), repo), file=sys.stderr)
+            return 1
+        os.execve(program, [ANNEX_SHELL] + arguments, annex_environment(arguments[1]))
     os.execvp("git", ["git", what, git_dir(repo)])
+
+
+def annex_environment(served, environ=None):
+    """git-annex-shell's environment: held to the one repository `served` and to its own
+    commands (never git-shell's). GIT_ANNEX_SHELL_READONLY or _APPENDONLY, when the
+    forced command sets them, are passed on: those only forbid more. The client's words
+    reach it only as the arguments checked, not in SSH_ORIGINAL_COMMAND."""
+    env = dict(os.environ if environ is None else environ)
+    env.pop("SSH_ORIGINAL_COMMAND", None)
+    env.update(GIT_ANNEX_SHELL_DIRECTORY=served, GIT_ANNEX_SHELL_LIMITED="1")
+    return env
 
 
 def poll(url, interval=POLL, out=None):

@@ -1,0 +1,197 @@
+"""autosync-remote serve, the forced command of a restricted key: what it makes of
+git-annex's commands (git-annex-shell), word by word. The commands admitted are those
+git-annex 10.20230126 sent over ssh for a sync with content, a get, a drop here and from
+the remote, an init on a repository with an annex and on one without (logged by a
+forced command that wrote SSH_ORIGINAL_COMMAND down). The same through a real sshd and
+git-annex: tests/e2e/test_restricted_annex.py."""
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from autosync.ssh import remote as ar
+from conftest import ROOT, git
+
+ME = "bd22132c-3b41-4ae9-bd0c-c4a1883ec516"    # the asking repository's UUID
+THEM = "6bea21d5-1820-426b-bad9-c4b08cc76d49"  # the served repository's
+
+
+@pytest.fixture
+def repos(tmp_path):
+    """(served, other, home): two bare repositories in the home folder."""
+    home = tmp_path / "home"
+    for name in ("sync.git", "other.git"):
+        git("init", "-q", "--bare", str(home / name))
+    return str(home / "sync.git"), str(home / "other.git"), str(home)
+
+
+def test_what_git_annex_sends_runs_git_annex_shell_on_the_served_repository(repos):
+    repo, _, home = repos
+    for sent, arguments in (
+            ("git-annex-shell 'configlist' '%s'" % repo, ["configlist", repo]),
+            ("git-annex-shell 'configlist' '%s' '--' 'autoinit=1' '--'" % repo,
+             ["configlist", repo, "--", "autoinit=1", "--"]),
+            ("git-annex-shell 'p2pstdio' '%s' '%s' --uuid %s" % (repo, ME, THEM),
+             ["p2pstdio", repo, ME, "--uuid", THEM]),
+            ("git-annex-shell 'p2pstdio' '%s' '--debug' '%s' --uuid %s" % (repo, ME, THEM),
+             ["p2pstdio", repo, ME, "--debug", "--uuid", THEM]),
+            ("git-annex-shell 'notifychanges' '%s' --uuid=%s" % (repo, THEM),
+             ["notifychanges", repo, "--uuid=" + THEM]),
+            ("git-annex-shell 'p2pstdio' '%s' '%s' -- 'remoteuuid=%s' --" % (repo, ME, ME),
+             ["p2pstdio", repo, ME, "--", "remoteuuid=" + ME, "--"]),
+            # ssh://HOST/~/sync.git and HOST:sync.git: git-annex writes the home as /~/;
+            # git-annex-shell gets the served path all the same
+            ("git-annex-shell 'configlist' '/~/sync.git'", ["configlist", repo]),
+            ("git-annex-shell 'configlist' 'sync.git'", ["configlist", repo]),
+            ("git-annex-shell 'configlist' '%s/'" % repo, ["configlist", repo])):
+        assert ar.asked(sent, repo, home) == "annex", sent
+        assert ar.annex_arguments(shlex.split(sent), repo, home) == arguments, sent
+
+
+def test_a_tilde_is_read_below_the_home(repos, monkeypatch):
+    repo, _, home = repos
+    monkeypatch.setenv("HOME", home)
+    assert ar.annex_arguments(["git-annex-shell", "configlist", "/~/sync"], repo) == \
+        ["configlist", repo]
+
+
+def test_the_connection_git_annex_opens_first_runs_nothing(repos):
+    repo, _, home = repos
+    assert ar.asked("true", repo, home) == "true"
+    assert ar.serve(repo, "true") == 0
+    for sent in ("true; sh", "true x", "/bin/true"):
+        with pytest.raises(ar.NotAllowed):
+            ar.asked(sent, repo, home)
+
+
+def refusal(sent, repo, home):
+    with pytest.raises(ar.NotAllowed) as refused:
+        ar.asked(sent, repo, home)
+    said = str(refused.value)
+    assert "\n" not in said
+    return said
+
+
+def test_another_repository_or_a_path_outside_is_refused(repos):
+    repo, other, home = repos
+    for path in (other, "other.git", "/~/other.git", repo + "/../other.git", "/", "/tmp",
+                 "..", repo + "/..", "-c", "--uuid=" + THEM, ""):
+        for command in ("configlist", "p2pstdio"):
+            sent = "git-annex-shell '%s' '%s' %s" % (command, path, ME)
+            assert refusal(sent, repo, home) == "this key may only sync %s, not %s" % (
+                repo, path), sent
+
+
+def test_other_commands_options_and_fields_are_refused(repos):
+    repo, _, home = repos
+    start = "this key may only sync %s: git-annex-shell " % repo
+    only = " is not a command it runs here (only configlist, notifychanges, p2pstdio)"
+    for sent, said in (
+            # what git-annex-shell does besides, or hands to git-shell
+            ("git-annex-shell 'dropkey' '%s' KEY" % repo, "dropkey" + only),
+            ("git-annex-shell 'sendkey' '%s' KEY" % repo, "sendkey" + only),
+            ("git-annex-shell 'gcryptsetup' '%s' x" % repo, "gcryptsetup" + only),
+            ("git-annex-shell 'git-upload-pack' '%s'" % repo, "git-upload-pack" + only),
+            ("git-annex-shell -c 'configlist %s'" % repo, "-c" + only),
+            ("git-annex-shell ''", "''" + only),
+            ("git-annex-shell", "without a command" + only),
+            ("git-annex-shell configlist", "configlist without a directory"),
+            # an option git-annex-shell would take, smuggled in
+            ("git-annex-shell 'configlist' '%s' -c annex.x=y" % repo,
+             "configlist: -c is not an argument it takes here"),
+            ("git-annex-shell 'p2pstdio' '%s' %s --uuid -c" % (repo, ME),
+             "p2pstdio: --uuid is not an argument it takes here"),
+            ("git-annex-shell 'p2pstdio' '%s' %s --uuid" % (repo, ME),
+             "p2pstdio: --uuid is not an argument it takes here"),
+            ("git-annex-shell 'p2pstdio' '%s' --uuid=-x %s" % (repo, ME),
+             "p2pstdio: --uuid=-x is not an argument it takes here"),
+            ("git-annex-shell 'p2pstdio' '%s' --json %s" % (repo, ME),
+             "p2pstdio: --json is not an argument it takes here"),
+            ("git-annex-shell 'p2pstdio' '%s' '../x'" % repo,
+             "p2pstdio: ../x is not an argument it takes here"),
+            # the words the command takes
+            ("git-annex-shell 'p2pstdio' '%s'" % repo,
+             "p2pstdio takes 1 word(s) after the directory, not 0"),
+            ("git-annex-shell 'configlist' '%s' %s" % (repo, ME),
+             "configlist takes 0 word(s) after the directory, not 1"),
+            # fields: only git-annex's, and nothing after them (rsync's options)
+            ("git-annex-shell 'configlist' '%s' -- autoinit=1 -- --server" % repo,
+             "configlist: words after its fields"),
+            ("git-annex-shell 'configlist' '%s' -- autoinit=1" % repo,
+             "configlist: words after its fields"),
+            ("git-annex-shell 'configlist' '%s' --" % repo, "configlist: words after its fields"),
+            ("git-annex-shell 'configlist' '%s' -- associatedfile=x --" % repo,
+             "configlist: the field associatedfile=x is not one git-annex sends"),
+            ("git-annex-shell 'configlist' '%s' -- autoinit=yes --" % repo,
+             "configlist: the field autoinit=yes is not one git-annex sends"),
+            ("git-annex-shell 'configlist' '%s' -- autoinit --" % repo,
+             "configlist: the field autoinit is not one git-annex sends"),
+            ("git-annex-shell 'p2pstdio' '%s' %s -- 'remoteuuid=a b' --" % (repo, ME),
+             "p2pstdio: the field remoteuuid=a b is not one git-annex sends")):
+        assert refusal(sent, repo, home) == start + said, sent
+
+
+def test_git_and_the_watch_are_admitted_as_before(repos):
+    repo, _, home = repos
+    assert ar.asked("git-upload-pack '%s'" % repo, repo, home) == "upload-pack"
+    assert ar.asked("git-receive-pack '%s'" % repo, repo, home) == "receive-pack"
+    assert refusal("git-annex '%s'" % repo, repo, home) == \
+        "this key may only sync %s: git-annex is not a command of git's, git-annex's or " \
+        "the watch" % repo
+
+
+def test_git_annex_shell_is_held_to_the_repository_and_its_own_commands():
+    env = ar.annex_environment("/srv/sync.git", {"PATH": "/usr/bin",
+                                                 "GIT_ANNEX_SHELL_DIRECTORY": "/",
+                                                 "GIT_ANNEX_SHELL_LIMITED": "",
+                                                 "GIT_ANNEX_SHELL_APPENDONLY": "1",
+                                                 "SSH_ORIGINAL_COMMAND": "sh"})
+    assert env == {"PATH": "/usr/bin", "GIT_ANNEX_SHELL_DIRECTORY": "/srv/sync.git",
+                   "GIT_ANNEX_SHELL_LIMITED": "1",
+                   # set in the forced command by whoever wants a key that cannot drop
+                   "GIT_ANNEX_SHELL_APPENDONLY": "1"}
+
+
+def serve(repo, sent, path):
+    return subprocess.run([sys.executable, "-m", "autosync.ssh.remote", "serve", repo],
+                          env=dict(os.environ, PYTHONPATH=ROOT, PATH=path,
+                                   SSH_ORIGINAL_COMMAND=sent),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def test_serve_runs_git_annex_shell_itself_with_its_words_and_no_shell(repos, tmp_path):
+    repo, _, home = repos
+    # A git-annex-shell that says how it was run (a shell would have run the $(...)).
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git-annex-shell").write_text(
+        "#!%s\nimport os, sys\nprint(sys.argv[1:])\nprint(sorted((k, v) for k, v in "
+        "os.environ.items() if k.startswith(('GIT_ANNEX_SHELL', 'SSH_ORIGINAL'))))\n"
+        % sys.executable)
+    os.chmod(str(fake / "git-annex-shell"), 0o755)
+    ran = serve(repo, "git-annex-shell 'p2pstdio' '%s' '%s' --uuid %s" % (repo, ME, THEM),
+                str(fake))
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert ran.stdout.splitlines() == [
+        str(["p2pstdio", repo, ME, "--uuid", THEM]),
+        str([("GIT_ANNEX_SHELL_DIRECTORY", repo), ("GIT_ANNEX_SHELL_LIMITED", "1")])]
+    refused = serve(repo, "git-annex-shell 'p2pstdio' '%s' '$(touch %s)'"
+                    % (repo, tmp_path / "x"), str(fake))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("autosync-remote: this key may only sync %s: "
+                                     "git-annex-shell p2pstdio: $(touch " % repo)
+    assert refused.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
+
+
+def test_a_server_without_git_annex_says_so_in_one_line(repos, tmp_path):
+    repo, _, _ = repos
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    ran = serve(repo, "git-annex-shell 'configlist' '%s'" % repo, str(empty))
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr == "autosync-remote: git-annex-shell is not installed on this server " \
+                         "(not on PATH %s): install git-annex here to sync the annexed files " \
+                         "of %s\n" % (empty, repo)
