@@ -98,6 +98,33 @@ def private_home(tmp_path, monkeypatch):
     return home
 
 
+def stat_inputs(folder, store, *repositories):
+    """The stat()s of what a look at `folder` (its files, its repository `store` inside
+    it: top files, git's refs, hg's store) and at other `repositories` reads: equal twice over, the
+    answer of the version control is the same (a test's poll asks it again only then)."""
+    seen = []
+    for top, dirs, files in os.walk(folder):
+        if top == folder:
+            dirs[:] = [d for d in dirs if d != store]
+        dirs.sort()
+        for name in sorted(files) + dirs:
+            st = os.lstat(os.path.join(top, name))
+            seen.append((top, name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode))
+    for repository in (os.path.join(folder, store),) + repositories:
+        for top, dirs, files in os.walk(repository):
+            below = os.path.relpath(top, repository)
+            if below != "." and not below.startswith("refs") and below != "store":
+                dirs[:] = []
+                continue
+            if below == "store":  # hg's: its changelog and manifest (not the files' data)
+                dirs[:] = []
+            dirs.sort()
+            for name in sorted(files) + dirs:
+                st = os.lstat(os.path.join(top, name))
+                seen.append((top, name, st.st_size, st.st_mtime_ns, st.st_ino))
+    return seen
+
+
 class Remote:
     """A bare repository on disk with one first commit on main."""
 
@@ -227,10 +254,14 @@ class Machine:
         s = self.status()
         if s.get("state") != "idle" or s.get("pending") or s.get("rescan") or s.get("unpushed"):
             return False
-        if self.dirty():
-            return False
-        head = git("rev-parse", "HEAD", cwd=self.path).strip()
-        return head == git("--git-dir", remote.path, "rev-parse", "main").strip()
+        # Polled every 0.1 s: git (and in an annexed folder git-annex's filter, which
+        # `git status` starts) is asked again only when something it reads has changed.
+        seen = stat_inputs(self.path, ".git", remote.path)
+        if getattr(self, "_asked", (None,))[0] != seen:
+            self._asked = (seen, not self.dirty() and (
+                git("rev-parse", "HEAD", cwd=self.path).strip() ==
+                git("--git-dir", remote.path, "rev-parse", "main").strip()))
+        return self._asked[1]
 
     def read(self, rel):
         """The content of a file in the folder, or None if it is not there."""

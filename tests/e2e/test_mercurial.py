@@ -98,6 +98,7 @@ def pair(tmp_path, central):
     assert "Traceback" not in a.logtext() + b.logtext()
 
 
+@pytest.mark.slow  # 70 CPU s of Mercurial: the rule is in test_hgmerge's real-hg test of the same name
 def test_mercurial_every_kind_of_conflict_keeps_both_versions(central, pair):
     a, b = pair
     for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):

@@ -100,3 +100,73 @@ def test_mercurial_update_refuses_to_merge_uncommitted_changes(tmp_path, central
 def hgmerge_reported(output):
     from autosync.committer.hgmerge import reported
     return reported(output)
+
+
+def test_mercurial_every_kind_of_conflict_keeps_both_versions(tmp_path, central):
+    """Both sides changed while apart, in every way (edited on both, edited on one and
+    removed on the other, added on both, a binary, a text changed in different places):
+    the newer side's version stays at the path, the other beside it, a mergeable text is
+    merged, and the merge is one commit that names each copy. (The daemons' part, pull
+    then autosync-hgmerge, is tests/e2e/test_mercurial.py's.)"""
+    import re
+    import socket
+    import time
+    from helpers import copies
+    host = socket.gethostname()
+    base = str(tmp_path / "base")
+    hg("clone", "-q", central, base)
+    start = {"notes.txt": b"base of notes\n", "gone-on-a.txt": b"base of gone-on-a\n",
+             "gone-on-b.txt": b"base of gone-on-b\n", "pic.bin": b"\x89PNG\0base\xff",
+             "merged.txt": b"one\ntwo\nthree\nfour\nfive\n"}
+    for name, data in start.items():
+        with open(os.path.join(base, name), "wb") as f:
+            f.write(data)
+    hg("add", "-q", cwd=base)
+    hg("commit", "-q", "-m", "autosync on %s: 5 added" % host, cwd=base)
+    hg("push", "-q", cwd=base)
+
+    def side(name, edits, removed):
+        path = str(tmp_path / name)
+        hg("clone", "-q", central, path)
+        for rel, data in edits.items():
+            with open(os.path.join(path, rel), "wb") as f:
+                f.write(data)
+        os.unlink(os.path.join(path, removed))
+        hg("addremove", "-q", cwd=path)
+        hg("commit", "-q", "-m", "autosync on %s: changed" % host, cwd=path)
+        return path
+
+    # b's commit first, so that it is the older one.
+    b = side("b", {"notes.txt": b"b's notes\n", "gone-on-a.txt": b"b changed this\n",
+                   "new.txt": b"b made this\n", "pic.bin": b"\x89PNG\0from b\xfe",
+                   "merged.txt": b"one\ntwo\nthree\nfour\nfive by b\n"}, "gone-on-b.txt")
+    time.sleep(1.1)  # commit dates have one-second resolution
+    a = side("a", {"notes.txt": b"a's notes\n", "gone-on-b.txt": b"a changed this\n",
+                   "new.txt": b"a made this\n", "pic.bin": b"\x89PNG\0from a\xfd",
+                   "merged.txt": b"one by a\ntwo\nthree\nfour\nfive\n"}, "gone-on-a.txt")
+    hg("pull", "-q", b, cwd=a)
+    done = hgmerge(a, "--host", host)
+    assert done.returncode == 0, done.stderr
+    files = tree(type("M", (), {"path": a}))
+    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
+    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
+    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats removed
+    assert files["gone-on-b.txt"] == b"a changed this\n"
+    assert files["new.txt"] == b"a made this\n"  # added on both sides
+    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
+    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
+    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
+    assert files["merged.txt"] == b"one by a\ntwo\nthree\nfour\nfive by b\n"
+    assert len(files) == 10  # README + 6 files + 3 copies: no .orig, nothing else
+    assert hg("status", cwd=a) == "" and hg("resolve", "-l", cwd=a) == ""
+    assert hg("heads", "-T", "x", cwd=a) == "x"
+    tip = {f: subprocess.run(["hg", "cat", "-r", ".", "path:" + f], cwd=a, check=True,
+                             stdout=subprocess.PIPE).stdout
+           for f in hg("files", "-r", ".", cwd=a).splitlines()}
+    assert tip == files  # committed as it is on disk
+    assert not re.search(r"^(<<<<<<<|>>>>>>>)", hg("log", "-p", "--git", cwd=a), re.M)
+    message = hg("log", "-r", ".", "-T", "{desc}", cwd=a)
+    assert message.startswith("autosync on %s: merged, 3 conflicts" % host)
+    assert sorted(message.splitlines()[2:]) == sorted(
+        "conflict: %s (other version kept as %s)" % (p.split(" (")[0] + os.path.splitext(p)[1], p)
+        for p in files if "(conflict from" in p)
