@@ -327,7 +327,7 @@ class OrdinaryUser:
         os.chmod(self.base, 0o755)
         self.code = os.path.join(self.base, "code")
         shutil.copytree(os.path.join(ROOT, "autosync"), os.path.join(self.code, "autosync"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
+                        ignore=shutil.ignore_patterns("*.pyc.*"))  # compiled, as installed
         self.home = os.path.join(self.base, "home")
         os.mkdir(self.home)
         for key, value in (("user.name", "Nobody"), ("user.email", "nobody@example.org")):
