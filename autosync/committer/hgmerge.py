@@ -255,6 +255,19 @@ def reported(output):
     return found
 
 
+def working_copy_root(folder):
+    """The working copy that holds folder, as `hg root` finds it (the nearest folder up
+    with a .hg): found here, since every hg run costs a quarter of a CPU second."""
+    path = os.path.realpath(folder)
+    while True:
+        if os.path.isdir(os.path.join(path, ".hg")):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            raise Failed("no Mercurial working copy at %s or above it" % folder)
+        path = parent
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="autosync-hgmerge",
@@ -270,7 +283,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="autosync-hgmerge: %(message)s")
     host = args.host or socket.gethostname()
     try:
-        root = Hg(os.path.abspath(args.folder)).out("root").strip()
+        root = working_copy_root(args.folder)
         copies = sync(root, host)
     except (Failed, OSError) as e:
         print("autosync-hgmerge: %s" % e, file=sys.stderr)

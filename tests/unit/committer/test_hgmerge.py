@@ -170,3 +170,18 @@ def test_mercurial_every_kind_of_conflict_keeps_both_versions(tmp_path, central)
     assert sorted(message.splitlines()[2:]) == sorted(
         "conflict: %s (other version kept as %s)" % (p.split(" (")[0] + os.path.splitext(p)[1], p)
         for p in files if "(conflict from" in p)
+
+
+def test_the_working_copy_is_found_from_a_folder_inside_it_as_hg_root_finds_it(tmp_path):
+    from autosync.committer import hgmerge as module
+    root = tmp_path / "wc"
+    (root / ".hg").mkdir(parents=True)
+    (root / "a" / "b").mkdir(parents=True)
+    assert module.working_copy_root(str(root / "a" / "b")) == os.path.realpath(root)
+    assert module.working_copy_root(str(root)) == os.path.realpath(root)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    with pytest.raises(module.Failed, match="no Mercurial working copy"):
+        module.working_copy_root(str(outside))
+    done = hgmerge(str(outside))
+    assert done.returncode == 1 and done.stderr.startswith("autosync-hgmerge: no Mercurial")
