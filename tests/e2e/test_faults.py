@@ -213,16 +213,24 @@ def test_folder_replaced_by_an_empty_one_is_not_a_mass_delete(machines, remote):
     settle(a, remote)
     before = remote.files()
     moved = a.path + ".moved"
-    os.rename(a.path, moved)
-    os.mkdir(a.path)
-    git("init", "-q", a.path)  # even with fresh metadata it is not our folder
-    reply = a.notify("--json", "sync", check=False)
-    assert reply.returncode != 0 or '"ok": false' in reply.stdout
-    assert "replaced" in a.status()["last_error"]
-    time.sleep(1.0)
-    assert remote.files() == before
-    shutil.rmtree(a.path)
-    os.rename(moved, a.path)  # back: syncing resumes
+    # The watcher judges a new folder at the path once it was quiet for 2 s, and stops
+    # the daemon if it is another one (test_watcher.py): held still here, so that the
+    # original is back before it looks, however slow this machine is.
+    watcher = a.children()["watcher"]
+    os.kill(watcher, signal.SIGSTOP)
+    try:
+        os.rename(a.path, moved)
+        os.mkdir(a.path)
+        git("init", "-q", a.path)  # even with fresh metadata it is not our folder
+        reply = a.notify("--json", "sync", check=False)
+        assert reply.returncode != 0 or '"ok": false' in reply.stdout
+        assert "replaced" in a.status()["last_error"]
+        time.sleep(1.0)
+        assert remote.files() == before
+        shutil.rmtree(a.path)
+        os.rename(moved, a.path)  # back: syncing resumes
+    finally:
+        os.kill(watcher, signal.SIGCONT)
     write(a, "later.txt", b"later\n")
     settle(a, remote, timeout=40)
     assert remote.files()[b"keep.txt"] == b"keep\n"
