@@ -75,6 +75,21 @@ def backend_of(cfg):
     return None if proc.stdout.strip() else BACKEND
 
 
+def annex_through_git_ssh(folder):
+    """Whether git-annex may reach the remote through git's ssh (GIT_ANNEX_USE_GIT_SSH=1,
+    the committer's GitEnvironment `annex_git_ssh`), which the daemon points at its held
+    connection: git-annex's own ssh logs in again for every push and pull (it stops its
+    cached connection when the command ends), 0.4-1 s each over ssh here
+    (tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
+    ssh options of their own (remote.NAME.annex-ssh-options), which git-annex ignores
+    with git's ssh."""
+    proc = subprocess.run(["git", "config", "--get-regexp",
+                           r"^remote\..*\.annex-ssh-options$"], cwd=folder,
+                          env=environment(), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return not proc.stdout.strip()
+
+
 def warn_without_annex(cfg, log):
     """With `largefiles` set in a folder without an annex: say so once, at the start."""
     size = getattr(cfg, "largefiles", "")
