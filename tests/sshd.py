@@ -67,9 +67,10 @@ class Sshd:
 
     `server`: what the server has besides sshd: "autosync-remote" (in ~/.local/bin),
     "python3" (git and python3, nothing of ours: not even on PYTHONPATH), or "git"
-    (a PATH with sh and git only)."""
+    (a PATH with sh and git only). `log_level`: sshd's LogLevel (DEBUG1 logs the ciphers
+    each connection agreed on)."""
 
-    def __init__(self, folder, server="autosync-remote"):
+    def __init__(self, folder, server="autosync-remote", log_level="VERBOSE"):
         self.folder = str(folder)
         os.makedirs(self.folder, exist_ok=True)
         self.port = free_port()
@@ -114,7 +115,7 @@ class Sshd:
                 "StrictModes no",            # the temporary folder is below /tmp (mode 1777)
                 "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
                 "PubkeyAuthentication yes", "PermitRootLogin prohibit-password",
-                "LogLevel VERBOSE",
+                "LogLevel " + log_level,
                 "SetEnv " + env,
                 ""]))
         with open(self.client_config, "w") as f:

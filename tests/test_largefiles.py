@@ -498,3 +498,32 @@ def test_the_daemon_keys_big_files_with_blake2b_unless_the_user_chose_a_backend(
     gitenv = git_environment_for(types.SimpleNamespace(path=folder, largefiles=""), None,
                                  None, None)
     assert "annex.backend" not in environment(gitenv=gitenv).values()
+
+
+def test_git_annex_takes_git_s_held_ssh_unless_the_user_gave_it_ssh_options(tmp_path):
+    """GIT_ANNEX_USE_GIT_SSH=1 beside the held connection's GIT_SSH_COMMAND (the e2e test:
+    tests/e2e/test_annex.py); not where remote.NAME.annex-ssh-options is set, which
+    git-annex would then ignore, nor where another remote is on another ssh server (its
+    transfers would go to the held connection's), nor without a held connection."""
+    import types
+    from autosync.committer.repository import git_environment_for
+    folder = str(tmp_path / "f")
+    git("init", "-q", folder)
+    cfg = types.SimpleNamespace(path=folder, largefiles="")
+
+    def env(url):
+        gitenv = git_environment_for(cfg, os.path.join(folder, ".git"), None, lambda f: url)
+        return gitenv.variables({})
+    held = env("ssh://server.invalid/srv/f.git")
+    assert "ControlPath=" in held["GIT_SSH_COMMAND"] and held["GIT_ANNEX_USE_GIT_SSH"] == "1"
+    assert "GIT_ANNEX_USE_GIT_SSH" not in env("/srv/f.git")  # not over ssh
+    for name, url, taken in (("disk", "/mnt/backup/f.git", True),
+                             ("same", "ssh://server.invalid/srv/other.git", True),
+                             ("other", "backup.invalid:f.git", False)):
+        git("-C", folder, "remote", "add", name, url)
+        assert ("GIT_ANNEX_USE_GIT_SSH" in env("ssh://server.invalid/srv/f.git")) is taken
+    git("-C", folder, "remote", "remove", "other")
+    assert env("ssh://server.invalid/srv/f.git")["GIT_ANNEX_USE_GIT_SSH"] == "1"
+    git("-C", folder, "config", "remote.origin.annex-ssh-options", "-i /my/key")
+    held = env("ssh://server.invalid/srv/f.git")
+    assert "ControlPath=" in held["GIT_SSH_COMMAND"] and "GIT_ANNEX_USE_GIT_SSH" not in held

@@ -102,12 +102,30 @@ def held_ssh(folder, remote):
 def git_environment_for(cfg, gitdir, excludes_file, remote):
     """The one GitEnvironment every git command of the committer runs with, made once at
     its start (vcs/git_environment.py): the excludes file it writes, the `largefiles`
-    rule and its git-annex key, and in git the one ssh connection held to the remote
-    (push, fetch, notes; `remote`: vcs/folder.py's remote_of)."""
+    rule and its git-annex key, and in git (and git-annex) the one ssh connection held to
+    the remote (push, fetch, notes; `remote`: vcs/folder.py's remote_of)."""
+    ssh_command = held_ssh(cfg.path, remote) if gitdir else None
     return GitEnvironment(excludes=excludes_file.where if excludes_file else None,
                           largefiles=largefiles.rule_of(cfg),
                           annex_backend=largefiles.backend_of(cfg),
-                          ssh_command=held_ssh(cfg.path, remote) if gitdir else None)
+                          ssh_command=ssh_command,
+                          annex_git_ssh=bool(ssh_command) and
+                          largefiles.annex_through_git_ssh(cfg.path, other_server(
+                              cfg.path, remote(cfg.path))))
+
+
+def other_server(folder, url):
+    """elsewhere(address) for vcs/largefiles.py's annex_through_git_ssh: whether a remote's
+    address is reached over ssh at another server than `url`'s (the held connection's)."""
+    here = sshremote.parse_remote(url, folder)[1:3]
+
+    def elsewhere(address):
+        try:
+            there = sshremote.parse_remote(address, folder)
+        except sshremote.BadRemote:
+            return False
+        return there[0] == "ssh" and there[1:3] != here
+    return elsewhere
 
 
 class Repository:

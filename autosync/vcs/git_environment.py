@@ -100,12 +100,15 @@ class GitEnvironment:
     annex_backend: annex.backend beside it (vcs/largefiles.py's BACKEND unless the user
     chose one).
     ssh_command: GIT_SSH_COMMAND reaching the remote (ssh/connection.py, git_ssh_command:
-    the held connection)."""
+    the held connection).
+    annex_git_ssh: git-annex takes that ssh too (GIT_ANNEX_USE_GIT_SSH=1), not a login of
+    its own per command (vcs/largefiles.py's annex_through_git_ssh)."""
 
     excludes: str = None
     largefiles: str = None
     ssh_command: str = None
     annex_backend: str = None
+    annex_git_ssh: bool = False
 
     def settings(self):
         """(key, value) of every git setting, ours last."""
@@ -129,6 +132,8 @@ class GitEnvironment:
         out = dict(VARIABLES)
         if self.ssh_command:
             out["GIT_SSH_COMMAND"] = self.ssh_command
+            if self.annex_git_ssh:
+                out["GIT_ANNEX_USE_GIT_SSH"] = "1"
         for i, (key, value) in enumerate(settings, start=count):
             out["GIT_CONFIG_KEY_%d" % i] = key
             out["GIT_CONFIG_VALUE_%d" % i] = value

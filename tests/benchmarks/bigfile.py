@@ -35,19 +35,25 @@ def annexed(m, backend=None):
     """start_pair's prepare(): the machine's annex (git annex init NAME, which also asks
     the remote for its annex, over ssh through git-annex-shell) and the example's [dvcs]
     commands beside `largefiles` (docs/examples/git-annex.autosync)."""
-    if m.name.endswith(("-ssh-a", "-ssh-b")):
-        # git-annex runs its own ssh (with connection caching), not GIT_SSH_COMMAND (only
-        # with GIT_ANNEX_USE_GIT_SSH=1): the private sshd's client files, for this remote.
-        git("config", "remote.origin.annex-ssh-options",
-            os.environ["GIT_SSH_COMMAND"].split(None, 1)[1], cwd=m.path)
+    ssh = ()
+    if "-ssh" in m.name:
+        # The private sshd's client files, for git-annex's own ssh (it takes
+        # GIT_SSH_COMMAND only with GIT_ANNEX_USE_GIT_SSH=1): the daemon gives git-annex
+        # its held connection (GIT_SSH_COMMAND, which has them), so the set-up's commands
+        # here get them for this run only; the `-ssh-own` pair keeps them in its config,
+        # as a user's own annex-ssh-options, and git-annex its own ssh, as before.
+        options = os.environ["GIT_SSH_COMMAND"].split(None, 1)[1]
+        ssh = ("-c", "remote.origin.annex-ssh-options=" + options)
+        if "-ssh-own-" in m.name:
+            git("config", "remote.origin.annex-ssh-options", options, cwd=m.path)
     if backend:
         git("config", "annex.backend", backend, cwd=m.path)
-    git("annex", "init", "-q", m.name, cwd=m.path)
+    git(*ssh, "annex", "init", "-q", m.name, cwd=m.path)
     if not git("config", "--get", "remote.origin.annex-uuid", cwd=m.path, check=False).strip():
         raise RuntimeError("%s: git-annex found no annex on the remote %s (over ssh it needs "
                            "git-annex-shell on the server's PATH)" % (m.name, git(
                                "remote", "get-url", "origin", cwd=m.path).strip()))
-    git("annex", "sync", "-q", "--no-content", cwd=m.path)
+    git(*ssh, "annex", "sync", "-q", "--no-content", cwd=m.path)
     with open(ANNEX_EXAMPLE) as f:
         text = f.read()
     with open(m.config, "a") as f:
@@ -141,6 +147,12 @@ def bigfile_case(run, case, size, trials):
             pairs["annex-ssh"] = start_pair(
                 run, prefix + "-annex-ssh",
                 annex_remote(os.path.join(run.base, prefix + "-annex-ssh.git")),
+                annexed_settings, via="ssh", prepare=annexed)
+            # The same with git-annex's own ssh (a login per command), as before the daemon
+            # gave it the held connection, or where the user set annex-ssh-options.
+            pairs["annex-ssh-own"] = start_pair(
+                run, prefix + "-annex-ssh-own",
+                annex_remote(os.path.join(run.base, prefix + "-annex-ssh-own.git")),
                 annexed_settings, via="ssh", prepare=annexed)
     a, b = pairs["ours"]
     delays = a.delays()
@@ -248,7 +260,9 @@ def bigfile_case(run, case, size, trials):
         # The plain row's label is as before (its stored runs stay its history).
         label = "bigfile: %s (%s)" % (what, describe(delays)) if key == "ours" else \
             "bigfile, largefiles = %s (git-annex), %s: %s (%s)" % (
-                LARGEFILES, {"annex-ssh": "over ssh", "annex-sha256": "path remote, "
+                LARGEFILES, {"annex-ssh": "over ssh", "annex-ssh-own":
+                             "over ssh, git-annex's own ssh (annex-ssh-options set)",
+                             "annex-sha256": "path remote, "
                              "annex.backend SHA256E (git-annex's default)"}.get(
                                  key, "path remote"), what, describe(pairs[key][0].delays()))
         mine = median(times[key])

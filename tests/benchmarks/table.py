@@ -31,7 +31,8 @@ WHAT = """\
 * onechange: one file changed in a committed tree of N files until B has it.
 * home: a home folder's scale: start, memory, idle CPU, a rescan, a resume, a burst.
 * bigfile: a new 1 GB file, and a 1 MB edit inside a 50 MB file, until B has it; plain git,
-  and largefiles (git-annex) over a path remote, over ssh, and with git-annex's default key.
+  and largefiles (git-annex) over a path remote, over ssh (and with git-annex's own ssh), and
+  with git-annex's default key.
 * annex: a 200 MB file saved 10 times with largefiles (git-annex): the disk of each machine
   and of the remote after the sync and after expire (tests/benchmarks/annex.py, standalone).
 * idle: CPU of the whole suite over an idle minute."""

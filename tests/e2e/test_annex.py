@@ -77,3 +77,60 @@ def test_large_file_versions_travel_through_the_annex(machines, remote):
     assert result.returncode == 0, result.stderr
     reaches_b("video.bin", versions[1])
     assert "Traceback" not in a.logtext() + b.logtext()
+
+
+def test_git_annex_over_ssh_goes_through_the_held_connection(machines, remote, tmp_path,
+                                                             monkeypatch):
+    """Over ssh, git-annex's transfers (its git-annex-shell p2pstdio) go through the one
+    connection the daemon holds to the server, as git's push and fetch do: no login per
+    push and pull (git-annex's own ssh made one each, 0.4-1 s; tests/benchmarks/JOURNAL.md,
+    "Big files over ssh")."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from sshd import Sshd, missing
+    if missing():
+        pytest.skip(missing())
+    server = Sshd(tmp_path / "sshd").start()
+    try:
+        # Plain `ssh` (git's, the daemon's, and git-annex's own) reaches this server: ssh
+        # reads ~/.ssh from the passwd entry, not $HOME, so an `ssh` first on PATH gives it
+        # the server's client files.
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "ssh").write_text('#!/bin/sh\nexec %s -F %s "$@"\n' % (
+            shutil.which("ssh"), server.client_config))
+        (bin_dir / "ssh").chmod(0o755)
+        monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+        monkeypatch.delenv("GIT_SSH_COMMAND", raising=False)
+        annex(remote.path, "init", "-q", "remote")
+        git("--git-dir", remote.path, "config", "user.name", "server")  # git-annex-shell
+        git("--git-dir", remote.path, "config", "user.email", "server@example.org")
+        made = []
+        for name in ("a", "b"):
+            m = machines(name, start=False, largefiles="100kb", syncmethod="ssh")
+            git("remote", "set-url", "origin", server.url(remote.path), cwd=m.path)
+            annex(m.path, "init", "-q", name)
+            assert git("config", "--get", "remote.origin.annex-uuid", cwd=m.path).strip()
+            annex(m.path, "sync", "-q", "--no-content")
+            use_example(m, "git-annex.autosync")
+            made.append(m)
+        a, b = made
+        for m in made:
+            m.start()
+            wait_until(lambda: m.status().get("link") == "up", 60, 0.1, "%s's link" % m.name)
+
+        def version(data):
+            with open(os.path.join(a.path, "video.bin"), "wb") as f:
+                f.write(data)
+            wait_until(lambda: b.read("video.bin") == data and a.settled(remote) and
+                       b.settled(remote), 60, 0.1, "the version on b")
+
+        version(os.urandom(SIZE // 10))
+        logins = server.logtext().count("Accepted publickey for")
+        for _ in range(2):  # each: a's git annex sync (push), then b's (pull)
+            version(os.urandom(SIZE // 10))
+        assert remote.files()[b"video.bin"].startswith(b"/annex/objects/")
+        assert annex_bytes(remote.path) >= 3 * SIZE // 10
+        assert server.logtext().count("Accepted publickey for") == logins
+        assert "Traceback" not in a.logtext() + b.logtext()
+    finally:
+        server.stop()
