@@ -518,7 +518,7 @@ def test_pushes_fetches_and_the_watch_share_one_held_connection(sshd, ssh_machin
     check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path, "-O",
                            "check", "127.0.0.1"], stderr=subprocess.PIPE)
     assert check.returncode == 0, check.stderr
-    assert "-o ControlPath=%s" % path in b.logtext()
+    assert "-o ControlPath=%s" % os.path.join(paths.runtime_dir(), "ssh-%C") in b.logtext()
     before = logins(sshd)
     for n in range(3):  # each: a push from a, a watch line, a fetch (and notes) on b
         edit_and_wait(a, b, remote, "more%d.txt" % n, "change %d\n" % n)
@@ -533,12 +533,45 @@ def test_the_user_s_own_multiplexing_is_left_alone(tmp_path):
     ssh = ["ssh", "-F", str(config_file)]
     assert sshremote.held(ssh, "own") == ([], None)
     options, path = sshremote.held(ssh, "plain", 2222)
-    assert path == sshremote.control_path("me", "plain", "2222")
-    assert options == ["-o", "ControlMaster=no", "-o", "ControlPath=" + path]
+    pattern = os.path.join(paths.runtime_dir(), "ssh-%C")
+    assert options == ["-o", "ControlMaster=no", "-o", "ControlPath=" + pattern]
+    assert os.path.dirname(path) == paths.runtime_dir() and "%" not in path
+    # ssh's own expansion for this destination; another one's differs
+    assert path == sshremote.effective(ssh + options[2:], "plain", 2222)["controlpath"]
+    assert path != sshremote.effective(ssh + options[2:], "plain", 2223)["controlpath"]
+    assert path != sshremote.effective(ssh + options[2:], "other", 2222)["controlpath"]
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
     for own in (["-S", "/x"], ["-oControlPath=/x"], ["-o", "controlmaster=no"], ["-M"]):
         assert sshremote.held(ssh + own, "plain") == ([], None)
     assert sshremote.held(["plink"], "plain") == ([], None)  # not OpenSSH's options
+
+
+def test_the_held_connection_carries_nothing_meant_for_another_server(sshd, tmp_path):
+    """The held options given to a command for another server (git's push to a second
+    remote, as `git annex sync` makes): it logs in there itself, not into the held
+    connection's server (a fixed ControlPath sent every destination to the master's)."""
+    ssh = shlex.split(sshd.ssh_command)
+    options, path = sshremote.held(ssh, "127.0.0.1", sshd.port)
+    master = sshremote.connect(ssh, "127.0.0.1", sshd.port, path)
+    if master is not None:
+        master.wait(30)
+    assert subprocess.run(ssh + ["-o", "ControlPath=" + path, "-O", "check", "127.0.0.1"],
+                          stderr=subprocess.DEVNULL).returncode == 0  # the master is up
+    other = Sshd(tmp_path / "other").start()
+    try:
+        def home_of(port):
+            return subprocess.run(
+                ssh + options + ["-i", other.client_key, "-o",
+                                 "UserKnownHostsFile=%s %s" % (sshd.known_hosts, other.known_hosts),
+                                 "-p", str(port), "127.0.0.1", "echo $HOME"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        assert home_of(sshd.port).stdout.strip() == sshd.home
+        reached = home_of(other.port)
+        assert reached.returncode == 0, reached.stderr
+        assert reached.stdout.strip() == other.home  # the other server, not the held one's
+    finally:
+        other.stop()
+        sshremote.let_go(ssh, "127.0.0.1", path)
 
 
 def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeypatch):
@@ -548,8 +581,8 @@ def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeyp
     monkeypatch.setenv("CONFIG_DIR", str(tmp_path))  # the shell git runs it with expands it
     env = {"GIT_SSH_COMMAND": "ssh -F \"$CONFIG_DIR/my config\""}
     text = sshremote.git_ssh_command("ssh://host:2222/r.git", str(tmp_path / "w"), env)
-    path = sshremote.control_path("me", "host", "2222")
-    assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=no -o ControlPath=%s " % path \
+    pattern = os.path.join(paths.runtime_dir(), "ssh-%C")
+    assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=no -o ControlPath=%s " % pattern \
         + " ".join(OPTIONS[2:])
     assert sshremote.git_ssh_command("/srv/r.git", str(tmp_path / "w"), env) is None
     assert sshremote.git_ssh_command("host:r.git", str(tmp_path / "w"),

@@ -20,7 +20,6 @@ ControlMaster/ControlPath, or when the ssh is not OpenSSH's. A socket whose
 master is gone, or does not answer within CHECK_TIMEOUT (frozen), is removed
 before a master is made (stale()), so it never blocks a command.
 """
-import hashlib
 import os
 import shlex
 import signal
@@ -281,10 +280,13 @@ def effective(ssh, destination, port=None):
     return found
 
 
-def control_path(user, host, port):
-    """The control socket of the held connection to user@host:port (private folder)."""
-    key = hashlib.sha256(("%s@%s:%s" % (user, host, port)).encode("utf-8", "surrogateescape"))
-    return os.path.join(paths.runtime_dir(), "ssh-" + key.hexdigest()[:20])
+def control_pattern():
+    """The held connections' ControlPath, in the private folder: `%C`, ssh's hash of this
+    machine and the destination's host, port and user, is expanded by ssh for each
+    connection, so a command given these options for another server (git's push to a
+    second remote, git-annex's to a special remote) finds no socket and logs in itself;
+    a fixed path sent it into the held connection, to the held connection's server."""
+    return os.path.join(paths.runtime_dir().replace("%", "%%"), "ssh-%C")
 
 
 def held(ssh, destination, port=None, words=None):
@@ -299,10 +301,12 @@ def held(ssh, destination, port=None, words=None):
     if not config or config.get("controlmaster", "false") not in ("false", "no") or \
             config.get("controlpath", "none") != "none":
         return [], None
-    path = control_path(config.get("user", ""), config.get("hostname", destination),
-                        config.get("port", port or 22))
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    return ["-o", "ControlMaster=no", "-o", "ControlPath=" + path.replace("%", "%%")], path
+    os.makedirs(paths.runtime_dir(), mode=0o700, exist_ok=True)
+    options = ["-o", "ControlMaster=no", "-o", "ControlPath=" + control_pattern()]
+    path = effective(list(ssh) + options[2:], destination, port).get("controlpath")
+    if not path or path == "none":
+        return [], None
+    return options, path
 
 
 def has_aes(cpuinfo="/proc/cpuinfo"):
