@@ -129,6 +129,12 @@ compadd() {
     (( $#matched )) && print -rl -- $matched >> %s
     builtin compadd "$@"
 }
+# Tab completes, then says so: the next keys are typed only after it (typed ahead, they
+# came while a completion was still loading and it offered nothing, at load 4).
+integer tabs=0
+record-complete() { zle expand-or-complete; print -r -- "@@tab$(( ++tabs ))@@" >> %s; }
+zle -N record-complete
+bindkey '^I' record-complete
 '''
 
 
@@ -156,7 +162,7 @@ class Zsh:
         threading.Thread(target=self.drain, daemon=True).start()
         self.send("fpath=(%s $fpath); autoload -Uz compinit; compinit -u -D; "
                   "unsetopt auto_list auto_menu list_beep beep\n" % fpath)
-        self.send(RECORD % self.record + "\n")
+        self.send(RECORD % (self.record, self.record) + "\n")
         # zsh drops what was typed before its line editor started: the first line is
         # typed once the setup has run
         self.send("print -r -- @@0@@ >> %s\n" % self.record)
@@ -178,13 +184,17 @@ class Zsh:
         """The matches zsh offers for the command line `words` (the last one being typed)."""
         self.asked += 1
         mark = "@@%d@@" % self.asked
-        # the line, a tab; then the line erased (^U) and a mark written after the matches
-        self.send(" ".join(words) + "\t\x15print -r -- %s >> %s\n" % (mark, self.record))
+        # the line and a tab; once it is done, the line erased (^U) and a mark written
+        # after the matches
+        self.send(" ".join(words) + "\t")
+        wait_until(lambda: "@@tab%d@@" % self.asked in open(self.record).read().split(), 30,
+                   what="zsh's tab after %r" % (words,))
+        self.send("\x15print -r -- %s >> %s\n" % (mark, self.record))
         wait_until(lambda: mark in open(self.record).read().split(), 30,
                    what="zsh to complete %r" % (words,))
         lines = open(self.record).read().split("\n")
         start = lines.index("@@%d@@" % (self.asked - 1)) + 1
-        return set(lines[start:lines.index(mark)])
+        return set(lines[start:lines.index(mark)]) - {"@@tab%d@@" % self.asked}
 
     def close(self):
         self.send("exit\n")
