@@ -73,6 +73,33 @@ def copies(files, stem, ext):
     return {p: c for p, c in files.items() if pattern.match(p)}
 
 
+def every_kind_kept(files):
+    """The files after a merge of both sides' changes of every kind (test_keep_both's,
+    test_mercurial's and test_hgmerge's set-up: b's older, a's newer): the newer at the
+    path, the other beside it, an edit beating a removal."""
+    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
+    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
+    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats deleted
+    assert files["gone-on-b.txt"] == b"a changed this\n"
+    assert files["new.txt"] == b"a made this\n"  # added on both sides
+    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
+    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
+    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
+
+
+def save_versions(a, b, remote, count, size, name="video.bin"):
+    """count new random versions of a's file `name`, each waited for on b (and both
+    settled) before the next -> the versions."""
+    versions = []
+    for i in range(count):
+        versions.append(os.urandom(size))
+        with open(os.path.join(a.path, name), "wb") as f:
+            f.write(versions[-1])
+        wait_until(lambda: b.read(name) == versions[-1] and a.settled(remote)
+                   and b.settled(remote), 60, 0.1, "version %d on b" % i)
+    return versions
+
+
 def never_mid_merge_nor_markers(remote, *machines):
     for m in machines:
         assert not os.path.exists(os.path.join(m.path, ".git", "MERGE_HEAD"))

@@ -15,7 +15,7 @@ import pytest
 from autosync.core import config
 from autosync.vcs import largefiles
 from conftest import ROOT, git, wait_until
-from helpers import annex, annex_bytes
+from helpers import annex, annex_bytes, save_versions
 from helpers import use_example
 
 SIZE = 300 * 1000
@@ -80,13 +80,7 @@ def test_files_above_largefiles_go_to_the_annex_and_old_versions_expire_from_the
         use_example(m, "git-annex.autosync")  # no annex.largefiles rule of its own
         m.start()
 
-    versions = []
-    for i in range(3):
-        versions.append(os.urandom(SIZE))
-        with open(os.path.join(a.path, "video.bin"), "wb") as f:
-            f.write(versions[-1])
-        wait_until(lambda: b.read("video.bin") == versions[-1] and a.settled(remote)
-                   and b.settled(remote), 60, 0.1, "version %d on b" % i)
+    versions = save_versions(a, b, remote, 3, SIZE)
     with open(os.path.join(a.path, "notes.txt"), "wb") as f:
         f.write(b"small\n")
     wait_until(lambda: b.read("notes.txt") == b"small\n" and a.settled(remote), 60, 0.1,
@@ -149,13 +143,7 @@ def test_restore_gets_back_a_version_this_machine_dropped(machines, remote):
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
         use_example(m, "git-annex.autosync")
         m.start()
-    versions = []
-    for i in range(2):
-        versions.append(os.urandom(SIZE))
-        with open(os.path.join(a.path, "video.bin"), "wb") as f:
-            f.write(versions[-1])
-        wait_until(lambda: b.read("video.bin") == versions[-1] and a.settled(remote)
-                   and b.settled(remote), 60, 0.1, "version %d on b" % i)
+    versions = save_versions(a, b, remote, 2, SIZE)
     wait_until(lambda: annex_bytes(os.path.join(a.path, ".git")) < 2 * SIZE, 60, 0.1,
                "a to drop the first version")
     # (Without the restore's get, git-annex's pointer would be written, and the content
@@ -184,13 +172,7 @@ def test_the_daemon_keeps_to_largefileskeep_by_itself(machines, remote):
         git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
         use_example(m, "git-annex.autosync")
         m.start()
-    versions = []
-    for i in range(3):
-        versions.append(os.urandom(SIZE))
-        with open(os.path.join(a.path, "video.bin"), "wb") as f:
-            f.write(versions[-1])
-        wait_until(lambda: b.read("video.bin") == versions[-1] and a.settled(remote)
-                   and b.settled(remote), 60, 0.1, "version %d on b" % i)
+    versions = save_versions(a, b, remote, 3, SIZE)
     # The upkeep (every second here) expires the two replaced versions from the remote,
     # each logged once it is gone.
     wait_until(lambda: a.logtext().count("expire (largefileskeep = 1s): dropping from origin: "

@@ -8,7 +8,8 @@ import pytest
 from autosync.vcs import gitmerge as conflicts
 from conftest import git, tree
 from helpers import settle, write
-from helpers import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect, share, sync_both
+from helpers import committed, copies, cut_off, every_kind_kept, never_mid_merge_nor_markers
+from helpers import reconnect, share, sync_both
 
 
 
@@ -38,14 +39,7 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
 
     files = tree(a)
     assert tree(b) == files
-    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
-    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
-    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats deleted
-    assert files["gone-on-b.txt"] == b"a changed this\n"
-    assert files["new.txt"] == b"a made this\n"  # added on both sides
-    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
-    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
-    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
+    every_kind_kept(files)
     assert len(files) == 9  # README + 5 files + 3 copies, nothing else
     assert remote.files() == {k.encode(): v for k, v in files.items()}
     never_mid_merge_nor_markers(remote, a, b)

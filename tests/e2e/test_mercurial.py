@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import wait_until
-from helpers import committed, copies, share, sync_both
+from helpers import committed, every_kind_kept, share, sync_both
 from helpers import HgMachine, dvcs_autosync, notify_hook
 from conftest import hg
 
@@ -128,14 +128,7 @@ def test_mercurial_every_kind_of_conflict_keeps_both_versions(central, pair):
 
     files = a.files()
     assert b.files() == files
-    assert files["notes.txt"] == b"a's notes\n"  # a's is newer: it stays at the path
-    assert list(copies(files, "notes", ".txt").values()) == [b"b's notes\n"]
-    assert files["gone-on-a.txt"] == b"b changed this\n"  # modified beats deleted
-    assert files["gone-on-b.txt"] == b"a changed this\n"
-    assert files["new.txt"] == b"a made this\n"  # added on both sides
-    assert list(copies(files, "new", ".txt").values()) == [b"b made this\n"]
-    assert files["pic.bin"] == b"\x89PNG\0from a\xfd"
-    assert list(copies(files, "pic", ".bin").values()) == [b"\x89PNG\0from b\xfe"]
+    every_kind_kept(files)
     # Changes in different places of a text file are merged, as git does: no copy.
     assert files["merged.txt"] == b"one by a\ntwo\nthree\nfour\nfive by b\n"
     assert len(files) == 10  # README + 6 files + 3 copies: no .orig, nothing else

@@ -14,7 +14,7 @@ import pytest
 
 from autosync.tools.init import key_line
 from conftest import Machine, Remote, git, wait_until
-from helpers import annex, annex_bytes, use_example
+from helpers import annex, annex_bytes, save_versions, use_example
 from sshd import Sshd, missing
 
 pytestmark = pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")
@@ -97,13 +97,7 @@ def test_big_files_reach_the_other_machine_through_the_restricted_key(sshd, anne
         m.start()
     for m in (a, b):
         wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
-    versions = []
-    for i in range(2):
-        versions.append(os.urandom(SIZE))
-        with open(os.path.join(a.path, "video.bin"), "wb") as f:
-            f.write(versions[-1])
-        wait_until(lambda: b.read("video.bin") == versions[-1] and a.settled(remote)
-                   and b.settled(remote), 60, 0.1, "version %d on b" % i)
+    versions = save_versions(a, b, remote, 2, SIZE)
     assert remote.files()[b"video.bin"].startswith(b"/annex/objects/")  # annexed
     assert annex_bytes(remote.path) >= 2 * SIZE  # both versions, sent through the key
     # expire drops replaced versions from the server (docs/large-folders.md): the key
