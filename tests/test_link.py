@@ -180,8 +180,9 @@ def test_up_at_the_first_line_then_a_pull_only_for_a_revision_we_lack(scripted):
         f.write("refs/heads/gone %s\nnot a line\n" % ("0" * 40))  # a removal, and noise
         f.flush()
         time.sleep(0.3)
-    assert len(s.requests("pull")) == 2
-    assert s.told() == [{"cmd": "link", "up": True}]
+        # asked while the watch still runs: closing the fifo ends it (link down)
+        assert len(s.requests("pull")) == 2
+        assert s.told() == [{"cmd": "link", "up": True}]
 
 
 def test_a_refused_login_is_told_with_its_words_then_cleared(scripted):
@@ -587,6 +588,36 @@ def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeyp
     assert sshremote.git_ssh_command("/srv/r.git", str(tmp_path / "w"), env) is None
     assert sshremote.git_ssh_command("host:r.git", str(tmp_path / "w"),
                                      dict(env, GIT_SSH_COMMAND="ssh -S none")) is None
+
+
+def test_the_held_connection_asks_ssh_for_its_configuration_once_per_question(tmp_path,
+                                                                           monkeypatch):
+    """`ssh -G` (a process and the user's ssh config read each time) runs once for the
+    configuration held() and connect() both read, once for the socket's expanded path:
+    not again in connect(); never for an ssh that is not OpenSSH's."""
+    git("init", "-q", str(tmp_path / "w"))
+    config_file = tmp_path / "ssh_config"
+    config_file.write_text("Host *\n  User me\n")
+    asked, masters = [], []
+    quietly, popen = sshremote._quietly, subprocess.Popen
+
+    def counted(argv, timeout):
+        asked.extend(["-G"] if "-G" in argv else [])
+        return quietly(argv, timeout)
+
+    def no_master(argv, **kwargs):  # the master's ssh is not started: no server here
+        if "ControlMaster=yes" in argv:
+            return masters.append(argv)
+        return popen(argv, **kwargs)
+    monkeypatch.setattr(sshremote, "_quietly", counted)
+    monkeypatch.setattr(sshremote.subprocess, "Popen", no_master)
+    env = {"GIT_SSH_COMMAND": "ssh -F %s" % shlex.quote(str(config_file))}
+    assert sshremote.git_ssh_command("ssh://host:2222/r.git", str(tmp_path / "w"), env)
+    assert asked == ["-G", "-G"] and len(masters) == 1
+    del asked[:]
+    assert sshremote.git_ssh_command("host:r.git", str(tmp_path / "w"),
+                                     {"GIT_SSH_COMMAND": "plink -batch"}) is None
+    assert asked == []
 
 
 @pytest.mark.e2e

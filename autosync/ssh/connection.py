@@ -213,9 +213,11 @@ def watch_argv(cfg):
     ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
     remote = parse_remote(url, cfg.path)
     if remote[0] == "ssh":
-        options, path = held(ssh, remote[1], remote[2])
+        # `ssh -G` once, read by held() and connect()
+        config = effective(ssh, remote[1], remote[2]) if plain_openssh(ssh) else {}
+        options, path = held(ssh, remote[1], remote[2], config=config)
         if path:
-            master = connect(ssh, remote[1], remote[2], path)
+            master = connect(ssh, remote[1], remote[2], path, config)
             release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
         poll = lambda: poll_command(url, cfg.path)  # noqa: E731
     argv = default_watch(url, cfg.path, ssh, options)
@@ -245,6 +247,12 @@ def _own_mux(ssh):
         if option.replace("=", " ").split(" ")[0].lower() in OWN_MUX:
             return True
     return False
+
+
+def plain_openssh(words):
+    """Whether the ssh command line `words` is OpenSSH's ssh with no multiplexing of its
+    own: the only one asked for its configuration (`ssh -G`) and given a held connection."""
+    return bool(words) and os.path.basename(words[0]) == "ssh" and not _own_mux(words)
 
 
 def _quietly(argv, timeout):
@@ -289,15 +297,14 @@ def control_pattern():
     return os.path.join(paths.runtime_dir().replace("%", "%%"), "ssh-%C")
 
 
-def held(ssh, destination, port=None, words=None):
+def held(ssh, destination, port=None, words=None, config=None):
     """(options, control socket) making `ssh` (an argv prefix; `words`: the command it
     runs, when that is a shell) use the one held connection to destination; ([], None)
     when the user set multiplexing up (their ssh config or command) or the ssh is not
-    OpenSSH's."""
-    words = words or ssh
-    if not words or os.path.basename(words[0]) != "ssh" or _own_mux(words):
+    OpenSSH's. `config`: effective()'s for destination, when the caller has it."""
+    if not plain_openssh(words or ssh):
         return [], None
-    config = effective(ssh, destination, port)
+    config = effective(ssh, destination, port) if config is None else config
     if not config or config.get("controlmaster", "false") not in ("false", "no") or \
             config.get("controlpath", "none") != "none":
         return [], None
@@ -331,15 +338,17 @@ def ciphers(config, aes=None):
     return ["-o", "Ciphers=" + AES_FIRST]
 
 
-def connect(ssh, destination, port, path):
+def connect(ssh, destination, port, path, config=None):
     """Make the held connection's master unless one answers at `path`: a started
     `ssh -M -N -f` (it goes to the background once logged in; nobody waits for it), or
-    None. A socket left behind or frozen is removed first (stale())."""
+    None. A socket left behind or frozen is removed first (stale()). `config`:
+    effective()'s for destination, when the caller has it (its ciphers)."""
     if not path or (os.path.exists(path) and not stale(ssh, destination, path)):
         return None
+    config = effective(ssh, destination, port) if config is None else config
     try:
         return subprocess.Popen(
-            list(ssh) + SSH_OPTIONS + ciphers(effective(ssh, destination, port)) +
+            list(ssh) + SSH_OPTIONS + ciphers(config) +
             ["-o", "ControlMaster=yes", "-o", "ControlPath=" + path.replace("%", "%%"),
              "-o", "ControlPersist=%d" % PERSIST, "-N", "-f"] +
             (["-p", str(port)] if port else []) + ["--", destination],
@@ -395,10 +404,12 @@ def git_ssh_command(url, base, env=None):
     except ValueError:
         return None
     ssh = ["sh", "-c", text + ' "$@"', "ssh"]  # as git runs it: $HOME, ~ and quotes work
-    options, path = held(ssh, remote[1], remote[2], words)
+    # `ssh -G` once, read by held() and connect()
+    config = effective(ssh, remote[1], remote[2]) if plain_openssh(words) else {}
+    options, path = held(ssh, remote[1], remote[2], words, config)
     if not options:
         return None
-    connect(ssh, remote[1], remote[2], path)
+    connect(ssh, remote[1], remote[2], path, config)
     # The user's line as it is (a shell runs it: $HOME, ~ and quotes keep their meaning),
     # then ours; keep-alives too: the connection may be made by git's ssh and outlive it.
     return text + " " + " ".join(map(shlex.quote, options + SSH_OPTIONS[2:]))
