@@ -485,8 +485,9 @@ def test_the_daemon_keys_big_files_with_blake2b_unless_the_user_chose_a_backend(
 def test_git_annex_takes_git_s_held_ssh_unless_the_user_gave_it_ssh_options(tmp_path):
     """GIT_ANNEX_USE_GIT_SSH=1 beside the held connection's GIT_SSH_COMMAND (the e2e test:
     tests/e2e/test_annex.py); not where remote.NAME.annex-ssh-options is set, which
-    git-annex would then ignore, nor where another remote is on another ssh server (its
-    transfers would go to the held connection's), nor without a held connection."""
+    git-annex would then ignore, nor without a held connection. Another remote on another
+    ssh server takes it too: the held connection's socket is per destination, that
+    remote's ssh logs in by itself (tests/test_link.py, the other server's test)."""
     import types
     from autosync.committer.repository import git_environment_for
     folder = str(tmp_path / "f")
@@ -499,11 +500,12 @@ def test_git_annex_takes_git_s_held_ssh_unless_the_user_gave_it_ssh_options(tmp_
     held = env("ssh://server.invalid/srv/f.git")
     assert "ControlPath=" in held["GIT_SSH_COMMAND"] and held["GIT_ANNEX_USE_GIT_SSH"] == "1"
     assert "GIT_ANNEX_USE_GIT_SSH" not in env("/srv/f.git")  # not over ssh
-    for name, url, taken in (("disk", "/mnt/backup/f.git", True),
-                             ("same", "ssh://server.invalid/srv/other.git", True),
-                             ("other", "backup.invalid:f.git", False)):
+    for name, url in (("disk", "/mnt/backup/f.git"), ("same", "ssh://server.invalid/srv/o.git"),
+                      ("other", "backup.invalid:f.git")):
         git("-C", folder, "remote", "add", name, url)
-        assert ("GIT_ANNEX_USE_GIT_SSH" in env("ssh://server.invalid/srv/f.git")) is taken
+        assert env("ssh://server.invalid/srv/f.git")["GIT_ANNEX_USE_GIT_SSH"] == "1"
+    git("-C", folder, "config", "remote.other.annex-ssh-options", "-p 2222")  # any remote's
+    assert "GIT_ANNEX_USE_GIT_SSH" not in env("ssh://server.invalid/srv/f.git")
     git("-C", folder, "remote", "remove", "other")
     assert env("ssh://server.invalid/srv/f.git")["GIT_ANNEX_USE_GIT_SSH"] == "1"
     git("-C", folder, "config", "remote.origin.annex-ssh-options", "-i /my/key")

@@ -110,22 +110,7 @@ def git_environment_for(cfg, gitdir, excludes_file, remote):
                           annex_backend=largefiles.backend_of(cfg),
                           ssh_command=ssh_command,
                           annex_git_ssh=bool(ssh_command) and
-                          largefiles.annex_through_git_ssh(cfg.path, other_server(
-                              cfg.path, remote(cfg.path))))
-
-
-def other_server(folder, url):
-    """elsewhere(address) for vcs/largefiles.py's annex_through_git_ssh: whether a remote's
-    address is reached over ssh at another server than `url`'s (the held connection's)."""
-    here = sshremote.parse_remote(url, folder)[1:3]
-
-    def elsewhere(address):
-        try:
-            there = sshremote.parse_remote(address, folder)
-        except sshremote.BadRemote:
-            return False
-        return there[0] == "ssh" and there[1:3] != here
-    return elsewhere
+                          largefiles.annex_through_git_ssh(cfg.path))
 
 
 class Repository:

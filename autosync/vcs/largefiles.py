@@ -75,24 +75,21 @@ def backend_of(cfg):
     return None if proc.stdout.strip() else BACKEND
 
 
-def annex_through_git_ssh(folder, elsewhere=lambda url: False):
+def annex_through_git_ssh(folder):
     """Whether git-annex may reach the remote through git's ssh (GIT_ANNEX_USE_GIT_SSH=1,
     the committer's GitEnvironment `annex_git_ssh`), which the daemon points at its held
     connection: git-annex's own ssh logs in again for every push and pull (it stops its
     cached connection when the command ends), 0.4-1 s each over ssh here
     (tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
     ssh options of their own (remote.NAME.annex-ssh-options), which git-annex ignores
-    with git's ssh, nor where a remote's address is `elsewhere` (reached over ssh at
-    another server than the held connection's): git-annex uses git's ssh for every
-    remote, and that remote's transfers would go to the held connection's server."""
-    proc = subprocess.run(["git", "config", "-z", "--get-regexp", r"^remote\."], cwd=folder,
+    with git's ssh. A remote on another ssh server takes git's ssh too: the held
+    connection's control socket is per destination (ssh/connection.py, control_pattern),
+    so that remote's ssh finds none and logs in by itself."""
+    proc = subprocess.run(["git", "config", "--name-only", "--get-regexp",
+                           r"^remote\..*\.annex-ssh-options$"], cwd=folder,
                           env=environment(), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        key, _, value = entry.partition("\n")
-        if key.endswith(".annex-ssh-options") or (key.endswith(".url") and elsewhere(value)):
-            return False
-    return True
+    return not proc.stdout.strip()
 
 
 def warn_without_annex(cfg, log):
