@@ -249,19 +249,28 @@ class Machine:
                 protocol.NoDaemon, protocol.Untrusted):
             return {}
 
+    STORE = ".git"  # the repository inside the folder
+
     def settled(self, remote):
         """True once nothing is pending, nothing unpushed, and the remote has our HEAD."""
         s = self.status()
         if s.get("state") != "idle" or s.get("pending") or s.get("rescan") or s.get("unpushed"):
             return False
-        # Polled every 0.1 s: git (and in an annexed folder git-annex's filter, which
-        # `git status` starts) is asked again only when something it reads has changed.
-        seen = stat_inputs(self.path, ".git", remote.path)
+        # Polled every 0.1 s: the version control (git, and in an annexed folder
+        # git-annex's filter, which `git status` starts; hg, a quarter of a CPU second a
+        # run) is asked again only when something it reads has changed.
+        seen = stat_inputs(self.path, self.STORE, self.remote_store(remote))
         if getattr(self, "_asked", (None,))[0] != seen:
-            self._asked = (seen, not self.dirty() and (
-                git("rev-parse", "HEAD", cwd=self.path).strip() ==
-                git("--git-dir", remote.path, "rev-parse", "main").strip()))
+            self._asked = (seen, not self.dirty() and self.caught_up(remote))
         return self._asked[1]
+
+    def remote_store(self, remote):
+        return remote.path
+
+    def caught_up(self, remote):
+        """Whether the remote's main is our HEAD."""
+        return git("rev-parse", "HEAD", cwd=self.path).strip() == \
+            git("--git-dir", remote.path, "rev-parse", "main").strip()
 
     def read(self, rel):
         """The content of a file in the folder, or None if it is not there."""

@@ -13,7 +13,7 @@ import time
 from autosync.core import client
 from autosync.core.config import load
 from autosync.core.retry import Backoff
-from conftest import Machine, ROOT, Remote, git, hg, stat_inputs, tree, wait_until
+from conftest import Machine, ROOT, Remote, git, hg, tree, wait_until
 
 
 def write(machine, rel, content):
@@ -149,19 +149,13 @@ class HgMachine(Machine):
     def dirty(self):
         return hg("status", cwd=self.path).splitlines()
 
-    def settled(self, central):
-        s = self.status()
-        if s.get("state") != "idle" or s.get("pending") or s.get("rescan") or s.get("unpushed"):
-            return False
-        # An hg run costs about a quarter of a CPU second: polled every 0.1 s, its three
-        # runs kept a core busy and slowed the daemons under test. hg is asked again only
-        # when something it reads has changed (conftest.stat_inputs).
-        seen = stat_inputs(self.path, ".hg", os.path.join(central, ".hg"))
-        if getattr(self, "_asked", (None,))[0] != seen:
-            verdict = not self.dirty() and (hg("id", "-i", "-r", ".", cwd=self.path) ==
-                                            hg("id", "-i", "-r", "tip", cwd=central))
-            self._asked = (seen, verdict)
-        return self._asked[1]
+    STORE = ".hg"
+
+    def remote_store(self, central):
+        return os.path.join(central, ".hg")
+
+    def caught_up(self, central):
+        return hg("id", "-i", "-r", ".", cwd=self.path) == hg("id", "-i", "-r", "tip", cwd=central)
 
     def files(self):
         return tree(self)
