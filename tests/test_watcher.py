@@ -189,6 +189,26 @@ def test_a_file_opened_during_a_pull_waits_in_the_open_batch(watcher, pulllock):
         assert sent == [] and watcher.batch.rescan
 
 
+def test_a_file_closed_while_a_pull_runs_is_closed_in_the_open_batch_too(watcher):
+    """A file written before a pull (the open batch waits for its close, or carries it:
+    a log) closed while the pull runs: the close, which goes to the pull's batch, is the
+    open batch's too. Else the open batch waited for it for ever (closed at maxwait,
+    and then every maxwait, with a change of a file that did not change)."""
+    from autosync.watcher.batch import Batch
+    with open(os.path.join(watcher.root, "app.log"), "w") as log, \
+            open(os.path.join(watcher.root, "other.log"), "w") as other:
+        for f in (log, other):
+            f.write("a line\n")
+            f.flush()
+        settle_watches(watcher)
+        watcher.batch.carried["other.log"] = 10 ** 9  # carried from the batch before
+        assert watcher.batch.writing == {"app.log", "other.log"}
+        watcher.pull_batch = Batch()
+    settle_watches(watcher)
+    assert watcher.batch.writing == set() and watcher.batch.carried == {}
+    assert watcher.batch.due(watcher.batch.last, 0.2, 3) == pytest.approx(0.2)
+
+
 def test_the_rescan_after_a_pull_says_why(watcher):
     """The empty batch after a pull is told apart from a start or a restarted committer:
     its reason is "drained" (protocol.RESCANS)."""
@@ -370,6 +390,33 @@ def test_a_file_held_open_empty_holds_nothing_else_back(machines, remote):
         assert time.monotonic() - started < 10  # not held back until maxwait (30 s)
         assert b"app.lock" not in remote.files()
     wait_until(lambda: b"app.lock" in remote.files(), 20, what="the closed lock file")
+
+
+def test_a_log_written_for_long_holds_no_save_back_after_its_first_maxwait(machines, remote):
+    """A home folder has logs some program appends to for hours. The batch the log's
+    first writes open waits for its close up to maxwait, once; the batches after it carry
+    it: a save beside it closes its batch when done, not at maxwait (each did, for as long
+    as the log was open). The log itself: one version, the whole one, at its close."""
+    from helpers import Writer, settle, write
+    a = machines("a", maxwait="5")
+    settle(a, remote)
+
+    def at_maxwait(text):
+        return text.count("batch closed (at maxwait)")
+    log = Writer(os.path.join(a.path, "app.log"))
+    try:
+        log.write(b"started\n")
+        wait_until(lambda: at_maxwait(a.logtext()) == 1, 30, what="the log's first batch")
+        mark = len(a.logtext())
+        write(a, "notes.txt", b"notes\n")
+        log.write(b"one more line\n")  # the log goes on beside the save
+        wait_until(lambda: b"notes.txt" in remote.files(), 30, what="notes.txt pushed")
+        assert at_maxwait(a.logtext()[mark:]) == 0  # its batch did not wait for the log
+        assert b"app.log" not in remote.files()  # still open: no version yet
+    finally:
+        log.close()
+    settle(a, remote)
+    assert history_of(remote, "app.log") == [b"started\none more line\n"]
 
 
 def test_a_link_pointed_at_another_clone_is_noticed_by_its_identity(machines, remote, tmp_path):

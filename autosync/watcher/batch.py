@@ -9,7 +9,10 @@ within a batch come out right whatever order the events came in.
 
 A file still open when its batch closes at `maxwait` is what `Growing`
 decides on: an empty one waits on (its writer has not said anything yet),
-one with content is sent, and each further wait for it doubles. The committer
+one with content is sent, and each further wait for it doubles. A file so
+carried into the next batch (a log appended to for hours) neither opens nor
+holds open the batches after it: they close by its due time, and the saves
+beside it as soon as they are done, not at maxwait. The committer
 leaves a file still open for writing out of its commits until it is closed
 (committer/stillwritten.py, which also gives a file open for long its versions).
 """
@@ -112,11 +115,16 @@ class Batch:
         # the batch back (a lock file may stay open, empty, for hours).
         self.fresh = set()
         self.created = None  # when the last file was created (its first write may follow)
+        # Files still written that the batch before left out (Growing) -> when the next
+        # version of each is due; their writes neither open this batch nor hold it open.
+        self.carried = {}
         self.rescan = False  # or why the committer should rescan: a REASONS word
         self.first = self.last = None
 
     def touch(self, rel, isdir=False, now=None):
         (self.dirs if isdir else self.files).add(rel)
+        if not isdir and rel in self.carried and rel in self.writing:
+            return  # a carried file's writer goes on: its due time closes the batch
         now = time.monotonic() if now is None else now
         self.paused(now)
         self.first = self.first or now
@@ -132,7 +140,7 @@ class Batch:
             # twice the pause that closed the last batch. A save made a second after the
             # last one is a new change, and waits SETTLE, not twice that second.
             before, longest = self.previous, 2 * max(self.learned, SETTLE)
-        if before is not None and not self.writing and now - before <= longest:
+        if before is not None and not self.held_open() and now - before <= longest:
             self.gap = max(self.gap, now - before)
             if self.last is None:  # the burst goes on: as patient as it was
                 self.gap = max(self.gap, self.learned)
@@ -141,6 +149,21 @@ class Batch:
         """Written to and not closed yet: the batch waits for the close."""
         self.writing.add(rel)
         self.fresh.discard(rel)
+
+    def carry(self, rel, due):
+        """A file still written that the batch before left out (Growing.leave_out): this
+        batch closes by `due` for its next version, whatever else it holds."""
+        self.files.add(rel)
+        self.written(rel)
+        self.carried[rel] = due
+
+    def carried_due(self, now):
+        """Whether the next version of a carried file still written is due at `now`."""
+        return any(due <= now for rel, due in self.carried.items() if rel in self.writing)
+
+    def held_open(self):
+        """The files still written that hold this batch open (not the carried ones)."""
+        return self.writing.difference(self.carried) if self.carried else self.writing
 
     def opened_new(self, rel):
         """Created by a writer that holds it open: not committed until it writes or closes."""
@@ -151,10 +174,12 @@ class Batch:
         batch stays open for SETTLE at least, whatever readfrequency says (even 0)."""
         self.created = time.monotonic() if now is None else now
 
-    def closed(self, rel):
+    def closed(self, rel, now=None):
         """Closed by its writer, or gone (removed)."""
         self.writing.discard(rel)
         self.fresh.discard(rel)
+        if self.carried.pop(rel, None) is not None:
+            self.touch(rel, now=now)  # its last version, as soon as the folder is quiet
 
     def closed_under(self, folder):
         self.writing = {w for w in self.writing if not w.startswith(folder + "/")}
@@ -216,15 +241,16 @@ class Batch:
         It closes once no file in it is still open for writing and the folder
         was then quiet (readfrequency if set, else the settle time), or at
         `longest` (maxwait) after it opened, whatever is still open."""
+        carried = [due for rel, due in self.carried.items() if rel in self.writing]
         if self.first is None:
-            return None
+            return max(0.0, min(carried) - now) if carried else None
         end = self.first + longest
-        if not self.writing:
+        if not self.held_open():
             quiet_end = self.last + self.quiet(readfrequency)
             if self.created is not None:
                 quiet_end = max(quiet_end, self.created + SETTLE)
             end = min(end, quiet_end)
-        return max(0.0, end - now)
+        return max(0.0, min([end] + carried) - now)
 
     def gone_unknown(self, root, tree):
         """A file or folder touched in this batch that is gone now and that the tree never
@@ -303,19 +329,25 @@ class Growing:
         self.files = {}  # rel -> (when it may be committed again, the wait after that)
 
     def leave_out(self, batch, root, maxwait, now):
-        """Which of the batch's written, still open files wait on (not committed by this
-        batch); the next batch waits for them as this one did."""
+        """(left, carried) of the batch's written, still open files: those that wait on
+        (not committed by this batch), and {file: when its next version is due} of every
+        one of them, for the next batch to carry (Batch.carry)."""
         self.files = {rel: v for rel, v in self.files.items() if rel in batch.writing}
-        left = set()
+        left, carried = set(), {}
         for rel in batch.writing:
             try:
                 empty = os.lstat(os.path.join(root, rel)).st_size == 0
             except OSError:
                 continue  # gone: the batch records that
             due, wait = self.files.get(rel, (now, maxwait))
-            if empty or now < due:
+            if empty:
                 left.add(rel)
+                carried[rel] = now + maxwait  # nothing to send yet: asked again then
+            elif now < due:
+                left.add(rel)
+                carried[rel] = due
             else:
                 wait = min(LONGEST_WAIT, 2 * wait)
                 self.files[rel] = (now + wait, wait)
-        return left
+                carried[rel] = now + wait
+        return left, carried

@@ -142,13 +142,16 @@ class Watcher:
             self.follow_writer(batch, event.mask, rel, isdir, getattr(event, "made_up", True))
 
     def follow_writer(self, batch, mask, rel, isdir, made_up=True):
-        """Which files a writer still holds open: the batch waits for their close."""
-        if mask & pyinotify.IN_CLOSE_WRITE:
-            batch.closed(rel)
+        """Which files a writer still holds open: the batch waits for their close. A
+        close during a pull reaches the open batch too, which may wait for that file
+        (opened before the pull): else it would wait on, for ever."""
+        both = (batch, self.batch) if batch is not self.batch else (batch,)
+        if mask & pyinotify.IN_CLOSE_WRITE or (mask & pyinotify.IN_DELETE and not isdir):
+            for each in both:
+                each.closed(rel)
         elif mask & (pyinotify.IN_DELETE | pyinotify.IN_MOVED_FROM) and isdir:
-            batch.closed_under(rel)
-        elif mask & pyinotify.IN_DELETE:
-            batch.closed(rel)
+            for each in both:
+                each.closed_under(rel)
         elif not isdir and mask & pyinotify.IN_MODIFY:
             batch.written(rel)
         elif not isdir and mask & pyinotify.IN_CREATE:
@@ -211,6 +214,7 @@ class Watcher:
         batch = self.batch
         why = "at maxwait" if batch.first is not None and \
             now >= batch.first + self.cfg.maxwait else \
+            "a file still written is due" if batch.carried_due(now) else \
             "quiet %.2f s" % batch.quiet(self.cfg.readfrequency) if batch.last is not None \
             else "quiet"
         # The burst may go on (after maxwait, or a pause): the next batch knows how long
@@ -219,10 +223,9 @@ class Watcher:
             batch.gap, batch.quiet(self.cfg.readfrequency) if why.startswith("quiet") and
             batch.last is not None else 0.0))
         # Files still written wait on in the next batch, as Growing decides.
-        leave = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
-        for rel in leave:
-            self.batch.touch(rel, now=now)
-            self.batch.written(rel)
+        leave, carried = self.growing.leave_out(batch, self.root, self.cfg.maxwait, now)
+        for rel, due in carried.items():
+            self.batch.carry(rel, due)
         # Created and still empty: left out until written to or closed, without a
         # touch (nothing to wait for until then).
         fresh = {rel for rel in batch.fresh if _empty(os.path.join(self.root, rel))}
@@ -279,8 +282,10 @@ class Watcher:
                 # other, is committed. (A .gitignore the pull changed may un-ignore files
                 # no event names: then the rescan below.)
                 self.send(settled)
-            elif self.batch.writing:
-                self.batch.rescan = "drained"  # below: once the writers closed their files
+            elif self.batch.held_open():
+                # below: once the writers closed their files (not a carried one's: a log
+                # open for hours; the committer leaves a file open for writing out)
+                self.batch.rescan = "drained"
             else:
                 # conservative: what we threw away may hold a local edit made the
                 # instant a pulled file appeared. A rescan asked for now runs after

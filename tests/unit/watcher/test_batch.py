@@ -164,10 +164,10 @@ def test_a_file_still_written_at_maxwait_waits_twice_as_long_each_time(tmp_path)
     b.written("new")
     root = str(tmp_path)
     # The first maxwait: committed (it has content); the empty one waits on.
-    assert growing.leave_out(b, root, 10.0, now=10.0) == {"new"}
+    assert growing.leave_out(b, root, 10.0, now=10.0)[0] == {"new"}
     commits = [10.0]
     for now in range(20, 2000, 10):  # a batch closes every maxwait while it is written
-        if "big" not in growing.leave_out(b, root, 10.0, now=float(now)):
+        if "big" not in growing.leave_out(b, root, 10.0, now=float(now))[0]:
             commits.append(float(now))
     gaps = [later - earlier for earlier, later in zip(commits, commits[1:])]
     assert gaps[:5] == [20.0, 40.0, 80.0, 160.0, 320.0]
@@ -176,7 +176,51 @@ def test_a_file_still_written_at_maxwait_waits_twice_as_long_each_time(tmp_path)
     b.closed("big")
     growing.leave_out(b, root, 10.0, now=3000.0)
     b.written("big")
-    assert growing.leave_out(b, root, 10.0, now=3001.0) == {"new"}
+    assert growing.leave_out(b, root, 10.0, now=3001.0)[0] == {"new"}
+
+
+def test_a_file_written_for_hours_holds_back_no_save_beside_it(folder):
+    """A log appended to for hours (issue 32: a home folder has some): once its first
+    batch closed at maxwait, the batches after it carry it. Its appends neither open a
+    batch nor hold one open; a save beside it closes its batch after the settle time, not
+    at maxwait; the log's next version closes the batch at its due time, doubling; its
+    close ends the wait at once."""
+    from autosync.watcher.batch import Growing
+    root, tree, ignore = folder
+    make_files(root, {"app.log": "line\n", "a.txt": "saved"})
+    growing, b = Growing(), Batch()
+    b.touch("app.log", now=0.0)
+    b.written("app.log")
+    assert b.due(1.0, None, 10.0) == pytest.approx(9.0)  # the first time: up to maxwait
+    left, carried = growing.leave_out(b, root, 10.0, now=10.0)
+    assert left == set() and carried == {"app.log": 30.0}  # sent; the next one at 10 + 20
+    b = Batch()
+    for rel, due in carried.items():
+        b.carry(rel, due)
+    for t in (10.5, 11.0, 11.5):  # appends: the batch stays closed until the log is due
+        b.touch("app.log", now=t)
+        b.written("app.log")
+        assert b.first is None and b.due(t, None, 10.0) == pytest.approx(30.0 - t)
+    b.touch("a.txt", now=12.0)  # a save beside it
+    b.written("a.txt")
+    b.closed("a.txt")
+    b.touch("app.log", now=12.01)
+    b.written("app.log")
+    assert b.due(12.01, None, 10.0) == pytest.approx(SETTLE - 0.01)  # not at maxwait
+    left, carried = growing.leave_out(b, root, 10.0, now=12.05)
+    assert left == {"app.log"} and carried == {"app.log": 30.0}  # not due yet: waits on
+    assert [c["path"] for c in b.close(root, tree, ignore, left)] == ["a.txt"]
+    b = Batch()
+    for rel, due in carried.items():
+        b.carry(rel, due)
+    assert b.carried_due(30.0) and b.due(30.0, None, 10.0) == 0.0
+    assert growing.leave_out(b, root, 10.0, now=30.0) == (set(), {"app.log": 70.0})
+    b = Batch()
+    b.carry("app.log", 70.0)
+    b.touch("app.log", now=31.0)  # its close
+    b.closed("app.log", now=31.0)
+    assert b.writing == set() and b.due(31.0, None, 10.0) == pytest.approx(SETTLE)
+    assert growing.leave_out(b, root, 10.0, now=31.1) == (set(), {})
 
 
 def test_what_a_batch_leaves_out_is_not_recorded(folder):
