@@ -36,6 +36,11 @@ SETTINGS = (
                                   "maintenancecmd itself, between its commands"),
     ("gc.autoDetach", "false", "that upkeep ends before the daemon's next command starts"),
     ("color.ui", "never", "output is parsed, never shown on a terminal"),
+    ("annex.resolvemerge", "false", "git-annex's pull (`git annex sync`) leaves a merge "
+                                    "that stopped on conflicts to the daemon, which keeps "
+                                    "both versions of a big file as of any other, newer at "
+                                    "the path, and says so (vcs/gitmerge.py); git-annex's "
+                                    "own renamed both to NAME.variant-XXXX, unannounced"),
     # Big files (issue 32; tests/benchmark.py `bigfile`, tests/benchmarks/JOURNAL.md): each step
     # git takes on a big file (add, push, the server's receive, its send, the pull) spent
     # its time deflating again data that does not compress and searching for deltas.
