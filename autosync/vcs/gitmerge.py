@@ -12,8 +12,11 @@ commit. The caller commits the result (docs/conflicts.md).
 import logging
 import os
 import re
+import subprocess
+import tempfile
 
 from autosync.core.copies import keep_both
+from autosync.vcs.commands import environment, why
 from autosync.vcs.git import git
 from autosync.vcs.git_environment import PLAIN
 from autosync.core.messages import host_of
@@ -113,18 +116,47 @@ def last_change(folder, rev, path, gitenv=PLAIN):
 
 
 def write_blob(folder, rel, mode, blob, gitenv=PLAIN):
-    """Put a committed version at rel: a file with its mode, or a symlink."""
-    data = git(folder, "cat-file", "blob", blob, gitenv=gitenv)
+    """Put a committed version at rel: a file with its mode, as git's checkout writes it
+    (through its smudge filters: line endings, git-lfs, the user's), or a symlink. (An
+    annexed version is written as its pointer, as git-annex's smudge gives it; the `git
+    add` that stages it puts the content in when the annex has it.)"""
     full = os.path.join(folder, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     if os.path.lexists(full) and not os.path.isdir(full):
         os.unlink(full)
     if mode == "120000":
-        os.symlink(data, os.fsencode(full))
+        os.symlink(git(folder, "cat-file", "blob", blob, gitenv=gitenv), os.fsencode(full))
         return
     with open(full, "wb") as f:
-        f.write(data)
+        filtered(folder, rel, blob, f, gitenv=gitenv)
     os.chmod(full, 0o755 if mode == "100755" else 0o644)
+
+
+def filtered(folder, rel, blob, out, gitenv=PLAIN):
+    """Write blob into the file `out` through the filters of rel's attributes, streamed
+    (an annexed version may be gigabytes). The name goes on stdin, never on the command
+    line; `--batch=%(rest)` repeats it before the content, which ends with one newline
+    (git 2.39's header would give the unfiltered size)."""
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(["git", "cat-file", "--batch=%(rest)", "--filters", "-z"],
+                                cwd=folder, env=environment(gitenv=gitenv),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+        proc.stdin.write(blob.encode() + b" " + os.fsencode(rel) + b"\0")
+        proc.stdin.close()
+        header = os.fsencode(rel).lstrip(b" \t\n\v\f\r") + b"\n"
+        ok = proc.stdout.read(len(header)) == header
+        held = b""
+        while ok:
+            chunk = proc.stdout.read(1 << 20)
+            if not chunk:
+                break
+            out.write(held + chunk[:-1])
+            held = chunk[-1:]
+        proc.stdout.close()
+        if proc.wait() or not ok or held != b"\n":
+            errors.seek(0)
+            said = " | ".join(why(errors.read().decode(errors="replace")))
+            raise RuntimeError("git cat-file: %s" % (said or "could not read %s" % blob))
 
 
 def same_blob(folder, rel, blob, gitenv=PLAIN):
