@@ -2,6 +2,7 @@
 the one `git add` + `git commit` make, it steps aside where it cannot be, and the index
 it leaves behind is brought up to date by settle()."""
 import os
+import shutil
 import time
 
 import pytest
@@ -174,6 +175,9 @@ def test_an_ignored_file_in_a_batch_ends_as_it_ended_before(tmp_path, monkeypatc
     (lambda f: git("config", "core.fileMode", "false", cwd=f), "core.filemode"),
     (lambda f: git("config", "commit.cleanup", "strip", cwd=f), "commit.cleanup"),
     (lambda f: write(f, ".git/index.lock", ""), "index lock"),  # a user's git commit
+    # an annex of the repository's, not the annex.* settings every repository gets from us
+    pytest.param(lambda f: git("annex", "init", "-q", "here", cwd=f), "git-annex",
+                 marks=pytest.mark.skipif(not shutil.which("git-annex"), reason="git-annex")),
 ])
 def test_hooks_signing_and_a_merge_take_the_usual_path(clones, setup, why):
     folder = clones["quick"]

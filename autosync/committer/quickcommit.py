@@ -207,7 +207,10 @@ class QuickCommit:
                 return "%s is %s" % (key, config[key])
         if config.get("commit.cleanup", "default") not in ("default", "whitespace"):
             return "commit.cleanup is set"
-        if any(k.startswith(("annex.", "filter.annex.")) for k in config):
+        # An annex of this repository (not an annex.* setting of ours for git-annex's
+        # commands, vcs/git_environment.py, which every repository gets).
+        if "annex.version" in config or "annex.uuid" in config or \
+                any(k.startswith("filter.annex.") for k in config):
             return "git-annex (its filters look at the index)"
         if any(k.startswith("hook.") for k in config):
             return "hooks in git's config (a newer git runs them)"
