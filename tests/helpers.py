@@ -385,6 +385,29 @@ def annex(path, *args):
     return git("-C", path, "annex", *args)
 
 
+def annexed_pair(machines, remote, rule=None, only_a=None, **settings):
+    """Machines a and b of an annexed remote (docs/beyond-git.md's set-up), started with
+    the git-annex example's commands and told of pushes by the remote's hook. `rule`: an
+    annex.largefiles rule shared through the git-annex branch; `settings`: both machines'
+    (largefiles=...), `only_a`: a's alone."""
+    import shutil
+    annex(remote.path, "init", "-q", "remote")
+    a = machines("a", start=False, **dict(settings, **(only_a or {})))
+    annex(a.path, "init", "-q", "a")
+    if rule:
+        annex(a.path, "config", "--set", "annex.largefiles", rule)
+    annex(a.path, "sync", "-q", "--no-content")
+    b = machines("b", start=False, **settings)
+    annex(b.path, "init", "-q", "b")
+    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"),
+                os.path.join(remote.path, "hooks", "post-receive"))
+    for m in (a, b):
+        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
+        use_example(m, "git-annex.autosync")
+        m.start()
+    return a, b
+
+
 def annex_bytes(repo):
     return folder_bytes(os.path.join(repo, "annex", "objects"))
 

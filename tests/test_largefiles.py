@@ -14,9 +14,8 @@ import pytest
 
 from autosync.core import config
 from autosync.vcs import largefiles
-from conftest import ROOT, git, wait_until
-from helpers import annex, annex_bytes, save_versions
-from helpers import use_example
+from conftest import git, wait_until
+from helpers import annex, annex_bytes, annexed_pair, save_versions
 
 SIZE = 300 * 1000
 
@@ -67,18 +66,7 @@ def expire(machine, *args):
 @pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")
 def test_files_above_largefiles_go_to_the_annex_and_old_versions_expire_from_the_remote(
         machines, remote):
-    annex(remote.path, "init", "-q", "remote")
-    a = machines("a", start=False, largefiles="100kb")
-    annex(a.path, "init", "-q", "a")
-    annex(a.path, "sync", "-q", "--no-content")
-    b = machines("b", start=False, largefiles="100kb")
-    annex(b.path, "init", "-q", "b")
-    hook = os.path.join(remote.path, "hooks", "post-receive")
-    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
-    for m in (a, b):
-        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-        use_example(m, "git-annex.autosync")  # no annex.largefiles rule of its own
-        m.start()
+    a, b = annexed_pair(machines, remote, largefiles="100kb")
 
     versions = save_versions(a, b, remote, 3, SIZE)
     with open(os.path.join(a.path, "notes.txt"), "wb") as f:
@@ -131,18 +119,7 @@ def restore(machine, rel):
 @pytest.mark.e2e
 @pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")
 def test_restore_gets_back_a_version_this_machine_dropped(machines, remote):
-    annex(remote.path, "init", "-q", "remote")
-    a = machines("a", start=False, largefiles="100kb")
-    annex(a.path, "init", "-q", "a")
-    annex(a.path, "sync", "-q", "--no-content")
-    b = machines("b", start=False, largefiles="100kb")
-    annex(b.path, "init", "-q", "b")
-    hook = os.path.join(remote.path, "hooks", "post-receive")
-    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
-    for m in (a, b):
-        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-        use_example(m, "git-annex.autosync")
-        m.start()
+    a, b = annexed_pair(machines, remote, largefiles="100kb")
     versions = save_versions(a, b, remote, 2, SIZE)
     wait_until(lambda: annex_bytes(os.path.join(a.path, ".git")) < 2 * SIZE, 60, 0.1,
                "a to drop the first version")
@@ -159,19 +136,8 @@ def test_restore_gets_back_a_version_this_machine_dropped(machines, remote):
 @pytest.mark.e2e
 @pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")
 def test_the_daemon_keeps_to_largefileskeep_by_itself(machines, remote):
-    annex(remote.path, "init", "-q", "remote")
-    a = machines("a", start=False, largefiles="100kb", largefileskeep="1s",
-                 maintenanceinterval="1")
-    annex(a.path, "init", "-q", "a")
-    annex(a.path, "sync", "-q", "--no-content")
-    b = machines("b", start=False, largefiles="100kb")
-    annex(b.path, "init", "-q", "b")
-    hook = os.path.join(remote.path, "hooks", "post-receive")
-    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
-    for m in (a, b):
-        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-        use_example(m, "git-annex.autosync")
-        m.start()
+    a, b = annexed_pair(machines, remote, largefiles="100kb",
+                        only_a=dict(largefileskeep="1s", maintenanceinterval="1"))
     versions = save_versions(a, b, remote, 3, SIZE)
     # The upkeep (every second here) expires the two replaced versions from the remote,
     # each logged once it is gone.

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, git, wait_until
-from helpers import annex, use_example
+from conftest import wait_until
+from helpers import annexed_pair
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")]
@@ -28,19 +28,7 @@ def contents(machine):
 
 
 def test_a_file_changed_on_both_machines_keeps_both_versions_small_and_big(machines, remote):
-    annex(remote.path, "init", "-q", "remote")
-    a = machines("a", start=False)
-    annex(a.path, "init", "-q", "a")
-    annex(a.path, "config", "--set", "annex.largefiles", "largerthan=1mb")
-    annex(a.path, "sync", "-q", "--no-content")
-    b = machines("b", start=False)
-    annex(b.path, "init", "-q", "b")
-    hook = os.path.join(remote.path, "hooks", "post-receive")
-    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
-    for m in (a, b):
-        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-        use_example(m, "git-annex.autosync")
-        m.start()
+    a, b = annexed_pair(machines, remote, rule="largerthan=1mb")
     base = os.urandom(SIZE)
     for rel, data in (("notes.txt", b"base\n"), ("video.bin", base)):
         with open(os.path.join(a.path, rel), "wb") as f:
