@@ -15,7 +15,7 @@ sys.path.insert(0, TESTS)
 import benchmarks  # noqa: E402
 from benchmarks import main, results, table  # noqa: E402
 
-MEASUREMENTS = ["propagation", "burst", "machines", "slowwriter", "scale", "onechange", "home",
+MEASUREMENTS = ["propagation", "burst", "move", "machines", "slowwriter", "scale", "onechange", "home",
                 "bigfile", "idle"]
 
 

@@ -26,6 +26,8 @@ Measurements (NAME for --only):
                over the held connection, and (at the defaults) with a login per command as
                before it (ControlPath=none in the ssh command), beside the local-path floor
   burst        N small files untarred into A until B has them all (and until pushed)
+  move         a folder of 2,000 files renamed on A until B has the move done, and the polls
+               on B with a file under neither name; the shipped and the original's commands
   machines     8 machines on one account: a change on one until all 7 others have it
   slowwriter   a file written over 15 s: was a half-written version pushed before maxwait?
   scale        start-up time and memory on a large committed tree, beside `git status`;
@@ -55,6 +57,7 @@ from . import results
 # NAME for --only: (module, function), imported when run (--help and --table need no
 # product): one module per measurement, beside this one.
 MEASUREMENTS = {"propagation": ("propagation", "propagation"), "burst": ("burst", "burst"),
+                "move": ("move", "move"),
                 "machines": ("machines", "many_machines"),
                 "slowwriter": ("slowwriter", "slow_writer"), "scale": ("scale", "scale"),
                 "onechange": ("onechange", "onechange"), "home": ("home", "home"),

@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script
 from benchmarks import results  # noqa: E402
 
 PAGE = os.path.join(results.ROOT, "docs", "benchmark.md")
-ORDER = ("propagation", "burst", "machines", "slowwriter", "scale", "onechange", "home",
+ORDER = ("propagation", "burst", "move", "machines", "slowwriter", "scale", "onechange", "home",
          "bigfile", "annex", "idle")
 LIMIT = 150  # lines: the page is a table, the journal holds the rest
 
@@ -25,6 +25,8 @@ WHAT = """\
 * propagation: a small file written on A until B has it (XMPP, and over ssh where sshd is
   installed); bare git: write, add, commit, push, pull in a second clone.
 * burst: 10,000 small files untarred into A until B has them all.
+* move: a folder of 2,000 files renamed on A until B has the move done; B polled every
+  10 ms for a file under neither name; the shipped and the original's command strings.
 * machines: 8 machines on one account: a change on one until all 7 others have it.
 * slowwriter: a file written over 15 s: was a half-written version pushed before maxwait?
 * scale: start-up, memory and idle CPU on a 100,000-file tree; a thin machine's disk.
