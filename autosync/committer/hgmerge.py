@@ -28,10 +28,11 @@ Every hg run costs about a quarter of a CPU second (Python starting hg), so hg
 is asked about all the conflicting files at once: per side one `files`, one
 `cat` (into a scratch folder in .hg) and one `log`, then one `add` and one
 `resolve -m`; a rename or a deletion adds one `status` and one `files` on
-the side without the path. 16 hg runs a merge, whatever the number of files
-(before: 19 for one file and 8 more for each other one). File names reach hg
-only as `path:` patterns on stdin or in a file in the scratch folder, never
-on its command line.
+the side without the path. 14 hg runs a merge, whatever the number of files
+(before: 19 for one file and 8 more for each other one); 3 a pull that is
+only an update, 1 a pull that brought nothing (before: 5 and 2). File names
+reach hg only as `path:` patterns on stdin or in a file in the scratch
+folder, never on its command line.
 
 What it did is printed once: one line per conflict copy on stdout,
 `autosync-conflict {"path": ..., "copy": ..., "host": ...}` (JSON; see
@@ -309,10 +310,9 @@ def resolve(hg, paths, p1, p2):
     return copies
 
 
-def finish(hg, host, p1=None, p2=None):
-    """Resolve what the merge in progress (of p1 and p2, asked for if not given) left
-    and commit it -> the conflict copies."""
-    p1, p2 = p1 or hg.nodes("p1()")[0], p2 or hg.nodes("p2()")[0]
+def finish(hg, host, p1, p2):
+    """Resolve what the merge in progress of p1 and p2 left and commit it -> the conflict
+    copies."""
     copies = resolve(hg, unresolved(hg), p1, p2)
     left = unresolved(hg)
     if left:
@@ -321,30 +321,43 @@ def finish(hg, host, p1=None, p2=None):
     return copies
 
 
-def other_heads(hg):
-    """Heads of the working copy's branch other than its parent, oldest first."""
-    return hg.nodes("head() and branch(p1()) and not p1() and not closed()")
+# The working copy's parents and the other heads of its branch (oldest first), each line
+# `p1 NODE`, `p2 NODE` or `head NODE`: one hg run, rendered once for the working copy.
+STATE = ("{revset('p1()') % 'p1 {node}\\n'}{revset('p2()') % 'p2 {node}\\n'}"
+         "{revset('head() and branch(p1()) and not p1() and not closed()')"
+         " % 'head {node}\\n'}")
+
+
+def state(hg):
+    """-> (p1 or None, p2 or None, [other heads of the branch, oldest first])."""
+    found = {"p1": [], "p2": [], "head": []}
+    for line in hg.out("log", "-r", "wdir()", "-T", STATE).splitlines():
+        kind, node = line.split()
+        found[kind].append(node)
+    return (found["p1"] or [None])[0], (found["p2"] or [None])[0], found["head"]
 
 
 def sync(root, host):
     """Finish a half-done merge, merge every other head, or update -> conflict copies."""
     hg = Hg(root)
     copies = []
-    if hg.nodes("p2()"):
+    p1, p2, heads = state(hg)
+    if p2:
         log.warning("finishing a merge that was left half-done")
-        copies += finish(hg, host)
-    for head in other_heads(hg):
-        parents = hg.nodes("p1()")
+        copies += finish(hg, host, p1, p2)
+        p1, _, heads = state(hg)
+    for n, head in enumerate(heads):
+        if n:  # the last head moved the working copy
+            p1 = (hg.nodes("p1()") or [None])[0]
         # which of the two is the other's ancestor, if one is: one hg run
-        related = hg.nodes("(%s and ::%s) + (%s and ::%s)" % (
-            head, parents[0], parents[0], head)) if parents else []
+        related = hg.nodes("(%s and ::%s) + (%s and ::%s)" % (head, p1, p1, head)) if p1 else []
         if head in related:
             continue
-        if not parents or parents[0] in related:  # behind: no merge
+        if not p1 or p1 in related:  # behind: no merge
             hg.run("update", "-q", "--config", "commands.update.check=noconflict", "-r", head)
             continue
         hg.run(*MERGE, "-r", head, ok=(0, 1))
-        copies += finish(hg, host, parents[0], head)
+        copies += finish(hg, host, p1, head)
     return copies
 
 
