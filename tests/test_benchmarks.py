@@ -15,8 +15,8 @@ sys.path.insert(0, TESTS)
 import benchmarks  # noqa: E402
 from benchmarks import main, results, table  # noqa: E402
 
-MEASUREMENTS = ["propagation", "burst", "move", "machines", "slowwriter", "scale", "onechange", "home",
-                "bigfile", "idle"]
+MEASUREMENTS = ["propagation", "burst", "move", "machines", "slowwriter", "scale", "onechange",
+                "home", "bigfile", "annexscan", "idle"]
 
 
 def all_modules():
@@ -56,7 +56,8 @@ def test_help_names_every_option_and_measurement():
     assert done.returncode == 0, done.stderr
     for option in ("--only", "--sync", "--trials", "--no-peers", "--quick", "--keep",
                    "--burst-trials", "--onechange-files", "--onechange-trials",
-                   "--onechange-thin", "--home-files", "--big-trials", "--git-config",
+                   "--onechange-thin", "--home-files", "--big-trials", "--annexscan-files",
+                   "--git-config",
                    "--setting", "--results", "--table"):
         assert option in done.stdout
     for name in MEASUREMENTS:

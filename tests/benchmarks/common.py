@@ -31,12 +31,12 @@ FULL = dict(trials=20, burst_files=10_000, burst_trials=3, tree_files=100_000,
             tree_folders=10_000, idle_seconds=60, tree_idle_seconds=20, machines=8,
             many_trials=20, slow_seconds=15, onechange_files=100_000, onechange_trials=10,
             home_files=100_000, big_new_mb=1024, big_file_mb=50, big_new_trials=3,
-            big_edit_trials=5)
+            big_edit_trials=5, annexscan_files=(10_000, 100_000), annexscan_trials=5)
 QUICK = dict(trials=3, burst_files=2_000, burst_trials=1, tree_files=10_000,
              tree_folders=1_000, idle_seconds=10, tree_idle_seconds=5, machines=8,
              many_trials=3, slow_seconds=15, onechange_files=10_000, onechange_trials=3,
              home_files=10_000, big_new_mb=1024, big_file_mb=50, big_new_trials=1,
-             big_edit_trials=3)
+             big_edit_trials=3, annexscan_files=(10_000,), annexscan_trials=3)
 
 # The lowest delays the configuration allows for a fast round trip: no quiet
 # at all once every writer closed its file (no settle time), push at once.

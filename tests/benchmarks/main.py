@@ -3,6 +3,7 @@
     python3 tests/benchmark.py [--quick] [--only NAME] [--sync xmpp|hook] [--no-peers] [--keep]
                                [--trials N] [--burst-trials N]
                                [--onechange-files N] [--onechange-trials N] [--onechange-thin]
+                               [--annexscan-files N]
                                [--git-config K=V] [--setting K=V] [--results FILE]
     python3 tests/benchmark.py --table
 
@@ -38,6 +39,10 @@ Measurements (NAME for --only):
                bare git and Syncthing; what each grows the history by (--big-trials N)
   home         a home folder's scale at --home-files N: start, memory, idle CPU, a rescan,
                a resume, a burst of new files, beside bare git (and Syncthing's start)
+  annexscan    largefiles (git-annex) in a tree of N small files and 3 annexed 20 MB ones: one
+               small change, A's pushcmd and B's pullcmd (the example's, and `sync --content`)
+               beside bare git's push and pull; the daemon's own git-annex calls there
+               (--annexscan-files N, repeatable; full: 10,000 and 100,000, --quick: 10,000)
   idle         CPU time of the whole suite over an idle period
 
 The code: tests/benchmarks/, one module per measurement (named as above), the shared
@@ -61,7 +66,8 @@ MEASUREMENTS = {"propagation": ("propagation", "propagation"), "burst": ("burst"
                 "machines": ("machines", "many_machines"),
                 "slowwriter": ("slowwriter", "slow_writer"), "scale": ("scale", "scale"),
                 "onechange": ("onechange", "onechange"), "home": ("home", "home"),
-                "bigfile": ("bigfile", "bigfile"), "idle": ("idle", "idle")}
+                "bigfile": ("bigfile", "bigfile"), "annexscan": ("annexscan", "annexscan"),
+                "idle": ("idle", "idle")}
 
 
 def measurement(name):
@@ -101,6 +107,9 @@ def main(argv=None):
                         "at 1,000,000)")
     p.add_argument("--big-trials", type=int, metavar="N",
                    help="bigfile's trials of each case (full: 3 new, 5 edits; --quick: 1, 3)")
+    p.add_argument("--annexscan-files", type=int, metavar="N", action="append",
+                   help="annexscan's tree, may be repeated (full: 10,000 and 100,000, "
+                        "--quick: 10,000)")
     p.add_argument("--git-config", action="append", metavar="KEY=VALUE", default=[],
                    help="onechange: a git setting given to the suite's machines (through "
                         "GIT_CONFIG_COUNT), to measure a candidate; may be repeated")
@@ -134,6 +143,8 @@ def main(argv=None):
         sizes["home_files"] = args.home_files
     if args.big_trials:
         sizes["big_new_trials"] = sizes["big_edit_trials"] = args.big_trials
+    if args.annexscan_files:
+        sizes["annexscan_files"] = tuple(args.annexscan_files)
     sizes["onechange_thin"] = args.onechange_thin
     sizes["git_config"] = [tuple(kv.split("=", 1)) for kv in args.git_config]
     if any(len(kv) != 2 for kv in sizes["git_config"]):

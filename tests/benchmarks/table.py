@@ -17,8 +17,8 @@ if __package__ in (None, ""):  # run as a script
 from benchmarks import results  # noqa: E402
 
 PAGE = os.path.join(results.ROOT, "docs", "benchmark.md")
-ORDER = ("propagation", "burst", "move", "machines", "slowwriter", "scale", "onechange", "home",
-         "bigfile", "annex", "idle")
+ORDER = ("propagation", "burst", "move", "machines", "slowwriter", "scale", "onechange",
+         "home", "bigfile", "annex", "annexscan", "idle")
 LIMIT = 150  # lines: the page is a table, the journal holds the rest
 
 WHAT = """\
@@ -37,6 +37,8 @@ WHAT = """\
   with git-annex's default key.
 * annex: a 200 MB file saved 10 times with largefiles (git-annex): the disk of each machine
   and of the remote after the sync and after expire (tests/benchmarks/annex.py, standalone).
+* annexscan: largefiles (git-annex) in a tree of 10,000 and 100,000 small files: one small
+  change, the push and pull commands beside bare git's push and pull.
 * idle: CPU of the whole suite over an idle minute."""
 
 HOW = """\
