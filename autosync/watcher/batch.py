@@ -210,11 +210,20 @@ class Batch:
         self.touch("", True, now)
 
     def move(self, src, dst, isdir, now=None):
-        # A file renamed while open is closed under its new name.
+        # A file renamed while open is closed under its new name; a file renamed over one
+        # still open (an editor's save over a log a program appends to) is closed: the
+        # name is the renamed file's now, whatever the old one's writer still does.
         for open_files in (self.writing, self.fresh):
-            if src in open_files:
-                open_files.discard(src)
+            was_open = src in open_files
+            open_files.discard(src)
+            if was_open:
                 open_files.add(dst)
+            elif not isdir:
+                open_files.discard(dst)
+        if not isdir and dst in self.carried and src not in self.carried:
+            del self.carried[dst]
+        elif src in self.carried:
+            self.carried[dst] = self.carried.pop(src)
         if isdir:
             prefix = src + "/"
             self.writing = {dst + w[len(src):] if w.startswith(prefix) else w

@@ -223,6 +223,30 @@ def test_a_file_written_for_hours_holds_back_no_save_beside_it(folder):
     assert growing.leave_out(b, root, 10.0, now=31.1) == (set(), {})
 
 
+@pytest.mark.parametrize("carried", [True, False])
+def test_a_file_saved_over_one_still_written_is_closed_under_its_name(carried):
+    """An editor's save (write a new file, rename it over the old one) over a file some
+    program still appends to: the name holds the saved file now, which is closed; the
+    batch does not wait for the old file's writer (its due time, or maxwait)."""
+    b = Batch()
+    if carried:
+        b.carry("app.log", 100.0)
+    else:
+        b.touch("app.log", now=0.5)
+        b.written("app.log")
+    b.touch("app.log.swp", now=1.0)
+    b.written("app.log.swp")
+    b.closed("app.log.swp")
+    b.move("app.log.swp", "app.log", False, now=1.01)
+    assert b.writing == set() and b.carried == {}
+    assert b.due(1.01, None, 10.0) == pytest.approx(b.quiet(None))  # the settle time
+    assert b.quiet(None) < 0.1  # not maxwait (10), nor the log's due time
+    moved = Batch()  # renamed while still open: still open, and still carried, at the new name
+    moved.carry("app.log", 100.0)
+    moved.move("app.log", "old.log", False, now=2.0)
+    assert moved.writing == {"old.log"} and moved.carried == {"old.log": 100.0}
+
+
 def test_what_a_batch_leaves_out_is_not_recorded(folder):
     root, tree, ignore = folder
     make_files(root, {"part.iso": "half"})
