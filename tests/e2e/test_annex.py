@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, git, wait_until
 from helpers import use_example
-from helpers import annex, annex_bytes, folder_bytes
+from helpers import annex, annex_bytes, annexed_pair, folder_bytes
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("git-annex"), reason="needs git-annex")]
@@ -26,20 +26,8 @@ def git_bytes(repo):
 
 
 def test_large_file_versions_travel_through_the_annex(machines, remote):
-    annex(remote.path, "init", "-q", "remote")
-    a = machines("a", start=False)
-    annex(a.path, "init", "-q", "a")
-    # Shared by every clone through the git-annex branch.
-    annex(a.path, "config", "--set", "annex.largefiles", "largerthan=1mb or include=*.iso")
-    annex(a.path, "sync", "-q", "--no-content")
-    b = machines("b", start=False)
-    annex(b.path, "init", "-q", "b")
-    hook = os.path.join(remote.path, "hooks", "post-receive")
-    shutil.copy(os.path.join(ROOT, "hooks", "post-receive"), hook)
-    for m in (a, b):
-        git("--git-dir", remote.path, "config", "--add", "autosync.config", m.config)
-        use_example(m, "git-annex.autosync")
-        m.start()
+    # The rule is shared by every clone through the git-annex branch.
+    a, b = annexed_pair(machines, remote, rule="largerthan=1mb or include=*.iso")
 
     def reaches_b(rel, data):
         wait_until(lambda: b.read(rel) == data and a.settled(remote) and b.settled(remote),
