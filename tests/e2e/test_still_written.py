@@ -1,5 +1,10 @@
 """End-to-end: a file still being written is never a version (issue 32, item 4)."""
+import hashlib
 import os
+import subprocess
+import time
+
+import pytest
 
 from conftest import git, wait_until
 from helpers import Writer, settle, write
@@ -60,3 +65,52 @@ def test_a_file_written_since_before_the_start_gets_one_version_the_whole_one(
     settle(a, remote)
     assert history_of(remote, "export.bin") == [b"".join(chunks)]
     assert a.status().get("writing") == []
+
+
+def blob_hashes(remote, name):
+    """The SHA-256 of every content `name` had in the remote's history, oldest first."""
+    revs = remote.log("--format=%H", "--reverse", "--", name).split()
+    found = []
+    for rev in revs:
+        digest = hashlib.sha256()
+        with subprocess.Popen(["git", "--git-dir", remote.path, "cat-file", "blob",
+                               "%s:%s" % (rev, name)], stdout=subprocess.PIPE) as p:
+            for chunk in iter(lambda: p.stdout.read(1 << 20), b""):
+                digest.update(chunk)
+        found.append(digest.hexdigest())
+    return found
+
+
+@pytest.mark.slow
+def test_the_issue_s_writers_as_it_gave_them(machines, remote):
+    """Issue 32's two writers at its own sizes, at the shipped maxwait (10 s), not
+    scaled down as the tests above: one opened before the daemon starts and writes for
+    20 s; one writes 300 MB over 60 s. Each gets one version, the whole file, whatever
+    the maxwaits, rescans and batches in between (`tests/run.sh -m slow`). The sleeps
+    are the writers' pace, the workload itself; nothing waits on a guess."""
+    a = machines("a", maxwait="10")
+    settle(a, remote)
+    a.stop()
+    early = Writer(os.path.join(a.path, "export.bin"))
+    written = hashlib.sha256()
+    try:
+        for i in range(41):
+            chunk = os.urandom(64 * 1024)
+            early.write(chunk)
+            written.update(chunk)
+            if i == 0:
+                a.start()  # the start-up rescan finds it open
+            time.sleep(0.5)
+    finally:
+        early.close()
+    big = hashlib.sha256()
+    with open(os.path.join(a.path, "video.bin"), "wb") as f:
+        for _ in range(60):
+            chunk = os.urandom(5 * 1000 * 1000)
+            f.write(chunk)
+            f.flush()
+            big.update(chunk)
+            time.sleep(1)
+    settle(a, remote, timeout=180)
+    assert blob_hashes(remote, "export.bin") == [written.hexdigest()]
+    assert blob_hashes(remote, "video.bin") == [big.hexdigest()]
