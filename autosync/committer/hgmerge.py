@@ -49,6 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from autosync.vcs.commands import HG_LIST, why
 from autosync.core.copies import keep_both
@@ -58,6 +59,8 @@ from autosync.core.messages import host_of, merge_message
 log = logging.getLogger("autosync.hgmerge")
 
 PREFIX = "autosync-conflict "
+SCRATCH = "autosync-hgmerge-"  # the scratch folders' names in .hg (scratch())
+LEFT_AFTER = 3600  # seconds after which a scratch folder is a killed merge's
 # Merge tool: hg's own text merge (changes in different places merge cleanly);
 # what it cannot merge is left unresolved for us. No `.orig` files in the folder.
 MERGE = ("merge", "-y", "--tool", ":merge", "--config", "ui.origbackuppath=.hg/origbackups")
@@ -277,8 +280,17 @@ class WorkingCopy:
 
 def scratch(root):
     """A new private folder inside the working copy's .hg, for hg's output files: on the
-    working copy's file system (not a /tmp in memory), named only with [a-z0-9_-]."""
-    return tempfile.mkdtemp(prefix="autosync-hgmerge-", dir=os.path.join(root, ".hg"))
+    working copy's file system (not a /tmp in memory), named only with [a-z0-9_-]. One
+    left by a merge that was killed (an hour old: no merge takes that long) goes first."""
+    store = os.path.join(root, ".hg")
+    for name in os.listdir(store):
+        left = os.path.join(store, name)
+        try:
+            if name.startswith(SCRATCH) and time.time() - os.lstat(left).st_mtime > LEFT_AFTER:
+                shutil.rmtree(left, ignore_errors=True)
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix=SCRATCH, dir=store)
 
 
 def resolve(hg, paths, p1, p2):
