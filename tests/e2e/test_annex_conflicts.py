@@ -3,10 +3,11 @@
 both versions of a small file and of a big one are kept, without markers."""
 import os
 import shutil
+import time
 
 import pytest
 
-from conftest import wait_until
+from conftest import git, wait_until
 from helpers import annexed_pair
 
 pytestmark = [pytest.mark.e2e,
@@ -41,6 +42,10 @@ def test_a_file_changed_on_both_machines_keeps_both_versions_small_and_big(machi
         with open(os.path.join(a.path, rel), "wb") as f:
             f.write(data)
     wait_until(lambda: a.settled(remote), 60, what="a's edits pushed")
+    # git's commit times are whole seconds: b's commit, made at its start, is the newer
+    # once the clock is past the second of a's (else a tie, settled by commit id)
+    stamp = int(git("log", "-1", "--format=%ct", cwd=a.path))
+    wait_until(lambda: time.time() >= stamp + 1, 5, what="the second after a's commit")
     for rel, data in (("notes.txt", b"from b\n"), ("video.bin", mine)):
         with open(os.path.join(b.path, rel), "wb") as f:
             f.write(data)
