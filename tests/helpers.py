@@ -285,11 +285,18 @@ HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 
 def remote_main(remote):
-    """The remote's main, read from its ref file (cheap enough to poll every few ms)."""
+    """The remote's main, read from its ref file (cheap enough to poll every few ms); for
+    a Mercurial central (a path), its changelog's size and time, which a push changes."""
+    if isinstance(remote, str):
+        try:
+            st = os.stat(os.path.join(remote, ".hg", "store", "00changelog.i"))
+            return (st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            return None
     try:
         with open(os.path.join(remote.path, "refs", "heads", "main")) as f:
             return f.read().strip()
-    except FileNotFoundError:  # packed, or a Mercurial remote: ask
+    except FileNotFoundError:  # packed: ask
         return None
 
 
