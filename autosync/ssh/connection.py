@@ -213,8 +213,7 @@ def watch_argv(cfg):
     ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
     remote = parse_remote(url, cfg.path)
     if remote[0] == "ssh":
-        # `ssh -G` once, read by held() and connect()
-        config = effective(ssh, remote[1], remote[2]) if plain_openssh(ssh) else {}
+        config = configuration(ssh, remote[1], remote[2])  # read by held() and connect()
         options, path = held(ssh, remote[1], remote[2], config=config)
         if path:
             master = connect(ssh, remote[1], remote[2], path, config)
@@ -288,6 +287,13 @@ def effective(ssh, destination, port=None):
     return found
 
 
+def configuration(ssh, destination, port=None, words=None):
+    """effective()'s {key: value} for destination, asked once (`ssh -G`) and only of
+    OpenSSH's ssh with no multiplexing of its own (`words`: the command `ssh` runs, when
+    that is a shell); {} for any other."""
+    return effective(ssh, destination, port) if plain_openssh(words or ssh) else {}
+
+
 def control_pattern():
     """The held connections' ControlPath, in the private folder: `%C`, ssh's hash of this
     machine and the destination's host, port and user, is expanded by ssh for each
@@ -301,10 +307,8 @@ def held(ssh, destination, port=None, words=None, config=None):
     """(options, control socket) making `ssh` (an argv prefix; `words`: the command it
     runs, when that is a shell) use the one held connection to destination; ([], None)
     when the user set multiplexing up (their ssh config or command) or the ssh is not
-    OpenSSH's. `config`: effective()'s for destination, when the caller has it."""
-    if not plain_openssh(words or ssh):
-        return [], None
-    config = effective(ssh, destination, port) if config is None else config
+    OpenSSH's. `config`: configuration()'s for destination, when the caller has it."""
+    config = configuration(ssh, destination, port, words) if config is None else config
     if not config or config.get("controlmaster", "false") not in ("false", "no") or \
             config.get("controlpath", "none") != "none":
         return [], None
@@ -404,8 +408,7 @@ def git_ssh_command(url, base, env=None):
     except ValueError:
         return None
     ssh = ["sh", "-c", text + ' "$@"', "ssh"]  # as git runs it: $HOME, ~ and quotes work
-    # `ssh -G` once, read by held() and connect()
-    config = effective(ssh, remote[1], remote[2]) if plain_openssh(words) else {}
+    config = configuration(ssh, remote[1], remote[2], words)  # read by held() and connect()
     options, path = held(ssh, remote[1], remote[2], words, config)
     if not options:
         return None
