@@ -374,6 +374,21 @@ def _below(path):
     return post
 
 
+# A blob as checked out at a path (its smudge filters): the object and the path on stdin
+# (read as %(rest)), never on the command line; git 2.39 gives the unfiltered size in
+# --batch's header, so the output is the header (the path again) and the content and a
+# newline, and the header is cut instead (filtered_request).
+FILTERED = ["git", "cat-file", "--batch=%(rest)", "--filters", "-z"]
+
+
+def filtered_request(oid, path):
+    """(FILTERED's standard input, the header its output begins with) for the object
+    `oid` (bytes or str) as checked out at `path`."""
+    oid = oid.encode() if isinstance(oid, str) else oid
+    return (oid + b" " + os.fsencode(path) + b"\0",
+            os.fsencode(path).lstrip(b" \t\n\v\f\r") + b"\n")
+
+
 def _filtered(path):
     """post for cat-file: the object --batch-check found, read with --filters as checked
     out at `path` (its attributes), header cut; a missing one fails as git would."""
@@ -386,11 +401,8 @@ def _filtered(path):
             return rc or 128, b"", err + b"fatal: %s %s there\n" % (os.fsencode(show(path)),
                                                                     what.encode())
         oid = fields[0]
-        # --batch with --filters needs the path after the object (read as %(rest));
-        # git 2.39 gives the unfiltered size in the header, so the header is cut instead.
-        rc, out, err2, _ = spawn(["git", "cat-file", "--batch=%(rest)", "--filters", "-z"],
-                                 oid + b" " + os.fsencode(path) + b"\0")
-        header = os.fsencode(path).lstrip(b" \t\n\v\f\r") + b"\n"
+        request, header = filtered_request(oid, path)
+        rc, out, err2, _ = spawn(FILTERED, request)
         if rc or not out.startswith(header) or not out.endswith(b"\n"):
             return rc or 128, b"", err + err2 + b"fatal: could not read %s\n" % oid
         return 0, out[len(header):-1], err + err2

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 
 from autosync.core.copies import keep_both
-from autosync.vcs.commands import environment, why
+from autosync.vcs.commands import FILTERED, environment, filtered_request, why
 from autosync.vcs.git import git
 from autosync.vcs.git_environment import PLAIN
 from autosync.core.messages import host_of
@@ -135,15 +135,14 @@ def write_blob(folder, rel, mode, blob, gitenv=PLAIN):
 def filtered(folder, rel, blob, out, gitenv=PLAIN):
     """Write blob into the file `out` through the filters of rel's attributes, streamed
     (an annexed version may be gigabytes). The name goes on stdin, never on the command
-    line; `--batch=%(rest)` repeats it before the content, which ends with one newline
-    (git 2.39's header would give the unfiltered size)."""
+    line (commands.FILTERED, as restorecmd's cat-file reads it); the content follows the
+    header and ends with one newline."""
+    request, header = filtered_request(blob, rel)
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(["git", "cat-file", "--batch=%(rest)", "--filters", "-z"],
-                                cwd=folder, env=environment(gitenv=gitenv),
+        proc = subprocess.Popen(FILTERED, cwd=folder, env=environment(gitenv=gitenv),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
-        proc.stdin.write(blob.encode() + b" " + os.fsencode(rel) + b"\0")
+        proc.stdin.write(request)
         proc.stdin.close()
-        header = os.fsencode(rel).lstrip(b" \t\n\v\f\r") + b"\n"
         ok = proc.stdout.read(len(header)) == header
         held = b""
         while ok:
