@@ -424,7 +424,14 @@ def test_the_original_is_told_from_ours_by_its_script_under_python3(tmp_path):
     assert daemons.is_original(["python3", "-u", "dvcs-autosync"], str(original.parent))
     assert not daemons.is_original(["/usr/bin/python3", str(ours)])
     assert daemons.is_original(["/usr/bin/python2.7", str(ours)])  # Python 2: only it
-    assert daemons.is_original(["python", "./dvcs-autosync"])
+    # `python` is whichever Python the link leads to: the script says, or the binary.
+    assert daemons.is_original(["python", "./dvcs-autosync"], str(original.parent))
+    assert not daemons.is_original(["python", "./dvcs-autosync"], str(ours.parent))
+    python2 = tmp_path / "python2.7"
+    python2.write_text("")
+    (tmp_path / "exe").symlink_to(python2)  # as /proc/PID/exe names the binary that runs
+    assert daemons.is_original(["python", str(ours)], ".", str(tmp_path / "exe"))
+    assert not daemons.is_original(["python", str(tmp_path / "gone" / "dvcs-autosync")])
     assert not daemons.is_original(["python3", "-m", "autosync.supervisor"])
     assert not daemons.is_original(["python3", str(tmp_path / "gone" / "dvcs-autosync")])
 
@@ -455,3 +462,45 @@ def test_an_original_given_another_config_syncs_the_folder_of_its_home_s_autosyn
         finally:
             original.kill()
             original.wait()
+
+
+PIP_LAUNCHER = """#!%s
+# -*- coding: utf-8 -*-
+import re
+import sys
+from autosync.supervisor import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.mark.e2e
+def test_ours_started_by_a_launcher_whose_python_is_named_python_is_not_the_original(
+        machines, remote, tmp_path, private_home):
+    """pip run as `venv/bin/python -m pip` writes `#!venv/bin/python` into our launcher:
+    the daemon's command line is then `.../python .../dvcs-autosync CONFIG`, a Python 3 by
+    another name. It is ours: a second folder (on ~/.autosync) is not refused for it,
+    and init does not tell the user about an original that is not there."""
+    from autosync.core import daemons
+    from autosync.core.config import load
+    from autosync.tools import init
+    from conftest import wait_until
+    a, b = machines("a", "b", start=False)
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    launcher = venv / "dvcs-autosync"
+    launcher.write_text(PIP_LAUNCHER % (venv / "python"))
+    launcher.chmod(0o755)
+    os.symlink(b.config, str(private_home / ".autosync"))  # b: the default config
+    a.logfile = open(a.log, "ab")
+    a.proc = subprocess.Popen([str(launcher), "-v", a.config], stdout=a.logfile,
+                              stderr=a.logfile, stdin=subprocess.DEVNULL)
+    wait_until(lambda: a.status().get("state") == "idle", 30, what="a to start")
+    ours = [args for pid, args, _ in daemons.running() if pid == a.proc.pid]
+    assert ours == [[str(venv / "python"), str(launcher), "-v", a.config]]
+    assert daemons.synced_folder(a.proc.pid, ours[0], a.config) == a.path
+    assert supervisor.other_daemon(load(b.config)) is None
+    found = init.original_setup()
+    assert found is None or "PID %d," % a.proc.pid not in found[1], found

@@ -33,24 +33,28 @@ def synced_folder(pid, args, file):
     overrides the file's: it syncs ~/.autosync's folder whatever config it was given."""
     env = environ_of(pid)
     path = folder_of(file, env)
-    if is_original(args, "/proc/%d/cwd" % pid):
+    if is_original(args, "/proc/%d/cwd" % pid, "/proc/%d/exe" % pid):
         default = os.path.join(env.get("HOME") or "/", ".autosync")
         if os.path.realpath(default) != os.path.realpath(file) and os.path.isfile(default):
             path = folder_of(default, env) or path
     return path
 
 
-def is_original(args, cwd="."):
+def is_original(args, cwd=".", exe=None):
     """Whether a command line is the original dvcs-autosync's: a Python running a script
-    named dvcs-autosync that is not ours. Python 2 runs only the original; a python3
-    may run ours (the launcher pip or Debian writes, which imports autosync.supervisor)
-    or a port of the original: the script says which. `cwd`: the process's working
-    folder, for a script named by a relative path."""
+    named dvcs-autosync that is not ours. Told by what runs, never by the name the
+    interpreter was called by (a venv's bin/python, which pip writes into our launcher's
+    shebang when run as `venv/bin/python -m pip`, is a Python 3): a Python 2 (`exe`, the
+    process's /proc/PID/exe, says which binary runs) runs only the original; under
+    any other Python the script says which (ours imports autosync: the launcher pip or
+    Debian writes, or bin/dvcs-autosync), and a script that cannot be read is not said
+    to be the original. `cwd`: the process's working folder, for a script named by a
+    relative path."""
     words = [a for a in args[1:] if not a.startswith("-")][:1]
     if not args or not os.path.basename(args[0]).startswith("python") or not words or \
             os.path.basename(words[0]) != "dvcs-autosync":
         return False
-    if not os.path.basename(args[0]).startswith("python3"):
+    if _python2(args[0], exe):
         return True
     try:
         with open(os.path.join(cwd, words[0]), "rb") as f:
@@ -58,6 +62,18 @@ def is_original(args, cwd="."):
     except OSError:
         return False  # cannot tell: not said to be the original
     return b"autosync.supervisor" not in text and b"from autosync" not in text
+
+
+def _python2(called, exe):
+    """Whether the interpreter is a Python 2: by the binary that runs (`exe`, a link
+    such as /proc/PID/exe), else by a name that says its version (python2, python2.7)."""
+    name = os.path.basename(called)
+    if exe is not None:
+        try:
+            name = os.path.basename(os.readlink(exe))  # the kernel's link: resolved
+        except OSError:
+            pass  # gone, or not a link: its name is all there is
+    return name.startswith("python2")
 
 
 def environ_of(pid):

@@ -874,7 +874,7 @@ def original_setup():
     if pid:
         return "pidfile", "%s (PID %d)" % (file + ".pid", pid), folder
     for pid, args, its_config in daemons.running():
-        if daemons.is_original(args, "/proc/%d/cwd" % pid):
+        if daemons.is_original(args, "/proc/%d/cwd" % pid, "/proc/%d/exe" % pid):
             return "process", "(PID %d, config %s)" % (pid, its_config), \
                 daemons.synced_folder(pid, args, its_config)
     return None
@@ -890,4 +890,4 @@ def original_running(pidfile):
             args = [os.fsdecode(a) for a in f.read().split(b"\0") if a]
     except (OSError, ValueError, IndexError):
         return None
-    return pid if daemons.is_original(args, "/proc/%d/cwd" % pid) else None
+    return pid if daemons.is_original(args, "/proc/%d/cwd" % pid, "/proc/%d/exe" % pid) else None
