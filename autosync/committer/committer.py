@@ -46,6 +46,8 @@ log = logging.getLogger("autosync.committer")
 # A quick commit's index is settled after its push; before it only if the push is
 # further away than this (seconds: a long pushdelay).
 SETTLE_BEFORE_PUSH = 2.0
+# A pull asked for with the original's syncmethod = none (local history only): none made.
+LOCAL_ONLY = {"ok": True, "pulled": False, "localonly": True}
 
 # A batch's rescan `reason` (protocol.RESCANS), as the log says it.
 RESCAN_WHY = {"start": "it has just started",
@@ -138,7 +140,8 @@ class Committer:
         self.url = ""  # the remote's address, for announcements (remoteurlcmd)
         self.status = Status(self.cond, lambda fields: self.server.publish(fields),
                              path=cfg.path, host=cfg.hostname, syncmethod=cfg.syncmethod,
-                             link="down" if cfg.syncmethod in LINKED else None)
+                             link="down" if cfg.syncmethod in LINKED else None,
+                             **({"localonly": True} if cfg.localonly else {}))
         self.schedule = Schedule(cfg, self.cond)
         self.pausing = Pausing(cfg, self.cond, self.status)
         self.descriptions = Descriptions(self.cond, self.status)
@@ -365,6 +368,11 @@ class Committer:
             # What changed while the suite was stopped: a rescan, now or on resume.
             self.pending.add([], rescan=True)
         self.reports.recount(upstream=True)  # what an earlier run left unpushed
+        if self.cfg.localonly:
+            log.info("%s: syncmethod = none in an original configuration: local history "
+                     "only, as for the original (commits; never a push nor a pull); to push "
+                     "and pull every 300 s, add pullinterval = 300 to [autosync]",
+                     self.cfg.file)
         if self.pausing.active():
             log.info("paused since %s: nothing is synced until autosync-notify resume",
                      cli.show_time(self.pausing.paused.since))
@@ -381,7 +389,7 @@ class Committer:
         """Pull, commit what `pending` holds, push: at start and on resume. A rescan when
         it asks for one: at start (startup() asks), or after missed events; else (a
         resume: the watcher ran all along) the commit costs what changed."""
-        if pull:
+        if pull and not self.cfg.localonly:
             self.repo.pull()
         with self.cond:
             changes, rescan = self.pending.take()
@@ -454,8 +462,8 @@ class Committer:
         else:
             notes = here + notes
         if pulls > self.done["pull"] or timer_pull or "pull" in retry or woken:
-            pulled = self.repo.pull()
-            if pulled.get("ok"):
+            pulled = LOCAL_ONLY if self.cfg.localonly else self.repo.pull()
+            if pulled.get("ok") and pulled.get("pulled"):
                 self.trim()
             self.finish("pull", pulls, pulled)
         if not sync:
@@ -491,6 +499,8 @@ class Committer:
 
         Only a push that took a new revision to the remote is announced: the other
         machines (the original among them) would pull for nothing."""
+        if self.cfg.localonly:
+            return None  # the original's syncmethod = none: never a push
         with self.cond:
             self.schedule.pushing()
             unpushed, owed = self.status["unpushed"], self.schedule.push_owed

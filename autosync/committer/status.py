@@ -28,6 +28,7 @@ FIELDS = {
     "history": ABSENT,  # the history's size here and on the remote (vcs/sizes.py)
     "maintenance": ABSENT,  # the last maintenancecmd run (committer/maintenance.py)
     "progress": None,  # a long step under way (core/underway.py)
+    "localonly": ABSENT,  # true: the original's syncmethod = none (core/config.py, local_only)
 }
 # The state's changes: "starting" only at first, nothing after "stopped".
 TRANSITIONS = {state: frozenset(STATES) - {"starting"} for state in STATES}

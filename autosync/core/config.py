@@ -234,6 +234,9 @@ class Config:
     describecmd: str = _A["describecmd"]
     commands: dict = dataclasses.field(default_factory=lambda: dict(GIT_COMMANDS))
     xmpp: Xmpp = dataclasses.field(default_factory=Xmpp)
+    # syncmethod = none in an original configuration: the original's meaning, local
+    # history only (commits; never a push nor a pull). Not a key: see local_only().
+    localonly: bool = False
 
 
 def default_path() -> str:
@@ -469,6 +472,28 @@ def format_fingerprint(digest):
     return "sha256:" + ":".join("%02X" % b for b in digest)
 
 
+# The keys the original dvcs-autosync read (its example's); [autosync-server] aside.
+ORIGINAL_KEYS = {
+    "autosync": {"path", "pidfile", "syncmethod", "notifymethod", "pulllock", "readfrequency",
+                 "ignorepath"},
+    "dvcs": {"statuscmd", "addcmd", "rmcmd", "modifycmd", "movecmd", "startupcmd", "commitcmd",
+             "pushcmd", "pullcmd", "remoteurlcmd"},
+    "xmpp": {"username", "password", "alsonotify"},
+}
+
+
+def local_only(known):
+    """Whether `syncmethod = none` keeps the original's meaning: local history only (it
+    committed and never pushed nor pulled), not ours (push at once, pull every
+    pullinterval). So in an original configuration: a file with the [dvcs] pushcmd and
+    pullcmd the original required and no key the original did not read (init never
+    writes [dvcs]; a file of ours says which it means by any key of ours, pullinterval
+    above all). Pushing where the user never asked cannot be undone; not pushing can."""
+    return known.get("autosync", {}).get("syncmethod") == "none" and \
+        {"pushcmd", "pullcmd"} <= set(known.get("dvcs", {})) and \
+        all(set(keys) <= ORIGINAL_KEYS.get(name, set()) for name, keys in known.items())
+
+
 def _build(file, values, known, warnings):
     """The Config, with the defaults that depend on other keys and the checks across keys."""
     a, x = values["autosync"], values["xmpp"]
@@ -494,7 +519,9 @@ def _build(file, values, known, warnings):
         else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),
         socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
         commands=_commands(file, values["dvcs"]),
-        xmpp=_xmpp(file, x, base, warnings, path, host))
+        xmpp=_xmpp(file, x, base, warnings, path, host), localonly=local_only(known))
+    if config.localonly:
+        config.pullinterval = 0.0  # the committer says so at start, and the status
     if config.readfrequency is not None and config.maxwait < config.readfrequency:
         raise _bad(file, "autosync", "maxwait", "a number of seconds >= readfrequency (%g)"
                    % config.readfrequency, "%g" % config.maxwait)

@@ -92,6 +92,10 @@ def problems(status):
             for name in ORDER if name in found]
 
 
+LOCAL_ONLY = ("syncmethod = none in an original configuration, as for the original: never "
+              "a push nor a pull; add pullinterval = 300 to [autosync] to sync")
+
+
 def headline(status, when=str):
     """The status in one line; `when` shows a unix time (a pause's end)."""
     listed = problems(dict(status, paused=_shown(status.get("paused"), when)))
@@ -100,6 +104,9 @@ def headline(status, when=str):
         more = " (and %d more problem%s)" % (len(listed) - 1, "" if len(listed) == 2 else "s") \
             if len(listed) > 1 else ""
         return "NOT syncing: %s - %s%s" % (first["error"], first["fix"], more)
+    if status.get("localonly"):  # its commits are never pushed: unpushed says nothing
+        return "committing" if status.get("state") in BUSY or status.get("pending") or \
+            status.get("rescan") else "history kept here only (%s)" % LOCAL_ONLY
     if status.get("state") in BUSY or status.get("pending") or status.get("rescan") \
             or status.get("unpushed"):
         return "syncing"

@@ -152,6 +152,8 @@ def all_status(as_json):
 
 def link_text(status):
     link = status.get("link")
+    if status.get("localonly"):
+        return "none: history kept here only (%s)" % problems.LOCAL_ONLY
     if link is None:
         return "not used (syncmethod = none: other machines' changes come every pullinterval)"
     failing = (status.get("failing") or {}).get("link")

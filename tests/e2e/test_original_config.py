@@ -175,3 +175,39 @@ def test_the_original_example_with_its_own_account_placeholders_syncs_without_xm
     finally:
         a.stop()
     assert a.proc.returncode == 0
+
+
+def test_the_original_s_syncmethod_none_keeps_history_here_only(tmp_path, private_home):
+    """The original with `syncmethod = none` (its example's commented choice) committed
+    and never pushed nor pulled (its dvcs-autosync: no start-up pull, no push timer when
+    syncmethod is none). An original configuration keeps that meaning here: committed,
+    nothing pushed, another machine's push not pulled, and the status says so."""
+    remote = Remote(tmp_path / "remote.git")
+    home = str(private_home)
+    text = edit(original_text(), "pidfile = ~/.autosync.pid", "pidfile = ~/.amw.pid")
+    text = edit(text, "syncmethod = xmpp", "syncmethod = none\nnotifymethod = none")
+    a = OriginalMachine(home, "amw", remote, text)
+    elsewhere = str(tmp_path / "elsewhere")
+    git("clone", "-q", remote.path, elsewhere)
+    with open(os.path.join(elsewhere, "theirs.txt"), "w") as f:
+        f.write("pushed by another machine\n")
+    git("add", "theirs.txt", cwd=elsewhere)
+    git("commit", "-q", "-m", "theirs", cwd=elsewhere)
+    git("push", "-q", cwd=elsewhere)
+    on_remote = git("--git-dir", remote.path, "rev-parse", "main")
+    try:
+        a.start()
+        with open(os.path.join(a.path, "notes.txt"), "w") as f:
+            f.write("written on a\n")
+        synced = a.notify("--json", "sync")
+        assert '"pushed": false' in synced.stdout, synced.stdout
+        assert b"notes.txt" in git("log", "-1", "--name-only", "--format=", cwd=a.path)
+        assert git("--git-dir", remote.path, "rev-parse", "main") == on_remote  # not pushed
+        assert not os.path.exists(os.path.join(a.path, "theirs.txt"))  # nor pulled
+        status = a.status()
+        assert status["localonly"] is True and status["headline"].startswith(
+            "history kept here only (syncmethod = none in an original configuration"), status
+        assert "local history only, as for the original" in a.logtext()
+    finally:
+        a.stop()
+    assert a.proc.returncode == 0

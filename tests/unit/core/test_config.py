@@ -56,6 +56,22 @@ def original_text(**replace):
 
 # --- The original example file -------------------------------------------------------------
 
+def test_syncmethod_none_keeps_the_original_s_meaning_only_in_an_original_configuration(
+        tmp_path, folder):
+    """The original's none: local history only (commits, never a push nor a pull). Ours:
+    push at once, pull every pullinterval. An original configuration (its [dvcs] commands,
+    no key of ours) gets the original's; any key of ours, or no [dvcs] (init's), ours."""
+    none = original_text(**{"syncmethod = xmpp": "syncmethod = none"})
+    cfg = config.load(write(tmp_path, none), check_path=False)
+    assert (cfg.syncmethod, cfg.localonly, cfg.pullinterval) == ("none", True, 0)
+    ours = config.load(write(tmp_path, none.replace("pulllock = conservative",
+                                                    "pulllock = conservative\npullinterval = 300"
+                                                    )), check_path=False)
+    assert (ours.localonly, ours.pullinterval) == (False, 300)
+    assert not config.load(write(tmp_path, minimal(folder)), check_path=False).localonly
+    xmpp = config.load(write(tmp_path, original_text()), check_path=False)
+    assert (xmpp.syncmethod, xmpp.localonly) == ("none", False)  # its placeholders: XMPP off
+
 def test_original_example_reads_exactly_as_rawconfigparser():
     text = original_text()
     assert "openuat \n" in text and "git rm %s \n" in text  # the trailing spaces are there
@@ -374,7 +390,7 @@ def test_long_readfrequency_raises_the_default_maxwait(tmp_path, folder):
 
 def test_dataclass_defaults_are_those_of_keys():
     cfg, xmpp = config.Config(), config.Xmpp()
-    own = {"file", "warnings", "commands", "xmpp"}
+    own = {"file", "warnings", "commands", "xmpp", "localonly"}
     assert {f.name for f in dataclasses.fields(cfg)} - own == set(config.KEYS["autosync"])
     assert {f.name for f in dataclasses.fields(xmpp)} == set(config.KEYS["xmpp"])
     for section, made in (("autosync", cfg), ("xmpp", xmpp)):
