@@ -232,7 +232,8 @@ class Committer:
     def pushed_request(self, message):
         """Someone pushed: pass the word on (XMPP), and fetch it ourselves (while paused:
         on resume)."""
-        self.status.event("pushed", url=str(message.get("url") or ""), source="notify")
+        self.status.event("pushed", url=str(message.get("url") or "") or self.url,
+                          source="notify")
         if self.pausing.active():
             self.pausing.owe_pull()
             return {"ok": True}

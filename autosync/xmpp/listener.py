@@ -142,6 +142,8 @@ class Listener(client.CommitterLink):
         self.login_trouble = Trouble(log, logging.ERROR, repeat=logging.INFO)
         self.strangers = {}       # bare JID -> when we last logged it
         self.announced = []       # the upstream revisions announced lately, newest last
+        self.url = ""             # the remote's address, as the committer last said it
+        self.unknown_url_told = False  # said once that a push waits for the address
         # With syncmethod = ssh (XMPP only for notifications) the link is autosync-sshlink's.
         self.speaks_for_link = getattr(cfg, "syncmethod", "xmpp") != "ssh"
 
@@ -328,9 +330,21 @@ class Listener(client.CommitterLink):
             self._announce(str(event.get("url") or ""), rev)
 
     def _announce(self, url, rev=None):
+        """`pushed URL`, never with an empty URL (one that the committer did not know,
+        at a first start or from `autosync-notify pushed` without one): the address
+        last heard, else none is sent and the revision stays unannounced, for the
+        next link-up's answer or push to announce once an address is known."""
+        self.url = url.strip() or self.url
+        if not self.url:
+            if not self.unknown_url_told:
+                self.unknown_url_told = True
+                log.warning("a push is not announced yet: the remote's address is not known "
+                            "(remoteurlcmd printed nothing); other machines pull it within "
+                            "safetypull meanwhile")
+            return
         if rev:
             self.announced = (self.announced + [rev])[-ANNOUNCED_KEPT:]
-        self._queue(("announce", url))
+        self._queue(("announce", self.url))
 
     def _notify(self, messages):
         for message in messages:

@@ -379,3 +379,20 @@ def test_a_machine_that_comes_online_gets_our_presence_directed_to_it(made):
     session.presence(PEER_C, "unavailable")
     session.presence(PEER_C)  # back again: told again
     assert session.directed == [(PEER_B, 3), (PEER_C, 3), (PEER_C, 3)]
+
+
+def test_a_push_is_never_announced_with_an_empty_url(made, caplog):
+    """At a first start the committer may answer the link-up before it knows the remote's
+    address, and `autosync-notify pushed` may come without one: `pushed ` never goes out.
+    The revision stays unannounced until an address is known; then the last one is used."""
+    listener, server = made()
+    session = up(listener, server, peers=(PEER_B,))
+    with caplog.at_level(logging.WARNING, logger="autosync"):
+        committer_answers_link(listener, "abc123", url="")
+        listener.on_event({"event": "pushed", "url": "", "source": "notify"})
+    assert session.take_sent() == []
+    assert "the remote's address is not known" in caplog.text
+    committer_answers_link(listener, "abc123", url="/srv/repo.git")  # the next link-up
+    assert session.take_sent() == [(PEER_B, "pushed /srv/repo.git")]
+    listener.on_event({"event": "pushed", "url": "", "source": "notify"})
+    assert session.take_sent() == [(PEER_B, "pushed /srv/repo.git")]  # the address known
