@@ -408,8 +408,10 @@ def test_a_self_signed_server_is_refused_with_the_line_that_trusts_it(
     wait_until(lambda: messages(caplog, "no password sent"), what="refusal")
     line = messages(caplog, "no password sent")[0].getMessage()
     fingerprint = openssl_fingerprint(cert).split("=", 1)[1]
-    assert line.startswith("refusing XMPP server 127.0.0.1:%d: its certificate is not valid "
-                           "for localhost (self-signed certificate); no password sent; to trust "
+    assert line.startswith("refusing XMPP server 127.0.0.1:%d: its certificate is not trusted "
+                           "(self-signed certificate: no CA trusted here vouches for it); no "
+                           "password sent; to trust the CA that signed it, set [xmpp] cafile = "
+                           "that CA's certificate; to trust "
                            "exactly this certificate, add to [xmpp] in /home/me/.autosync: "
                            "fingerprint = sha256:%s; retrying in "
                            % (server.port, fingerprint)), line

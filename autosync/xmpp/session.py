@@ -40,7 +40,11 @@ class LoginError(Exception):
 
 
 class UntrustedServer(LoginError):
-    """The server's certificate is not valid for it (and no fingerprint is pinned)."""
+    """The server's certificate is not valid for it, or not trusted (and no fingerprint is
+    pinned)."""
+
+
+HOSTNAME_MISMATCH = 62  # OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH: the name, not the chain
 
 
 class _Probed(Exception):
@@ -145,9 +149,16 @@ class VerifiedTLS(transports.TLS):
         try:
             tls = self.context.wrap_socket(tcp._sock, server_hostname=self.hostname)
         except ssl.SSLCertVerificationError as e:
-            raise UntrustedServer("refusing XMPP server %s: its certificate is not valid for %s (%s); "
-                            "no password sent" % (where, self.hostname,
-                                                  e.verify_message or one_line(e)))
+            why = e.verify_message or one_line(e)
+            if e.verify_code == HOSTNAME_MISMATCH:
+                raise UntrustedServer("refusing XMPP server %s: its certificate is not valid for "
+                                      "%s (%s); no password sent" % (where, self.hostname, why))
+            # A chain no CA here vouches for (self-signed, a private CA, expired...): not
+            # trusted, whatever name it carries; the listener adds the fingerprint's line.
+            raise UntrustedServer("refusing XMPP server %s: its certificate is not trusted (%s: "
+                                  "no CA trusted here vouches for it); no password sent; to "
+                                  "trust the CA that signed it, set [xmpp] cafile = that CA's "
+                                  "certificate" % (where, why))
         except (ssl.SSLError, OSError) as e:
             raise LoginError("TLS with XMPP server %s failed: %s" % (where, one_line(e)))
         tcp._sslObj = tls

@@ -224,8 +224,8 @@ def test_a_certificate_that_does_not_verify_gets_no_password(peer, cert):
                    (b"", "TLS")], cert=cert)
     message = login_error(account(server.port))
     assert message.startswith("refusing XMPP server 127.0.0.1:%d: its certificate is not "
-                              "valid for example.org" % server.port)
-    assert message.endswith("no password sent")
+                              "trusted (self-signed certificate" % server.port)
+    assert "no password sent" in message and "not valid for" not in message
     server.close()
     assert not holds_password(server.received)
 
@@ -238,6 +238,33 @@ def test_a_trusted_certificate_for_another_name_is_refused_too(peer, cert):
     message = login_error(account(server.port, cafile=cert[0]))
     assert "certificate is not valid for example.org" in message
     assert "other.example" in message or "mismatch" in message
+    server.close()
+    assert not holds_password(server.received)
+
+
+def test_a_private_ca_not_trusted_here_is_named_as_untrusted_not_as_a_name(peer, tmp_path):
+    """A certificate for the right name, signed by the user's own CA, which this machine
+    does not trust: the words say "not trusted" and how to trust it (cafile), not a
+    name mismatch."""
+    ca_key, ca, key, csr, crt = (str(tmp_path / n) for n in
+                                 ("ca.key", "ca.pem", "key.pem", "req.pem", "cert.pem"))
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    ca_key, "-out", ca, "-days", "2", "-subj", "/CN=My Home CA"], **quiet)
+    subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
+                    csr, "-subj", "/CN=example.org"], **quiet)
+    names = tmp_path / "names.ext"
+    names.write_text("subjectAltName=DNS:example.org\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+                    "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", str(names)], **quiet)
+    server = peer([(b"<stream:stream", features(b"PLAIN", starttls=True)),
+                   (b"<starttls", b"<proceed xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>"),
+                   (b"", "TLS")], cert=(crt, key))
+    message = login_error(account(server.port))
+    assert message.startswith("refusing XMPP server 127.0.0.1:%d: its certificate is not "
+                              "trusted (unable to get local issuer certificate" % server.port)
+    assert "set [xmpp] cafile = that CA's certificate" in message
+    assert "not valid for" not in message
     server.close()
     assert not holds_password(server.received)
 
