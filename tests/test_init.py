@@ -307,6 +307,21 @@ def test_init_tells_to_set_pull_rebase_false_when_it_finds_the_originals_config(
     assert "git -C %s config pull.rebase false" % os.path.expanduser("~/autosync") in out
 
 
+def test_init_gives_no_pull_rebase_advice_where_the_original_s_clone_has_it(tmp_path, remote):
+    """The advice is for a clone whose plain `git pull` would stop at a divergence: one
+    that says pull.rebase false already is not told again."""
+    original = os.path.join(os.environ["HOME"], ".autosync")
+    with open(original, "w") as f:
+        f.write("[autosync]\npath = ~/autosync\n[dvcs]\n"
+                "statuscmd = git status | grep -iq \"nothing to commit\"\n")
+    its_clone = os.path.expanduser("~/autosync")
+    git("clone", "-q", remote.path, its_clone)
+    git("-C", its_clone, "config", "pull.rebase", "false")
+    out = ok(Joined(tmp_path, "a").init(remote))
+    # (An original another test or the machine runs may be named: not this one.)
+    assert "original dvcs-autosync's config" not in out and its_clone not in out, out
+
+
 def test_a_clone_given_where_the_config_goes_is_told_the_init_command(tmp_path, remote):
     """`dvcs-autosync ~/Sync` (the folder, not a config file): the message names the init
     command with the clone's own remote, and that command works as it says."""
