@@ -116,6 +116,49 @@ def test_list_and_settle_both_ways_after_a_real_conflict(machines, remote):
     assert "conflict settled: kept their version of list.txt" in log
 
 
+@pytest.mark.e2e
+def test_two_machines_of_one_host_name_tell_mine_from_theirs_by_history(machines, remote):
+    """Cloned machines share a host name: the copy's name says "twin" either way. Whose
+    version it holds is read from each machine's own history (which side of the merge
+    it committed), so `--keep theirs` on b keeps a's version, never b's own."""
+    a = machines("a", hostname="twin")
+    b = machines("b", hostname="twin")
+    write(a, "notes.txt", b"v1\n")
+    share(a, b, remote)
+    url = cut_off(b)
+    write(a, "notes.txt", b"a's notes\n")
+    settled(a, remote)
+    time.sleep(1.1)  # b's version is the newer one: it stays at the path (commit seconds)
+    write(b, "notes.txt", b"b's notes\n")
+    committed(b)
+    reconnect(b, url)
+    sync_both(a, b, remote)
+    (copy,) = [p for p in tree(b) if "(conflict from twin " in p]
+    assert tree(b)[copy] == b"a's notes\n" and tree(b)["notes.txt"] == b"b's notes\n"
+    for machine, whose in ((a, "mine"), (b, "theirs")):
+        listed = conflicts_cmd(machine)
+        assert listed.stdout.splitlines()[0].endswith(
+            "  twin  %-6s  %s  (copy of notes.txt)" % (whose, copy)), listed.stdout
+    done = conflicts_cmd(b, "--keep", "theirs", "notes.txt")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("notes.txt now holds the version from twin\n"), done.stdout
+    assert b.read("notes.txt") == b"a's notes\n" and b.read(copy) is None
+    assert "+b's notes" in remote.log("-p", "--format=%B")  # b's own stays in history
+
+
+def test_a_copy_naming_this_host_that_no_merge_made_is_refused_in_words(tmp_path, monkeypatch):
+    """No merge in history made it, and its name is this machine's host name (a namesake's
+    or its own): which version is whose cannot be told, so nothing is deleted."""
+    folder = tmp_path / "f"
+    git("init", "-q", str(folder))
+    copy = copies.read_copy_name(copies.copy_name("a.txt", "twin", STAMP, lambda n: True))
+    cfg = type("Cfg", (), {"path": str(folder), "hostname": "twin"})()
+    assert settle.mine_is_copy(cfg, copy, True) is None
+    assert settle.mine_is_copy(cfg, copy._replace(host="other"), True) is False
+    assert str(settle.cannot_tell(copy)).startswith(
+        "cannot tell which version of a.txt this machine made: its history does not say")
+
+
 # --- settling never writes over an edit that is not in history ----------------------------
 
 def conflicted(a, remote):

@@ -16,17 +16,34 @@ import os
 import sys
 
 from autosync.core import cli
-from autosync.vcs import guarded
+from autosync.vcs import git, gitmerge, guarded
 from autosync.core.copies import find_copies
 from autosync.tools.history import (History, HistoryError, ask_daemon, commit_first, note_first,
                                     relative)
 from autosync.core.messages import TEXT_MAX, printable
 
 
-def mine_is_copy(copy, host):
-    """Is the version in the copy the one this machine made? Its name says who made it;
-    otherwise this machine's is the one at the path (it was here before the merge)."""
-    return copy.host == host
+def mine_is_copy(cfg, copy, is_git):
+    """Is the version in the copy the one this machine made? True, False, or None when
+    that cannot be told. Never by the host name the copy's name carries alone: cloned
+    machines share one. In git the repository says (gitmerge.copy_made_here: which
+    side of the merge that made the copy was committed here); a copy no merge made
+    (or in another DVCS) is this machine's only if its name is not another host's,
+    and cannot be told when it names this machine's host."""
+    if is_git:
+        made = gitmerge.copy_made_here(cfg.path, copy.copy, copy.path)
+        if made != gitmerge.NO_MERGE:
+            return made
+    return None if copy.host == cfg.hostname else False
+
+
+def cannot_tell(copy):
+    return HistoryError("cannot tell which version of %s this machine made: its history "
+                        "does not say (the copy's host name, %s, may be this machine's or "
+                        "another's of the same name), so nothing was settled; keep one by "
+                        "hand: remove %s, or move it over %s (the other version stays in "
+                        "history)" % (printable(copy.path), printable(copy.host),
+                                      printable(copy.copy), printable(copy.path)))
 
 
 def pick(copies, rel):
@@ -111,7 +128,10 @@ def keep_version(cfg, history, copy, keep):
     spare = committed(history, writer, rev, copy.copy)
     if spare is None:
         raise HistoryError("%s is gone: nothing to settle" % printable(copy.copy))
-    if (keep == "mine") == mine_is_copy(copy, cfg.hostname):
+    mine = mine_is_copy(cfg, copy, history.is_git())
+    if mine is None:
+        raise cannot_tell(copy)
+    if (keep == "mine") == mine:
         # The copy's version at the path, then the copy goes: the path never lacks one.
         here = committed(history, writer, rev, copy.path)
         data = version_in(writer, copy.copy, spare)
@@ -152,12 +172,17 @@ def listing(cfg, out=sys.stdout):
         out.write("no conflict copies in %s\n" % cfg.path)
         return
     width = max(len(c.host) for c in copies)
-    for c in copies:
-        whose = "mine" if mine_is_copy(c, cfg.hostname) else "theirs"
+    is_git = git.git_dir(cfg.path) is not None
+    mine = [mine_is_copy(cfg, c, is_git) for c in copies]
+    for c, made in zip(copies, mine):
+        whose = {True: "mine", False: "theirs", None: "?"}[made]
         out.write("%s  %-*s  %-6s  %s  (copy of %s)\n" % (
             cli.show_time(c.time), width, c.host, whose, printable(c.copy), printable(c.path)))
     out.write("%d conflict cop%s; settle one with: dvcs-autosync conflicts --keep mine|theirs "
               "PATH\n" % (len(copies), "y" if len(copies) == 1 else "ies"))
+    if None in mine:
+        out.write("?: this machine's history cannot tell whose version the copy holds "
+                  "(settle it by hand)\n")
 
 
 def parse_args(argv):

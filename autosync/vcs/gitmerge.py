@@ -211,3 +211,64 @@ def resolve(folder, gitenv=PLAIN):
     if staged:
         git(folder, "add", "-A", "--", paths=staged, gitenv=gitenv)
     return made
+
+
+# --- whose version a conflict copy holds (dvcs-autosync conflicts) -----------------------
+
+NO_MERGE = "no merge"  # copy_made_here: no merge in history made the copy
+
+
+def copy_made_here(folder, copy, path, gitenv=PLAIN):
+    """Whether the version the conflict copy `copy` (of `path`) holds was made on this
+    machine, told by the repository, never by a host name (cloned machines share one):
+    True, False; None when it cannot tell (neither side's or both sides' last change of
+    path was made here: a third machine, or a reflog expired); NO_MERGE when no merge in
+    history made the copy (a copy made by hand).
+
+    The merge that added the copy has two parents; the copy holds the version of one of
+    them (the loser, copies.keep_both). A commit made on this machine is in its HEAD
+    reflog as `commit...` (git commit, and committer/quickcommit.py's update-ref);
+    one pulled in is there, if at all, as a pull. So the side whose last change of
+    path was made here is this machine's."""
+    if "\n" in copy or "\n" in path:  # --stdin and --batch-check read lines
+        return None
+    out = git(folder, "log", "--format=%H %P", "--stdin", "HEAD",
+              data=b"--\n" + os.fsencode(copy) + b"\n", check=False, gitenv=gitenv)
+    lines = (out or b"").decode().split("\n")
+    commits = [line.split() for line in lines if line.strip()]
+    if not commits or len(commits[-1]) != 3:  # the oldest commit with the copy: a merge?
+        return NO_MERGE
+    merge, *parents = commits[-1]
+    blobs = _blobs(folder, ["%s:%s" % (merge, copy)] + ["%s:%s" % (p, path) for p in parents],
+                   gitenv)
+    if blobs[0] is None or any(_blobs(folder, ["%s:%s" % (p, copy) for p in parents], gitenv)):
+        return NO_MERGE  # the copy was there before: not this merge's
+    losers = [p for p, blob in zip(parents, blobs[1:]) if blob == blobs[0]]
+    if len(losers) != 1:
+        return None
+    winner = parents[1 - parents.index(losers[0])]
+    made = made_here(folder, gitenv)
+    lost_here = last_change(folder, losers[0], path, gitenv=gitenv)[1] in made
+    won_here = last_change(folder, winner, path, gitenv=gitenv)[1] in made
+    return lost_here if lost_here != won_here else None
+
+
+def _blobs(folder, names, gitenv):
+    """The object id of each `REV:PATH` in names (None where there is none), asked on
+    stdin (the names stay off the command line)."""
+    out = git(folder, "cat-file", "--batch-check=%(objectname)",
+              data=b"".join(os.fsencode(n) + b"\n" for n in names), gitenv=gitenv)
+    return [line if re.fullmatch(r"[0-9a-f]{40,64}", line) else None
+            for line in out.decode("utf-8", "replace").split("\n")[:len(names)]]
+
+
+def made_here(folder, gitenv=PLAIN):
+    """The commits this machine made: its HEAD reflog's `commit`, `commit (amend)`,
+    `commit (merge)`... entries (git commit's; quickcommit's update-ref says `commit:`)."""
+    out = git(folder, "log", "-g", "--format=%H %gs", "HEAD", check=False, gitenv=gitenv)
+    made = set()
+    for line in (out or b"").decode("utf-8", "replace").split("\n"):
+        commit, _, subject = line.partition(" ")
+        if subject.startswith("commit"):
+            made.add(commit)
+    return made
