@@ -5,8 +5,11 @@ Debian 12/13 and Ubuntu 24.04 refuse `pip install` into the system's Python
 leave its site-packages as they were. Here a copy of the checkout is installed
 by its own tests/install.sh into a fresh venv, the demo's way first, then the
 tests' way into the same venv (as a newcomer runs tests/demo.sh, then
-tests/run.sh), with nothing on PATH but /usr/bin and /bin; the system's
-site-packages are listed before and after.
+tests/run.sh), with nothing on PATH but /usr/bin and /bin; the folders a `pip
+install` outside a venv would write into (the system Python's /usr/local ones, root's
+user site) are listed before and after, and what the installer installs (the names in
+the venv) must not have changed there. Only those: the machine may install packages
+beside the run, the product's Debian package among them.
 
 Debian 12's pip (23.0, no `wheel` package) used to fall back to the deprecated
 `setup.py install`; with a `build/` folder left from an earlier wheel build it
@@ -15,6 +18,7 @@ So the copy has such a stale build/ folder in it, and each program's --help
 runs from the venv. The real checkout is never written. pip fetches
 setuptools (and the dependencies) from the package index: about 20 seconds.
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -80,20 +84,51 @@ def run(argv, **kwargs):
                           **kwargs)
 
 
-def system_site_packages(env):
-    """Every file below the system Python's site-packages (and root's user site), with its
-    size and time: what a `pip install` outside a venv would change."""
-    where = run([SYSTEM_PYTHON, "-c", "import site; print('\\n'.join(site.getsitepackages() + "
-                 "[site.getusersitepackages()]))"], env=env)
+def installer_could_write(env):
+    """The folders a `pip install` outside a venv writes into (the system Python's purelib,
+    platlib and scripts folders: /usr/local on Debian, where apt never writes; root's user
+    site and bin). The distribution's own folders (/usr/lib/python3/dist-packages) are not
+    among them: packages installed beside the run change those."""
+    where = run([SYSTEM_PYTHON, "-c", "import site, sysconfig; p = sysconfig.get_paths(); "
+                 "print('\\n'.join([p['purelib'], p['platlib'], p['scripts'], "
+                 "site.getusersitepackages(), site.getuserbase() + '/bin']))"], env=env)
     assert where.returncode == 0, where.stdout
+    return sorted(set(where.stdout.split()))
+
+
+def listed(folders):
+    """Every file and folder below `folders`, with its size and time."""
     listing = {}
-    for top in where.stdout.split():
+    for top in folders:
         for folder, _, files in os.walk(top):
             for name in files + [""]:
                 path = os.path.join(folder, name)
                 info = os.lstat(path)
                 listing[path] = (info.st_size, info.st_mtime_ns)
     return listing
+
+
+def installers(listing, folders, names):
+    """The part of a listing that belongs to what the installer installs (`names`: the
+    top-level entries of the venv's site-packages and bin): what a `pip install` outside
+    a venv would have changed. Other processes' packages (a Debian package of this very
+    product, anything being installed meanwhile) are not the installer's."""
+    def top(path):
+        folder = max((f for f in folders if path == f or path.startswith(f.rstrip("/") + "/")),
+                     key=len)
+        return os.path.relpath(path, folder).split(os.sep)[0]
+    return {path: seen for path, seen in listing.items() if top(path) in names}
+
+
+def installed_names(venv):
+    """What the installer put into the venv: the top-level names in its site-packages
+    and bin (__pycache__ aside), the names it would have used outside a venv."""
+    names = set()
+    for folder in glob.glob(str(venv / "lib" / "python3*" / "site-packages")) + [
+            str(venv / "bin")]:
+        names.update(os.listdir(folder))
+    return names - {"__pycache__", "python", "python3"} - {
+        n for n in names if n.startswith("python3.") or n.startswith("activate")}
 
 
 def test_install_sh_uses_a_venv_of_the_system_python_and_leaves_it_untouched(tmp_path):
@@ -113,7 +148,8 @@ def test_install_sh_uses_a_venv_of_the_system_python_and_leaves_it_untouched(tmp
     stale_build(tree, version.stdout.strip())
     venv = tmp_path / "venv"
     env["AUTOSYNC_VENV"] = str(venv)
-    before = system_site_packages(env)
+    folders = installer_could_write(env)
+    before = listed(folders)  # compared below by the names the installer used
 
     demo = run(["bash", str(tree / "tests" / "install.sh"), "--demo"], cwd=str(home), env=env)
     assert demo.returncode == 0, demo.stdout
@@ -153,4 +189,6 @@ def test_install_sh_uses_a_venv_of_the_system_python_and_leaves_it_untouched(tmp
     again = run(["bash", str(tree / "tests" / "install.sh")], cwd=str(home), env=env)
     assert (again.returncode, again.stdout) == (0, "")
 
-    assert system_site_packages(env) == before
+    names = installed_names(venv)
+    assert {"autosync", "dvcs-autosync", "autosync-notify"} <= names, sorted(names)
+    assert installers(listed(folders), folders, names) == installers(before, folders, names)

@@ -130,8 +130,10 @@ def test_exec_start_finds_the_program_and_a_config_error_is_not_restarted(unit, 
     config = home / (".config/autosync/work" if unit == TEMPLATE else ".autosync")
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("[autosync]\nsyncmethod = none\n")  # no path: a config error
-    # The user manager's PATH: the system's folders, without the user's own.
-    env = {"PATH": "%s:/usr/bin:/bin" % system, "HOME": str(home), "PYTHONPATH": ROOT,
+    # The user manager's PATH: the system's folders, without the user's own. The test's
+    # own folder stands for them: the machine's /usr/bin may hold an installed
+    # dvcs-autosync (the Debian package), which is not the one under test.
+    env = {"PATH": str(system), "HOME": str(home), "PYTHONPATH": ROOT,
            "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     result = subprocess.run(exec_start(unit, str(home), "work"), env=env, cwd="/",
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -147,8 +149,10 @@ def test_exec_start_finds_the_program_and_a_config_error_is_not_restarted(unit, 
 def test_without_the_program_the_unit_stops_at_once(unit, tmp_path):
     home = tmp_path / "user"
     home.mkdir()
+    system = tmp_path / "usr-bin"  # the system's folders, without the machine's programs:
+    system.mkdir()  # its /usr/bin may hold an installed dvcs-autosync (the Debian package)
     result = subprocess.run(exec_start(unit, str(home), "work"),
-                            env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+                            env={"PATH": str(system), "HOME": str(home)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert "dvcs-autosync" in result.stderr and "not found" in result.stderr, result.stderr
     assert result.returncode == 127
