@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from autosync.core import cli
+from autosync.core import cli, problems
 from autosync.tools import notify
 from fakes import serving
 
@@ -85,6 +85,18 @@ def test_status_text_starts_with_in_sync_or_what_stops_it_and_always_says_the_li
     assert notify.status_text(dict(quiet, unpushed=1)).splitlines()[0] == "syncing"
     paused = notify.status_text(dict(quiet, paused={"since": 1700000000, "until": None}))
     assert paused.splitlines()[0] == "NOT syncing: paused by the user - autosync-notify resume"
+
+
+def test_status_text_of_local_history_only_says_so_whatever_is_unpushed():
+    """The original's syncmethod = none (config.local_only): its commits are never pushed,
+    so a growing `unpushed` is no "syncing"; the headline and the link line say why."""
+    local = dict(STATUS, pending=[], unpushed=7, link=None, last_error=None, localonly=True,
+                 state="idle")
+    lines = notify.status_text(local).splitlines()
+    assert lines[0] == "history kept here only (%s)" % problems.LOCAL_ONLY
+    assert "link:        none: history kept here only (" in "\n".join(lines)
+    assert notify.status_text(dict(local, pending=["a.txt"])).splitlines()[0] == "committing"
+    assert notify.status_text(dict(local, localonly=None)).splitlines()[0] == "syncing"
 
 
 def test_status_text_says_a_long_step_and_how_far_while_it_runs():
