@@ -55,6 +55,7 @@ class View:
         self.offline = None  # why the remote is out of reach
         self.link = None  # the XMPP or ssh link: "up", "down", or None (syncmethod none)
         self.syncmethod = None  # which link it is (the status says)
+        self.localonly = False  # the original's syncmethod = none: history kept here only
         self.error = None  # the last failure that is not the remote's
         self.copies = set()  # conflict copies known, relative paths
         self.last_commit = self.last_push = None
@@ -73,6 +74,7 @@ class View:
         self.paused = status.get("paused")
         self.link = status.get("link")
         self.syncmethod = status.get("syncmethod")
+        self.localonly = bool(status.get("localonly"))
         self.last_commit, self.last_push = status.get("last_commit"), status.get("last_push")
         pull = status.get("last_pull") or {}
         if "failing" in status:  # what fails now, by name (core/problems.py)
@@ -172,7 +174,7 @@ class View:
             return "paused"
         if self.offline or self.daemon or self.link == "down":
             return "offline"
-        if self.pulling or self.unpushed or self.progress:
+        if self.pulling or (self.unpushed and not self.localonly) or self.progress:
             return "syncing"
         return "idle"
 
@@ -195,6 +197,8 @@ class View:
                                   % ("ssh" if self.syncmethod == "ssh" else "XMPP"))
         if name == "syncing" and self.progress:  # a first sync of many files, say
             return "Syncing: " + underway.text(self.progress, when=clock)
+        if name == "idle" and self.localonly:  # its commits are never pushed
+            return "History kept here only (syncmethod = none, as for the original)"
         return "Syncing" if name == "syncing" else "Everything is synced"
 
     def tooltip(self):

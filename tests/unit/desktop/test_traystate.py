@@ -55,6 +55,8 @@ STATES = [
     ({"link": "down"}, "offline", "Offline: no XMPP link"),
     ({"link": "up"}, "idle", "Everything is synced"),
     ({"link": None}, "idle", "Everything is synced"),  # syncmethod none: no link to miss
+    # the original's syncmethod = none: its commits stay here, never "syncing" for them
+    ({"link": None, "localonly": True, "unpushed": 3}, "idle", "History kept here only"),
     ({"paused": {"since": NOW, "until": None}}, "paused", "Paused until resumed"),
     ({"paused": {"since": NOW, "until": NOW + 3600}, "last_error": "pull: x"}, "paused",
      # (the date too when the hour crosses midnight: traystate.clock, tested below)
