@@ -5,6 +5,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 
 from autosync.core import config, daemons
 from autosync.ssh import connection as sshremote
@@ -80,15 +81,33 @@ def closing(plan):
 
 
 def about_the_original(plan):
-    """The original dvcs-autosync set up here: its `git pull` stops for good at the
-    first divergence (git 2.27 and later) unless its clone says pull.rebase false."""
-    found = original_setup()
-    if found:
-        what, where, folder = found
+    """The original dvcs-autosync set up here: its plain `git pull` stops for good at
+    the first divergence (git 2.33.1 and later; 2.27 to 2.33.0 only warned) unless its
+    clone says how to reconcile (pull.rebase false). Each original found is named,
+    once per folder, and only where its clone does not say so already."""
+    told = set()
+    for what, where, folder in original_setups():
+        if folder in told or (folder and merges_on_pull(folder)):
+            continue
+        told.add(folder)
         say("Found the original dvcs-autosync's %s %s. In its clone, run\n    git -C %s "
             "config pull.rebase false\nso that its git pull merges instead of stopping for "
             "good at the first divergence (README, Switching from the original)."
             % (what, where, shlex.quote(folder) if folder else "FOLDER"))
+
+
+def merges_on_pull(folder):
+    """Whether a plain `git pull` in the clone `folder` merges (or rebases) a divergence
+    instead of stopping: its git config (any scope, as the original's git reads it) sets
+    pull.rebase, or pull.ff to true or false (only `only` refuses)."""
+    def get(key):
+        try:
+            return subprocess.run(["git", "-C", folder, "config", "--get", key],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  stdin=subprocess.DEVNULL, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    return bool(get("pull.rebase")) or get("pull.ff").lower() in ("true", "false")
 
 
 def key_line(remote):
@@ -104,11 +123,11 @@ def key_line(remote):
     return 'command="%s",restrict' % command.replace('"', '\\"')  # sshd's only escape
 
 
-def original_setup():
-    """(what, where, its folder or None) when the original dvcs-autosync is set up for
-    this user: its config ~/.autosync (its own example's statuscmd greps `git status`;
-    init never writes [dvcs]), its pidfile (~/.autosync.pid) naming a running original,
-    or an original running on any config (python, python2 or python3 dvcs-autosync)."""
+def original_setups():
+    """[(what, where, its folder or None)] for each way the original dvcs-autosync is set
+    up for this user: its config ~/.autosync (its own example's statuscmd greps `git
+    status`; init never writes [dvcs]), its pidfile (~/.autosync.pid) naming a running
+    original, and every original running on any config (told by daemons.is_original)."""
     file = config.default_path()
     text = ""
     try:
@@ -120,16 +139,18 @@ def original_setup():
     match = re.search(r"^\s*path\s*[=:]\s*(.+?)\s*$", text, re.MULTILINE)
     if match:
         folder = os.path.expanduser(match.group(1))
+    found = []
     if ORIGINAL_STATUSCMD in text:
-        return "config", file, folder
+        found.append(("config", file, folder))
     pid = original_running(file + ".pid")
     if pid:
-        return "pidfile", "%s (PID %d)" % (file + ".pid", pid), folder
-    for pid, args, its_config in daemons.running():
-        if daemons.is_original(args, "/proc/%d/cwd" % pid):
-            return "process", "(PID %d, config %s)" % (pid, its_config), \
-                daemons.synced_folder(pid, args, its_config)
-    return None
+        found.append(("pidfile", "%s (PID %d)" % (file + ".pid", pid), folder))
+    for other, args, its_config in daemons.running():
+        if other != pid and daemons.is_original(args, "/proc/%d/cwd" % other,
+                                                "/proc/%d/exe" % other):
+            found.append(("process", "(PID %d, config %s)" % (other, its_config),
+                          daemons.synced_folder(other, args, its_config)))
+    return found
 
 
 def original_running(pidfile):
@@ -142,4 +163,4 @@ def original_running(pidfile):
             args = [os.fsdecode(a) for a in f.read().split(b"\0") if a]
     except (OSError, ValueError, IndexError):
         return None
-    return pid if daemons.is_original(args, "/proc/%d/cwd" % pid) else None
+    return pid if daemons.is_original(args, "/proc/%d/cwd" % pid, "/proc/%d/exe" % pid) else None
