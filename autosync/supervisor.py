@@ -5,7 +5,7 @@ notifier and tray icon when the config asks for them), restarts any that
 exits, and stops them all on SIGINT or SIGTERM. `dvcs-autosync log|restore`
 go to tools/history.py, `dvcs-autosync conflicts` to tools/conflicts.py, `dvcs-autosync
 status|pause|resume|sync|pull|describe` to tools/notify.py (as autosync-notify),
-`dvcs-autosync init` to tools/init.py,
+`dvcs-autosync init` to tools/init/,
 `dvcs-autosync expire` to tools/expire.py.
 """
 import ctypes

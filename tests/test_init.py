@@ -403,25 +403,24 @@ def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch
     falls back to syncmethod none. A server that cannot run the watch (its own exit: no
     autosync-remote nor python3, a hosted git without a shell): syncmethod ssh, polled
     with git ls-remote, and said so. (A unit test: the real sshd cases are test_link.py's.)"""
-    from autosync.tools import init as init_module
+    from autosync.tools.init import files, plan, probe
     refused = ["sh", "-c", "echo 'me@server: Permission denied (publickey).' >&2; exit 255"]
-    monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: refused)
-    step = init_module.Init.__new__(init_module.Init)
-    step.remote, step.xmpp, step.folder = "server:sync.git", None, "/home/me/Sync"
-    step.watch_how = None
-    step.watch_why = step.check_watch()
+    monkeypatch.setattr(probe.sshremote, "default_watch", lambda *a: refused)
+    step = plan.Setup(args=None, config="/home/me/.autosync", folder="/home/me/Sync",
+                     remote="server:sync.git", host="here", program=None)
+    step.watch_why = probe.watch(step)
     assert "exit 255" in step.watch_why and "Permission denied" in step.watch_why
-    assert "syncmethod = none" in step.config_text()
+    assert "syncmethod = none" in files.config_text(step)
     fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
-    monkeypatch.setattr(init_module.sshremote, "default_watch", lambda *a: fails)
-    step.watch_why = step.check_watch()
-    assert step.watch_why is None and "syncmethod = ssh" in step.config_text()
+    monkeypatch.setattr(probe.sshremote, "default_watch", lambda *a: fails)
+    step.watch_why = probe.watch(step)
+    assert step.watch_why is None and "syncmethod = ssh" in files.config_text(step)
     assert "exit 127" in step.watch_how and "autosync-remote: not found" in step.watch_how
-    monkeypatch.setattr(init_module.sshremote, "default_watch",
+    monkeypatch.setattr(probe.sshremote, "default_watch",
                         lambda *a: ["sh", "-c", "sleep 30"])  # an empty remote: no line yet
-    monkeypatch.setattr(init_module, "WATCH_PROBE", 0.5)
+    monkeypatch.setattr(probe, "WATCH_PROBE", 0.5)
     step.watch_how = None
-    assert step.check_watch() is None and step.watch_how is None
+    assert probe.watch(step) is None and step.watch_how is None
 
 
 def test_the_restricted_key_s_line_is_made_for_an_ssh_remote_only():

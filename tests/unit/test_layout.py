@@ -271,3 +271,14 @@ def test_the_check_sees_a_patch(tmp_path, monkeypatch):
     a, b = os.path.join("vcs", "a.py"), os.path.join("vcs", "b.py")
     assert patches() == [(a, 5, "global _ssh"), (b, 6, "a._ssh"), (b, 7, "os.environ['K']"),
                          (b, 8, "os.environ['K']"), (b, 9, "os.environ.update")]
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists the packages by name: a folder missing there is missing from
+    every pip and Debian install, while the checkout's tests still find it."""
+    import tomllib
+    with open(os.path.join(os.path.dirname(ROOT), "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    folders = {os.path.relpath(top, os.path.dirname(ROOT)).replace(os.sep, ".")
+               for top, _, names in os.walk(ROOT) if "__init__.py" in names}
+    assert folders == listed

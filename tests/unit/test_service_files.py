@@ -159,6 +159,16 @@ def test_without_the_program_the_unit_stops_at_once(unit, tmp_path):
     assert result.returncode in not_restarted_on(unit)
 
 
+def test_the_shipped_units_are_init_s_template():
+    """One template makes the unit `init --service` writes and both shipped units: a
+    setting changed in one place is changed in all three."""
+    from autosync.tools.init import unit
+    for name, text in unit.SHIPPED.items():
+        with open(os.path.join(UNITS, name)) as f:
+            assert f.read() == text, "docs/systemd/%s is not unit.SHIPPED's" % name
+    assert "KillMode=mixed" in unit.TEMPLATE and "{execstart}" in unit.TEMPLATE
+
+
 def test_the_autostart_entry_is_valid(tmp_path):
     validate = tool("desktop-file-validate", "desktop-file-utils")
     result = subprocess.run([validate, AUTOSTART], stdout=subprocess.PIPE,
