@@ -484,7 +484,7 @@ def test_ours_started_by_a_launcher_whose_python_is_named_python_is_not_the_orig
     and init does not tell the user about an original that is not there."""
     from autosync.core import daemons
     from autosync.core.config import load
-    from autosync.tools import init
+    from autosync.tools.init import words
     from conftest import wait_until
     a, b = machines("a", "b", start=False)
     venv = tmp_path / "venv" / "bin"
@@ -502,5 +502,5 @@ def test_ours_started_by_a_launcher_whose_python_is_named_python_is_not_the_orig
     assert ours == [[str(venv / "python"), str(launcher), "-v", a.config]]
     assert daemons.synced_folder(a.proc.pid, ours[0], a.config) == a.path
     assert supervisor.other_daemon(load(b.config)) is None
-    found = init.original_setups()
+    found = words.original_setups()
     assert not [where for _, where, _ in found if "PID %d," % a.proc.pid in where], found
