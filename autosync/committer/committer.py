@@ -389,6 +389,8 @@ class Committer:
             with self.working("pull") as begun:
                 if begun:
                     self.repo.pull()
+            if not begun and self.pausing.active():
+                self.pausing.owe_pull()  # paused again at once: pulled on the next resume
         with self.working("commit") as begun:
             if begun:
                 with self.cond:

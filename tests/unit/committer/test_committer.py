@@ -638,3 +638,11 @@ def test_a_stop_during_the_start_s_pull_begins_nothing_after_it(tmp_path):
     worker.join(30)
     assert not worker.is_alive() and c.status["state"] == "stopped"
     assert c.repo.calls == ["recover", "stop", "pull"]
+
+
+def test_a_catch_up_cut_short_by_a_pause_owes_its_pull(committer):
+    """Paused again between a resume and its catch-up: the pull it was to make is owed
+    (a pull owed before the resume is not forgotten), and nothing runs."""
+    committer.handle({"cmd": "pause"}, None)
+    committer.catch_up("changes made while paused", True)
+    assert committer.repo.calls == [] and committer.pausing.paused.pull_owed
