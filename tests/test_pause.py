@@ -149,3 +149,47 @@ def test_a_killed_committer_comes_back_paused(machines, remote):
     a.notify("resume")
     wait_until(lambda: a.settled(remote), 30, what="the resume")
     assert remote.files()[b"kept.txt"] == b"while paused\n"
+
+
+def test_a_pause_given_while_the_start_pulls_holds_back_everything_after_the_pull(
+        machines, remote, tmp_path):
+    """Issue 41: the pause comes exactly while the start-up catch-up's pull runs (its
+    pullcmd waits on a fifo the test holds). `pause` answers once that pull has ended;
+    then neither the catch-up's commit nor its push runs: a file written after the pause
+    is not in history, the remote keeps what another machine pushed meanwhile."""
+    import subprocess
+    import sys
+    fifo, released = str(tmp_path / "gate"), str(tmp_path / "released")
+    os.mkfifo(fifo)
+    a = machines("a", start=False, pullinterval="3600", dvcs={
+        "pullcmd": "test -e %s || cat %s >/dev/null; git pull -q --no-rebase --no-edit"
+                   % (released, fifo)})
+    b = machines("b")
+    before = head(a)
+    a.start(wait=False)
+
+    def gate_open():
+        try:  # a writer can open the fifo only while the pull's `cat` reads it
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+    writer = wait_until(gate_open, 30, what="the start's pull")
+    pause = subprocess.Popen([sys.executable, "-m", "autosync.tools.notify", "--config",
+                              a.config, "pause"], stdout=subprocess.PIPE, text=True)
+    wait_until(lambda: a.status().get("paused"), 30, what="the pause taken")
+    write(a, "late.txt", "written after the pause\n")
+    write(b, "fromb.txt", "b's\n")
+    wait_until(lambda: b.settled(remote), 30, what="b to push")
+    pushed = git("--git-dir", remote.path, "rev-parse", "main")
+    assert pause.poll() is None  # not answered while the pull runs
+    open(released, "w").close()
+    os.close(writer)  # the pull goes on, and ends
+    assert pause.communicate(timeout=60)[0].startswith("paused since ")
+    status = a.status()
+    assert status["state"] == "paused" and status["paused"]
+    assert git("--git-dir", remote.path, "rev-parse", "main") == pushed
+    assert git("log", "--format=%H", "--", "late.txt", cwd=a.path) == b""
+    assert head(a) != before  # the pull under way was let finish: b's change is here
+    assert a.notify("resume").stdout.strip() == "resumed: syncing again"
+    wait_until(lambda: a.settled(remote), 30, what="a to catch up")
+    assert remote.files()[b"late.txt"] == b"written after the pause\n"

@@ -14,7 +14,10 @@ suspend or the network coming back (committer/wakeup.py, a thread of this proces
 asks for a pull and a push at once.
 
 While paused the worker only waits; on resume it catches up as at start-up
-(pull, one commit of everything, push).
+(pull, one commit of everything, push). Every commit, pull and push begins through
+`working()`: under the lock a pause and a stop take, and only while not paused nor
+stopping (a stop lets one commit begin: of the changes the watcher handed over, no
+rescan). A pause that comes while one runs is answered once it has ended (pausing.py).
 
 The committer owns its parts: its Status (committer/status.py) and Schedule
 (committer/schedule.py), with Reports (committer/reports.py), what the repository
@@ -22,6 +25,7 @@ reports to, its Pausing (committer/pausing.py) and Descriptions
 (committer/descriptions.py). Requests are answered from one table,
 `requests`, whose names are protocol.REQUESTS (a test keeps them equal).
 """
+import contextlib
 import logging
 import os
 import sys
@@ -391,12 +395,62 @@ class Committer:
         it asks for one: at start (startup() asks), or after missed events; else (a
         resume: the watcher ran all along) the commit costs what changed."""
         if pull and not self.cfg.localonly:
-            self.repo.pull()
+            with self.working("pull") as begun:
+                if begun:
+                    self.repo.pull()
+            if not begun and self.pausing.active():
+                self.pausing.owe_pull()  # paused again at once: pulled on the next resume
+        with self.working("commit") as begun:
+            if begun:
+                with self.cond:
+                    changes, rescan = self.pending.take()
+                    self.status.state("committing")  # never idle with the changes taken
+                if changes or not self.stopping:  # stopping: the batches handed over only
+                    self.commit(changes, bool(rescan) and not self.stopping, note)
+        with self.working("push") as begun:
+            if begun:
+                self.push(force=True)
+
+    def begin(self, op):
+        """May `op` ("commit", "pull", "push") begin now? -> True, and it is under way
+        until end(). Asked under the lock a pause and a stop take, so a pause either came
+        first (nothing begins) or waits for its end (Pausing.pause_request). Never while
+        paused; while stopping only a commit (the stop's last, of the batches handed
+        over: no rescan), never a pull or a push."""
         with self.cond:
-            changes, rescan = self.pending.take()
-            self.status.state("committing")  # never idle with the changes taken
-        self.commit(changes, bool(rescan), note)
-        self.push(force=True)
+            if self.pausing.active() or (self.stopping and op != "commit"):
+                return False
+            self.pausing.under_way = op
+            return True
+
+    def end(self):
+        with self.cond:
+            self.pausing.under_way = None
+            self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def working(self, op):
+        """`with self.working(op) as begun:` begin() and, if begun, end() after."""
+        begun = self.begin(op)
+        try:
+            yield begun
+        finally:
+            if begun:
+                self.end()
+
+    def held_back(self, pulls, syncs, owed):
+        """A pause (or a stop) came in the middle of a step: its pull and sync requests
+        are answered as they are while paused, and a pull it owed is kept for the resume.
+        (A stop's are answered by wait_for.)"""
+        if not self.pausing.active():
+            return
+        if owed or pulls > self.done["pull"]:
+            self.pausing.owe_pull()
+        if pulls > self.done["pull"]:
+            self.finish("pull", pulls, {"ok": True, "pulled": False,
+                                        "deferred": "paused: pulled on resume"})
+        if syncs > self.done["sync"]:
+            self.finish("sync", syncs, self.pausing.refused())
 
     def idle(self):
         self.status.state("paused" if self.pausing.active() else "idle")
@@ -428,6 +482,7 @@ class Committer:
             self.pausing.lift()
         with self.cond:
             if self.pausing.active():
+                self.held_back(self.wanted["pull"], self.wanted["sync"], False)
                 return
             resuming, self.pausing.resuming = self.pausing.resuming, False
         if resuming:
@@ -437,48 +492,76 @@ class Committer:
         if self.wanted["describe"] > self.done["describe"]:
             with self.cond:
                 ticket = self.wanted["describe"]
-            self.finish("describe", ticket, self.descriptions.place(self.pausing.active))
+            with self.working("commit") as begun:  # rewording is committing
+                placed = self.descriptions.place(self.pausing.active if begun
+                                                 else lambda: True)
+            self.finish("describe", ticket, placed)
         if self.repo.still_written_due():  # files left out while open, looked at again
             closed = self.repo.still_written_ready()
             with self.cond:
                 self.pending.add(closed)
-        with self.cond:
-            changes, rescan = self.pending.take()
-            if changes or rescan:
-                self.status.state("committing")  # never idle with the changes taken
-            pulls, syncs = self.wanted["pull"], self.wanted["sync"]
-            notes, self.notes = self.notes, []
-            push_due, timer_pull, retry, woken = self.schedule.take(time.monotonic())
-        sync = syncs > self.done["sync"]
-        # A note goes on the commit that holds its paths' changes (the batch of a
-        # restore's writes); a sync's own note on the batch's commit too, if it syncs.
-        here = [n for n in notes if (n.paths is None and sync) or n.touched_by(changes)]
-        notes = [n for n in notes if n not in here]
-        made = False
-        if changes or rescan or "commit" in retry:
-            # A retry rescans: the changes of the failed attempt are still in the folder.
-            made = self.commit(changes, rescan or "commit" in retry, joined(here))
+        committing = self.begin("commit")
+        try:
+            with self.cond:
+                changes, rescan = self.pending.take() if committing else ([], False)
+                if self.stopping:
+                    rescan = False  # the stop's last commit: the batches handed over only
+                if changes or rescan:
+                    self.status.state("committing")  # never idle with the changes taken
+                pulls, syncs = self.wanted["pull"], self.wanted["sync"]
+                notes, self.notes = self.notes, []
+                push_due, timer_pull, retry, woken = self.schedule.take(time.monotonic())
+                if "commit" in retry and (not committing or self.stopping):
+                    retry.discard("commit")
+                    if not self.stopping:  # paused: the resume's commit looks at everything
+                        self.pending.add([], rescan=True)
+            sync = syncs > self.done["sync"] and not self.stopping
+            # A note goes on the commit that holds its paths' changes (the batch of a
+            # restore's writes); a sync's own note on the batch's commit too, if it syncs.
+            here = [n for n in notes if (n.paths is None and sync) or n.touched_by(changes)]
+            notes = [n for n in notes if n not in here]
+            made = False
+            if changes or rescan or "commit" in retry:
+                # A retry rescans: the changes of the failed attempt are still in the folder.
+                made = self.commit(changes, rescan or "commit" in retry, joined(here))
+        finally:
+            if committing:
+                self.end()
         if made:
             self.noted += here
         else:
             notes = here + notes
         if pulls > self.done["pull"] or timer_pull or "pull" in retry or woken:
-            pulled = LOCAL_ONLY if self.cfg.localonly else self.repo.pull()
-            if pulled.get("ok") and pulled.get("pulled"):
-                self.trim()
-            self.finish("pull", pulls, pulled)
+            with self.working("pull") as begun:
+                if begun:
+                    pulled = LOCAL_ONLY if self.cfg.localonly else self.repo.pull()
+                    if pulled.get("ok") and not self.cfg.localonly:
+                        self.trim()
+                    self.finish("pull", pulls, pulled)
+            if not begun:  # paused (or stopping) since the step began: not pulled
+                self.held_back(pulls, syncs, owed=True)
+        sync = sync and syncs > self.done["sync"]  # (else answered: paused meanwhile)
+        if sync:
+            with self.working("commit") as begun:
+                # The rest goes on the sync's commit (a rescan): a note whose change it does
+                # not hold either was committed already or was never written; dropped.
+                committed = begun and self.commit([], True, note=joined(notes))
+            if not begun:
+                sync = False  # paused since the step began: answered by held_back
+                self.held_back(pulls, syncs, owed=False)
         if not sync:
             with self.cond:
                 self.notes[:0] = notes  # kept for the commit of their change
         if sync:
-            # The rest goes on the sync's commit (a rescan): a note whose change it does
-            # not hold either was committed already or was never written; dropped.
-            committed = self.commit([], True, note=joined(notes))
             noted, self.noted = self.noted + (notes if committed else []), []
             committed = committed or made
             error = self.repo.commit_error or self.repo.blocked
-            pushed = self.push(force=True)
-            if pushed is False:
+            with self.working("push") as begun:
+                pushed = self.push(force=True) if begun else False
+            if not begun:
+                error = self.pausing.refused()["error"] if self.pausing.active() else \
+                    "the daemon is stopping before the push was made"
+            elif pushed is False:
                 error = self.reports.last_error()
             self.repo.settle_index()  # `git status` right after a sync is clean
             self.finish("sync", syncs, {"ok": error is None, "committed": committed,
@@ -486,7 +569,9 @@ class Committer:
                                         **({"noted": True} if noted else {}),
                                         **({"error": error} if error else {})})
         elif push_due or woken:
-            self.push()  # woken: now, not after a backoff that grew while offline
+            with self.working("push") as begun:
+                if begun:
+                    self.push()  # woken: now, not after a backoff that grew while offline
         # A quick commit's index entries (committer/quickcommit.py): once the change is pushed,
         # unless its push waits long (pushdelay); a command reading the index settles too.
         with self.cond:

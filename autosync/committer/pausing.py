@@ -10,6 +10,8 @@ from autosync.core.pause import Pause, check_seconds, state_file
 
 log = logging.getLogger("autosync.committer")
 
+PAUSE_WAIT = 600.0  # seconds a pause waits at most for the commit, pull or push under way
+
 
 class Pausing:
     """One folder's pause as the committer sees it."""
@@ -19,21 +21,35 @@ class Pausing:
         self.paused = Pause(state_file(cfg.path))
         self.resuming = False  # the pause was lifted: the worker catches up ("pull": pull too)
         self.replan = False  # a pause began: the worker's wait must end at its end
+        # The commit, pull or push the worker runs now (Committer.working), or None. Each
+        # begins only under the committer's lock and only while not paused: a pause either
+        # comes first (it never begins) or waits here for its end.
+        self.under_way = None
         status.update(paused=self.paused.fields())
 
     def active(self):
         return self.paused.active()
 
     def pause_request(self, message):
+        """Pause; answered once nothing runs any more: what was under way when it came
+        (a commit, pull or push) has ended, and nothing begins after it."""
         seconds = check_seconds(message.get("seconds"))
         with self.cond:
             self.paused.start(seconds)
             fields = self.paused.fields()
             self.status.update(paused=fields)
-            if self.status["state"] == "idle":
-                self.status.state("paused")
             self.replan = True
             self.cond.notify_all()
+            doing = self.under_way
+            ended = self.cond.wait_for(lambda: self.under_way is None, timeout=PAUSE_WAIT)
+            if ended and self.status["state"] != "stopped":
+                self.status.state("paused")
+        if not ended:
+            log.warning("paused, but the %s under way has not ended after %d s", doing,
+                        PAUSE_WAIT)
+            return {"ok": False, "error": "paused, but the %s under way has not ended after "
+                                          "%d s: it may still change the folder or the remote"
+                                          % (doing, PAUSE_WAIT)}
         log.info("paused %s", "until %s" % cli.show_time(fields["until"])
                  if fields["until"] else "until resumed")
         self.status.event("paused", **fields)

@@ -15,7 +15,7 @@ import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
 from autosync.vcs import excludes, git, gitmerge, gitnotes, gitpull, guarded, largefiles, \
-    recovery
+    pullleftovers, recovery
 from autosync.vcs.git_environment import GitEnvironment
 from autosync.ssh import connection as sshremote
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
@@ -175,6 +175,10 @@ class Repository:
             self.guarded.on_progress = lambda made, total: \
                 self.underway("writing", total, made) if total >= underway.LONG else None
         self.progress = None  # the long step under way (core/underway.py), or None
+        # git: files a failed pullcmd of the user's left that could not be put back
+        # (vcs/pullleftovers.py): path -> its lstat then; out of every commit until a pull
+        # succeeds or the file changes
+        self.pull_leftovers = {}
         # files the commits not pushed yet change: counted as they are made, asked of git
         # once at the first push after start (None until then)
         self.unpushed_files = None
@@ -356,6 +360,8 @@ class Repository:
             self.fsmonitor.publish()
         changes = self.staging.prepare(changes)
         sent = len(changes)
+        kept = self.leftovers_kept()
+        changes = [c for c in changes if c["path"] not in kept and c.get("src") not in kept]
         changes = self.still.leave_out(changes)  # still being written: kept for later
         if sent and not changes and not rescan:
             return False
@@ -402,6 +408,11 @@ class Repository:
             if staged is not None and self.staging.unstage_gitlinks(staged):
                 staged = git.staged_changes(self.folder, gitenv=self.gitenv)
             if scanned and staged and self.unstage_still_written(staged):
+                staged = git.staged_changes(self.folder, gitenv=self.gitenv)
+            if staged and kept and any(c["path"] in kept or c.get("src") in kept
+                                       for c in staged):
+                git.git(self.folder, "reset", "-q", "--", paths=sorted(kept),
+                        gitenv=self.gitenv)  # the failed pull's, not the user's
                 staged = git.staged_changes(self.folder, gitenv=self.gitenv)
             if self.nothing_staged(staged):
                 self.held_back(held)
@@ -803,15 +814,50 @@ class Repository:
             if self.gitdir and gitmerge.merging(self.gitdir):
                 return self.finish_merge()
             if error is None:
+                self.pull_leftovers = {}
                 # A pullcmd's helper (autosync-hgmerge) that merged and kept both versions.
                 self.merge_committed(hgmerge.reported(output))
                 self.report.succeeded("pull")
                 return True
+            # What the failed pull wrote is its own, never a change of the user's.
+            said = self.pulled_leftovers(error)
             # Local changes the merge would overwrite: commit them and try once more.
             if attempt == 1 and self.commit([], rescan=True, note="changes made before a pull"):
                 continue
-            self.report.failed("pull", error, retry="pull")
+            self.report.failed("pull", said, retry="pull")
             return False
+
+    def pulled_leftovers(self, error):
+        """git: after pullcmd failed, the files it left (vcs/pullleftovers.py) put back as
+        HEAD has them, those that cannot be kept out of commits; -> the failure as said."""
+        if not self.gitdir:
+            return error
+        try:
+            found = pullleftovers.find(self.folder, self.gitenv)
+            kept = pullleftovers.put_back(self.folder, found, self.gitenv)
+        except (OSError, RuntimeError, ValueError) as e:
+            log.warning("what the failed pull left in the folder was not looked at: %s", e)
+            return error
+        if found:
+            log.warning("the pull failed and had written %d file(s) of the remote's version "
+                        "(whole or cut short): %d put back as the last commit has them%s",
+                        len(found), len(found) - len(kept), "" if not kept else
+                        "; kept out of every commit until a pull works: " +
+                        ", ".join(sorted(kept)[:10]))
+        self.pull_leftovers.update({rel: pullleftovers.signature(self.folder, rel)
+                                    for rel in kept})
+        if not self.pull_leftovers:
+            return error
+        return "%s; %d file(s) it left half-written are kept out of commits (%s)" % (
+            error, len(self.pull_leftovers), ", ".join(sorted(self.pull_leftovers)[:3]))
+
+    def leftovers_kept(self):
+        """The failed pull's files kept out of commits: those not changed since (a change
+        since is the user's)."""
+        for rel, seen in list(self.pull_leftovers.items()):
+            if pullleftovers.signature(self.folder, rel) != seen:
+                del self.pull_leftovers[rel]
+        return set(self.pull_leftovers)
 
     def unrelated(self, error):
         """pullcmd with --allow-unrelated-histories, when git refused to merge unrelated

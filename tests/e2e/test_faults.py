@@ -322,3 +322,42 @@ def test_the_folder_moved_away_in_the_middle_of_a_commit_is_the_folder_problem(m
     assert files[b"first.txt"] == b"committed, then the folder went\n"
     assert files[b"after.txt"] == b"after\n"
     assert "Traceback" not in a.logtext()
+
+
+def test_a_failed_pullcmd_s_cut_files_never_reach_the_remote(machines, remote, tmp_path):
+    """Issue 40: a pullcmd of the user's (helpers.CUT_PULL, as git-annex's sync does on a
+    full disk) writes the remote's files cut short and fails. The start's pull and its
+    "changes made before a pull" commit, the rescan after it and the retries commit
+    none of them; the user's edit made while the daemon was stopped is committed;
+    status names the failure; once there is space, all syncs and no cut version was
+    ever pushed."""
+    from helpers import CUT_PULL
+    full, script = tmp_path / "full", tmp_path / "pull.sh"
+    full.touch()
+    script.write_text(CUT_PULL % {"full": full})
+    a = machines("a", start=False, pullinterval="3600", dvcs={"pullcmd": "bash %s" % script})
+    b = machines("b")
+    contents = {"big.txt": b"x" * 9000 + b"\n", "empty.txt": b"", "README": b"from b\n"}
+    for name, data in contents.items():
+        write(b, name, data)
+    wait_until(lambda: b.settled(remote), 30, what="b to push")
+    write(a, "mine.txt", b"the user's own edit\n")
+    a.start(wait=False)
+    wait_until(lambda: "pull" in a.status().get("failing", {}), 60, what="the failed pull")
+    status = a.status()
+    assert "No space left on device" in status["failing"]["pull"]
+    assert any(p["name"] == "pull" for p in status["problems"])
+    assert sorted(tree(a)) == ["README", "mine.txt"]  # the cut files put back (removed)
+    assert a.read("README") == b"synced folder\n"  # put back as committed
+    assert b"mine.txt" in git("show", "--name-only", "--format=", "HEAD", cwd=a.path)
+    full.unlink()
+    a.notify("pull")
+    wait_until(lambda: a.settled(remote), 60, what="a to sync")
+    files = remote.files()
+    assert files[b"mine.txt"] == b"the user's own edit\n"
+    for name, data in contents.items():
+        assert files[name.encode()] == data
+        for rev in git("--git-dir", remote.path, "log", "--format=%H", "main", "--",
+                       name).split():
+            assert git("--git-dir", remote.path, "show", b"%s:%s" % (rev, name.encode()),
+                       check=False) in (data, b"synced folder\n", None)

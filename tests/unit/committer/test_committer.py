@@ -503,9 +503,15 @@ def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
     committer.repo.push_ok = False
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     committer.step()  # commits
-    committer.stop()  # SIGTERM: the push under way is killed by it, and fails
+    push = committer.repo.push
+
+    def stopped_push(expect_new=True):  # SIGTERM: the push under way is killed, and fails
+        committer.stop()
+        return push(expect_new)
+    committer.repo.push = stopped_push
+    committer.schedule.push_at = time.monotonic()
     committer.step()
-    assert committer.repo.calls[-1] == "push"
+    assert committer.repo.calls[-2:] == ["stop", "push"]
     assert committer.server.events("failed") == [] and "push" not in committer.status["failing"]
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert "push not finished: the daemon is stopping (remote away)" in said
@@ -536,3 +542,107 @@ def test_the_start_pulls_before_it_commits_whenever_the_machine_pulls(tmp_path, 
     calls = [call if isinstance(call, str) else call[0] for call in c.repo.calls]
     assert calls[:3] == (["recover", "pull", "commit"] if pulls_first
                          else ["recover", "commit", "push"]), calls
+
+
+# --- a pause or a stop in the middle of a step (issue 41): nothing begins after it --------
+
+
+class Held:
+    """A repository operation of the fake held until the test lets it go: `entered` is set
+    once it runs; `order` records its end and anything else a test appends."""
+
+    def __init__(self, committer, name):
+        self.entered, self.go, self.order = threading.Event(), threading.Event(), []
+        inner = getattr(committer.repo, name)
+
+        def held(*args, **kwargs):
+            self.entered.set()
+            assert self.go.wait(30)
+            self.order.append(name + " ended")
+            return inner(*args, **kwargs)
+        setattr(committer.repo, name, held)
+
+
+def pause_in_thread(committer, order):
+    """A pause request from a socket thread; its reply is recorded in `order`."""
+    def ask():
+        reply = committer.handle({"cmd": "pause"}, None)
+        order.append("pause answered" if reply["ok"] else reply)
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    import conftest
+    conftest.wait_until(lambda: committer.pausing.active(), what="the pause taken")
+    return asker
+
+
+def test_a_pause_during_the_start_s_pull_holds_back_its_commit_and_push(tmp_path):
+    """The start pulls, commits (a rescan) and pushes; a pause that comes while the pull
+    runs is answered once the pull has ended, and nothing after it begins: the rescan
+    waits for the resume."""
+    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=300.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    pull = Held(c, "pull")
+    starting = threading.Thread(target=c.startup, daemon=True)
+    starting.start()
+    assert pull.entered.wait(30)
+    asker = pause_in_thread(c, pull.order)
+    c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "late.txt"}]}, None)
+    pull.go.set()
+    asker.join(30)
+    starting.join(30)
+    assert pull.order == ["pull ended", "pause answered"]  # it waited for the pull
+    assert c.repo.calls == ["recover", "pull"]  # no commit, no push after the pause
+    status = c.handle({"cmd": "status"}, None)["status"]
+    assert status["state"] == "paused" and status["paused"] is not None
+    assert status["pending"] == ["late.txt"] and status["rescan"]
+    c.handle({"cmd": "resume"}, None)
+    c.step()
+    assert c.repo.calls[2:] == ["pull", ("commit", ["late.txt"], True), "push"]
+
+
+def test_a_pause_during_a_commit_holds_back_the_pull_and_answers_the_requests(committer):
+    """A batch, a pull asked for and a push due in one step; the pause comes while the
+    commit runs: no pull, no push; the pull request is answered as while paused."""
+    commit = Held(committer, "commit")
+    committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(
+        committer.handle({"cmd": "pull", "timeout": 30}, None)), daemon=True)
+    asker.start()
+    import conftest
+    conftest.wait_until(lambda: committer.wanted["pull"] == 1, what="the pull asked for")
+    stepping = threading.Thread(target=committer.step, daemon=True)
+    stepping.start()
+    assert commit.entered.wait(30)
+    pauser = pause_in_thread(committer, commit.order)
+    commit.go.set()
+    for thread in (pauser, stepping, asker):
+        thread.join(30)
+    assert commit.order == ["commit ended", "pause answered"]
+    assert committer.repo.calls == [("commit", ["a"], False)]
+    assert replies == [{"ok": True, "pulled": False, "deferred": "paused: pulled on resume"}]
+    assert committer.pausing.paused.pull_owed and committer.status["state"] == "paused"
+
+
+def test_a_stop_during_the_start_s_pull_begins_nothing_after_it(tmp_path):
+    """The stop comes while the start's pull runs: the pull ends, and neither the rescan
+    nor a push begins (the next start makes them); the worker ends."""
+    c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=300.0, syncmethod="none"),
+                  server=FakeServer, repository=FakeRepository)
+    pull = Held(c, "pull")
+    worker = threading.Thread(target=c.run, daemon=True)
+    worker.start()
+    assert pull.entered.wait(30)
+    c.stop()
+    pull.go.set()
+    worker.join(30)
+    assert not worker.is_alive() and c.status["state"] == "stopped"
+    assert c.repo.calls == ["recover", "stop", "pull"]
+
+
+def test_a_catch_up_cut_short_by_a_pause_owes_its_pull(committer):
+    """Paused again between a resume and its catch-up: the pull it was to make is owed
+    (a pull owed before the resume is not forgotten), and nothing runs."""
+    committer.handle({"cmd": "pause"}, None)
+    committer.catch_up("changes made while paused", True)
+    assert committer.repo.calls == [] and committer.pausing.paused.pull_owed

@@ -10,6 +10,7 @@ from autosync.vcs import commands
 from autosync.committer.repository import Repository
 from conftest import Remote, git
 from fakes import Reports, config
+from helpers import CUT_PULL
 
 
 @pytest.fixture
@@ -545,3 +546,77 @@ def test_a_push_of_many_files_made_before_the_start_tells_how_many(repo):
     (repo.path / "one.txt").write_text("one\n")
     assert r.commit([{"action": "added", "path": "one.txt"}]) and r.push()
     assert len([1 for args, _ in reports.named("event") if args[0] == "progress"]) == 2
+
+
+# --- a pullcmd of the user's that fails half-way (issue 40 item 4) --------------------
+
+
+def test_a_failed_pullcmd_s_half_written_files_are_never_committed(repo, tmp_path):
+    """The pull's leftovers (cut files the pull's target has, whole or begun) are put back
+    as HEAD has them and never committed, pushed or taken for the user's; the user's own
+    edit made before the pull is committed and reaches the remote; the failure is said."""
+    other = tmp_path / "other"
+    git("clone", "-q", repo.remote.path, str(other))
+    contents = {"big.txt": "x" * 5000 + "\n", "empty.txt": "", "README": "changed on b\n",
+                "whole.txt": "abc"}  # (the script writes 4 bytes: all of whole.txt)
+    for name, text in contents.items():
+        (other / name).write_text(text)
+    git("add", "-A", cwd=str(other))
+    git("commit", "-q", "-m", "b's", cwd=str(other))
+    git("push", "-q", "origin", "HEAD:main", cwd=str(other))
+    full = tmp_path / "full"
+    full.touch()
+    script = tmp_path / "pull.sh"
+    script.write_text(CUT_PULL % {"full": full})
+    r, reports = repo(pullcmd="bash %s" % script)
+    (repo.path / "mine.txt").write_text("the user's own edit\n")
+    before = git("rev-parse", "HEAD", cwd=str(repo.path)).strip()
+
+    result = r.pull()
+    assert not result["ok"] and "No space left on device" in result["error"]
+    assert "left half-written" not in result["error"]  # all of them put back
+    said = [args[1] for args, _ in reports.named("failed") if args[0] == "pull"]
+    assert said and "No space left on device" in str(said[-1])
+    # Put back as HEAD has them: new files gone, README as committed.
+    assert sorted(os.listdir(repo.path)) == [".git", "README", "mine.txt"]
+    assert (repo.path / "README").read_text() == "synced folder\n"
+    # The user's edit was committed ("changes made before a pull"), nothing of the pull's.
+    assert git("diff", "--name-only", before, "HEAD", cwd=str(repo.path)).split() == [
+        b"mine.txt"]
+    assert not r.commit([], rescan=True)  # the rescan after the pull finds nothing more
+
+    full.unlink()  # space again: the next pull works, the push takes the user's edit
+    assert r.pull()["ok"] and r.push()
+    files = repo.remote.files()
+    assert files[b"mine.txt"] == b"the user's own edit\n"
+    for name, text in contents.items():  # no cut version in the remote's history, ever
+        assert files[name.encode()] == text.encode()
+        versions = git("log", "--format=%H", "main", "--", name, cwd=repo.remote.path).split()
+        assert {git("show", b"%s:%s" % (v, name.encode()), cwd=repo.remote.path,
+                    check=False) for v in versions} <= {text.encode(), b"synced folder\n",
+                                                        None}  # (None: removed there)
+
+
+def test_a_leftover_that_cannot_be_put_back_is_kept_out_of_commits_until_it_changes(
+        repo, tmp_path, monkeypatch):
+    from autosync.vcs import pullleftovers
+    other = tmp_path / "other"
+    git("clone", "-q", repo.remote.path, str(other))
+    (other / "new.txt").write_text("the remote's new file\n")
+    git("add", "-A", cwd=str(other))
+    git("commit", "-q", "-m", "b's", cwd=str(other))
+    git("push", "-q", "origin", "HEAD:main", cwd=str(other))
+    full = tmp_path / "full"
+    full.touch()
+    script = tmp_path / "pull.sh"
+    script.write_text(CUT_PULL % {"full": full})
+    r, reports = repo(pullcmd="bash %s" % script)
+    monkeypatch.setattr(pullleftovers.Writer, "remove", lambda self, rel, expect: False)
+    result = r.pull()
+    assert not result["ok"] and "1 file(s) it left half-written are kept out of commits " \
+                                "(new.txt)" in result["error"]
+    assert (repo.path / "new.txt").read_text() == "the "
+    assert not r.commit([{"action": "added", "path": "new.txt"}])
+    assert not r.commit([], rescan=True)
+    (repo.path / "new.txt").write_text("the user's now\n")  # changed: the user's
+    assert r.commit([{"action": "modified", "path": "new.txt"}])
