@@ -489,3 +489,75 @@ def test_a_newer_edit_made_while_stopped_stays_and_the_pulled_one_goes_beside(tw
     assert "conflict in z.txt: changed here before this pull and not committed (made while " \
         "the daemon was stopped or paused), and on a before it: kept the newer (this " \
         "machine's), the pulled version as %s" % copy["copy"] in said
+
+
+# --- attributes pulled with the files they apply to (git's checkout reads the new ones) ---
+
+def crypt_filter(*folders):
+    """A git-crypt stand-in on each machine: clean writes "ENC:" before each line, smudge
+    takes it off. A file that skipped its smudge is added back encrypted twice."""
+    for folder in folders:
+        git("config", "filter.crypt.clean", "sed 's/^/ENC:/'", cwd=folder)
+        git("config", "filter.crypt.smudge", "sed 's/^ENC://'", cwd=folder)
+        git("config", "filter.crypt.required", "true", cwd=folder)
+
+
+def stored_again(folder):
+    """What the next commit would store: each file added again (git add -A, the new
+    attributes on disk) -> the paths whose blob that changes."""
+    git("add", "-A", cwd=folder)
+    return git("diff", "--cached", "--name-only", cwd=folder).decode().split()
+
+
+def test_a_pull_writes_its_files_with_the_attributes_it_brings(two, tmp_path):
+    """git's t0020 ("checkout with existing .gitattributes", "checkout when deleting
+    .gitattributes") as data: one pull brings a .gitattributes and the files it filters
+    (a clean/smudge pair standing in for git-crypt, and eol=crlf); b's folder holds what
+    `git pull` writes in a clone of its own, and adding the files again stores nothing new.
+    Then a pull that deletes the rules and changes the files they covered: written without
+    them, and b's old checkout of them (made with the rules) is no local change."""
+    remote, a, b = two
+    c = str(tmp_path / "c")
+    git("clone", "-q", remote.path, c)
+    crypt_filter(a, b, c)
+    write(a, ".gitattributes", b"secret.txt filter=crypt\n*.crlf text eol=crlf\n")
+    write(a, "secret.txt", b"salary\n")
+    write(a, "notes.crlf", b"one\ntwo\n")
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: rules and the files they filter")
+    assert git("cat-file", "blob", "HEAD:secret.txt", cwd=a) == b"ENC:salary\n"
+    assert pull(b)["kept"] == []
+    git("pull", "-q", cwd=c)
+    for rel, written in (("secret.txt", b"salary\n"), ("notes.crlf", b"one\r\ntwo\r\n")):
+        assert open(os.path.join(c, rel), "rb").read() == written    # git's checkout
+        assert open(os.path.join(b, rel), "rb").read() == written, rel
+    assert status(b) == "" and stored_again(b) == []
+    # The rules go, the files they covered change in the same commit.
+    os.unlink(os.path.join(a, ".gitattributes"))
+    write(a, "secret.txt", b"public now\n")
+    write(a, "notes.crlf", b"three\r\n")
+    commit(a, "autosync on a: no rules")
+    assert pull(b) == {"merged": [], "beside": [], "kept": [], "merge": None}
+    git("pull", "-q", cwd=c)
+    for rel, written in (("secret.txt", b"public now\n"), ("notes.crlf", b"three\r\n")):
+        assert open(os.path.join(c, rel), "rb").read() == written
+        assert open(os.path.join(b, rel), "rb").read() == written, rel
+    assert sorted(os.listdir(b)) == sorted(os.listdir(c))   # no conflict copy
+    assert status(b) == "" and stored_again(b) == []
+
+
+def test_a_merge_writes_with_the_merged_trees_attributes(two):
+    """The same in a merge made in objects (b has a commit of its own): a's rules and
+    the file they filter arrive together, b's file keeps its own rules' checkout."""
+    remote, a, b = two
+    crypt_filter(a, b)
+    write(a, ".gitattributes", b"*.env filter=crypt\n")
+    write(a, "secrets.env", b"KEY=1\n")
+    commit(a, "autosync on a: encrypted secrets.env")
+    write(b, "b-only.txt", b"b\n")
+    git("add", "-A", cwd=b)
+    git("commit", "-q", "-m", "autosync on b: added b-only.txt", cwd=b)
+    result = pull(b)
+    assert result["merge"] and result["kept"] == []
+    assert open(os.path.join(b, "secrets.env"), "rb").read() == b"KEY=1\n"
+    assert status(b) == "" and stored_again(b) == []

@@ -16,7 +16,8 @@ committer pulls this way instead:
    refused whole (Unsafe), before anything is written;
 4. the working tree is brought to the result through guarded.Writer: every
    new version is first streamed from git into a complete temporary file
-   beside its path; only when all are made is a file replaced, and only if it
+   beside its path, through the filters of the new tree's attributes, as git's
+   checkout writes it (a .gitattributes the pull changes is written last); only when all are made is a file replaced, and only if it
    still holds exactly what HEAD holds and is not open for writing; one that
    changed keeps its bytes, and the pulled version becomes a conflict copy
    beside it. A version that cannot be written (a full disk, a folder it may
@@ -69,6 +70,7 @@ PLAIN_OPTIONS = frozenset(("-q", "--quiet", "-v", "--verbose", "--no-rebase", "-
                            "--edit", "--ff", "--no-ff", "--stat", "-n", "--no-stat",
                            "--progress", "--no-progress", "--no-verify", "--commit"))
 GITLINK = "160000"
+ATTRIBUTES = ".gitattributes"
 Entry = collections.namedtuple("Entry", "old_mode new_mode old new path")
 
 
@@ -183,9 +185,10 @@ class GitPull:
         # status, core/underway.py); told at each whole percent of a pull's writing.
         self.on_progress = None
         self.to_write, self.made, self.told_percent = 0, 0, None
+        self.rules = None  # checkout_attributes: the new tree's .gitattributes, when changed
 
-    def git(self, *args, env=None, data=None, check=True):
-        proc = subprocess.run(("git",) + args, cwd=self.folder,
+    def git(self, *args, env=None, data=None, check=True, cwd=None):
+        proc = subprocess.run(("git",) + args, cwd=cwd or self.folder,
                               env=environment(env, self.gitenv),
                               input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               stdin=None if data is not None else subprocess.DEVNULL)
@@ -257,7 +260,11 @@ class GitPull:
             raise PullFailed(str(e)) from None
         self.stop_point()
         hook = self.hook_before()
-        kept, beside = self.write(entries, theirs)
+        self.checkout_attributes(tree, entries)
+        try:
+            kept, beside = self.write(entries, theirs)
+        finally:
+            self.drop_rules()
         self.move_index(entries)
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
         if head:
@@ -425,11 +432,78 @@ class GitPull:
             if status[:1] == "R":
                 entries.append(Entry(old_mode, "000000", old, none, path))
             entries.append(Entry("000000", new_mode, none, new, to))
-            if status == "R100" and old_mode == new_mode and GITLINK != old_mode:
+            if status == "R100" and old_mode == new_mode and GITLINK != old_mode and \
+                    ATTRIBUTES not in (os.path.basename(path), os.path.basename(to)):
                 self.renames[to] = path
         return entries
 
     # --- the working tree -------------------------------------------------------------
+
+    def checkout_attributes(self, tree, entries):
+        """git's checkout writes each file by the attributes of the tree it checks out
+        (unpack-trees reads .gitattributes from the new index first: GIT_ATTR_CHECKOUT),
+        so a pull that brings rules with the files they filter (git-crypt, LFS, eol)
+        writes those files by the new rules, and one that removes the rules writes them
+        without. git 2.39's cat-file --filters and check-attr read a working tree's
+        files only (--attr-source is git 2.42's): when the pull changes a .gitattributes,
+        the new tree's are put into a working tree of their own (self.rules, in the git
+        dir; .lfsconfig too, which git-lfs's smudge reads there), and the commands that
+        make the new versions run in it (rules_env). Without such a change, the folder's
+        own files are the tree's. The folder's .gitattributes themselves are written
+        last (write), so that every check of an old file is made by the old rules, as
+        git checks against the old index."""
+        self.drop_rules()
+        if not any(is_rules(e.path) for e in entries):
+            return
+        listed = self.git("ls-tree", "-r", "-z", tree).stdout.split(b"\0")
+        wanted = []
+        for record in listed:
+            info, _, name = record.partition(b"\t")
+            path = os.fsdecode(name)
+            parts = path.split("/")
+            if info.split(b" ")[:2] in ([b"100644", b"blob"], [b"100755", b"blob"]) and \
+                    (parts[-1] == ATTRIBUTES or path == ".lfsconfig") and \
+                    not {"", ".", ".."}.intersection(parts) and \
+                    ".git" not in (p.lower() for p in parts[:-1]):
+                wanted.append((info.split(b" ")[2].decode(), path))
+        rules = os.path.join(self.gitdir, "autosync-attributes")
+        os.mkdir(rules, 0o700)
+        self.rules = rules
+        out = self.git("cat-file", "--batch",
+                       data=b"".join(oid.encode() + b"\n" for oid, _ in wanted)).stdout
+        at = 0
+        for oid, path in wanted:
+            end = out.index(b"\n", at)
+            header, at = out[at:end].split(), end + 1
+            if len(header) != 3:
+                continue  # (missing: a thin machine's; git would read none either)
+            size = int(header[2])
+            content, at = out[at:at + size], at + size + 1
+            full = os.path.join(rules, path)
+            try:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with open(full, "xb") as f:
+                    f.write(content)
+            except OSError as err:  # (a crafted tree: a file where a folder is)
+                log.warning("%s: not read for this pull's checkout (%s)", path,
+                            getattr(err, "strerror", None) or err)
+
+    def drop_rules(self):
+        """The new tree's rules' working tree goes (one left by a killed pull too)."""
+        rules = os.path.join(self.gitdir, "autosync-attributes")
+        if os.path.lexists(rules):
+            shutil.rmtree(rules, ignore_errors=True)
+        self.rules = None
+
+    def rules_env(self):
+        """Variables for a command that reads attributes for the checkout: git pointed
+        at the new tree's rules (checkout_attributes), or nothing."""
+        return {"GIT_DIR": self.gitdir, "GIT_WORK_TREE": self.rules} if self.rules else {}
+
+    def rules_cwd(self):
+        """Where such a command runs (git reads .gitattributes below the current folder;
+        a filter runs there too, as git runs it at the top of the working tree)."""
+        return self.rules or self.folder
 
     def needs_filters(self, paths):
         """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""
@@ -439,10 +513,11 @@ class GitPull:
         if crlf in (b"true", b"input"):
             return set(paths)
         # The folder's own .gitattributes files say (git reads a file from the index
-        # only when it is missing on disk: a deletion the next commit will carry).
+        # only when it is missing on disk: a deletion the next commit will carry), or
+        # the new tree's, when the pull changes them (checkout_attributes).
         out = self.git("check-attr", "-z", "--stdin", "filter", "text", "eol", "ident",
                        "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0",
-                       env=no_index(self.gitdir))
+                       env={**no_index(self.gitdir), **self.rules_env()}, cwd=self.rules_cwd())
         fields, found = out.stdout.split(b"\0"), set()
         for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
             if value not in (b"unspecified", b"unset", b""):
@@ -466,6 +541,8 @@ class GitPull:
         gone = {e.path for e in files if not null(e.old)}
         later = [e for e in files if not null(e.new) and blocked(e.path, gone)]
         waiting = {e.path for e in later}
+        # (a .gitattributes that gives its name to a folder goes with the other removals)
+        last = {e.path for e in files if is_rules(e.path) and not blocked_by(e.path, waiting)}
         first = [e for e in files if not null(e.new) and e.path not in waiting and
                  e.path not in renames]
         self.to_write, self.made, self.told_percent = \
@@ -479,8 +556,11 @@ class GitPull:
                 self.stop_point()
                 self.swapping = True  # from here on, to the end (see __init__)
                 kept = []
-                for e in files:  # removals first: a file may give its name to a folder
-                    if null(e.new) and e.path not in moving and \
+                # Removals first (a file may give its name to a folder); a .gitattributes
+                # last of all, removed or written: until then every file here is checked
+                # by the rules it was written by (checkout_attributes).
+                for e in files:
+                    if null(e.new) and e.path not in moving and e.path not in last and \
                             not self.writer.remove(e.path, self.expect_old(e)):
                         kept.append(e.path)
                 by_path = {e.path: e for e in files}
@@ -489,8 +569,13 @@ class GitPull:
                              [by_path[p] for p in unmoved if p not in waiting],
                              blobs, prepared)
                 copies = []
-                for e in sorted((e for e in files if e.path in prepared), key=lambda e: e.path):
-                    if not self.put(e, prepared.pop(e.path), blobs):
+                for e in sorted((e for e in files if e.path in prepared or
+                                 (null(e.new) and e.path in last)),
+                                key=lambda e: (e.path in last, e.path)):
+                    if null(e.new):
+                        if not self.writer.remove(e.path, self.expect_old(e)):
+                            kept.append(e.path)
+                    elif not self.put(e, prepared.pop(e.path), blobs):
                         copy, local_stays = self.keep_beside(e, blobs, theirs)
                         copies.append(copy)
                         if local_stays:
@@ -734,6 +819,16 @@ def entry_count(index):
     return int.from_bytes(header[8:12], "big") if header[:4] == b"DIRC" else -1
 
 
+def is_rules(path):
+    """Is path a .gitattributes file (written after every other file of a pull)?"""
+    return os.path.basename(path) == ATTRIBUTES
+
+
+def blocked_by(path, waiting):
+    """Does a path in `waiting` need path's name for a folder?"""
+    return any(w.startswith(path + "/") for w in waiting)
+
+
 def blocked(path, gone):
     """Is a folder of path a file the pull removes (its temporary file must wait)?"""
     parts = path.split("/")
@@ -833,7 +928,8 @@ class Blobs:
         header gives the unfiltered size: the header (the path) is skipped instead,
         and the newline git puts after the content held back."""
         proc = subprocess.Popen(("git", "cat-file", "--batch=%(rest)", "--filters", "-z"),
-                                cwd=self.pull.folder, env=environment(gitenv=self.pull.gitenv),
+                                cwd=self.pull.rules_cwd(),
+                                env=environment(self.pull.rules_env(), gitenv=self.pull.gitenv),
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
