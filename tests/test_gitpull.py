@@ -561,3 +561,70 @@ def test_a_merge_writes_with_the_merged_trees_attributes(two):
     assert result["merge"] and result["kept"] == []
     assert open(os.path.join(b, "secrets.env"), "rb").read() == b"KEY=1\n"
     assert status(b) == "" and stored_again(b) == []
+
+
+# --- a conflict copy keeps its original's attributes ---------------------------------------
+
+def only_ciphertext(folder, word):
+    """Does every stored blob that holds `word` hold it encrypted (each line "ENC:")?"""
+    return all(all(line.startswith(b"ENC:") for line in blob.splitlines())
+               for blob in everything_ever(folder) if word in blob)
+
+
+def test_conflict_copies_keep_the_filter_of_the_file_they_came_from(two):
+    """A rule naming one file (`secrets.env filter=crypt`, git-crypt's way) does not
+    name its conflict copy. Each kind of copy a guarded pull makes is written through
+    the original's smudge and stored through its clean filter (a rule for the copy in
+    the .gitattributes beside it): a copy made in the merge (b committed its own
+    version), this machine's uncommitted edit moved aside, and the pulled version put
+    beside a file written during the pull. No cleartext is ever stored."""
+    remote, a, b = two
+    crypt_filter(a, b)
+    os.mkdir(os.path.join(a, "keys"))
+    write(a, "keys/.gitattributes", b"secrets.env filter=crypt\n")
+    write(a, "keys/secrets.env", b"KEY=first\n")
+    commit(a, "autosync on a: secrets")
+    pull(b)
+    assert open(os.path.join(b, "keys/secrets.env"), "rb").read() == b"KEY=first\n"
+    # 1. in the merge: both committed a version
+    write(a, "keys/secrets.env", b"KEY=from a\n")
+    commit(a, "autosync on a: modified")
+    write(b, "keys/secrets.env", b"KEY=from b\n")
+    git("commit", "-qam", "autosync on b: modified", cwd=b)
+    [copy] = pull(b)["merged"]
+    versions = {open(os.path.join(b, p), "rb").read() for p in ("keys/secrets.env", copy["copy"])}
+    assert versions == {b"KEY=from a\n", b"KEY=from b\n"}    # both as checked out
+    assert status(b) == "" and stored_again(b) == []
+    git("push", "-q", cwd=b)
+    git("pull", "-q", cwd=a)   # git's own checkout on a writes the copy the same way
+    assert open(os.path.join(a, copy["copy"]), "rb").read() == \
+        open(os.path.join(b, copy["copy"]), "rb").read()
+    # 2. an edit made here before the pull, not committed, older than a's
+    write(b, "keys/secrets.env", b"KEY=local edit\n")
+    old = os.path.getmtime(os.path.join(b, "keys/secrets.env")) - 100
+    os.utime(os.path.join(b, "keys/secrets.env"), (old, old))
+    write(a, "keys/secrets.env", b"KEY=newer from a\n")
+    commit(a, "autosync on a: modified again")
+    [local] = pull(b)["beside"]
+    assert local["host"] == "b"
+    assert open(os.path.join(b, local["copy"]), "rb").read() == b"KEY=local edit\n"
+    # 3. a write during the pull: the pulled version beside it
+    write(a, "keys/secrets.env", b"KEY=third from a\n")
+    commit(a, "autosync on a: third")
+
+    def user_saves(rel):
+        if rel == "keys/secrets.env":  # an editor saving by rename, exactly now
+            write(b, "keys/.s.tmp", b"KEY=typed during the pull\n")
+            os.replace(os.path.join(b, "keys/.s.tmp"), os.path.join(b, "keys/secrets.env"))
+    [beside] = pull(b, user_saves)["beside"]
+    assert open(os.path.join(b, beside["copy"]), "rb").read() == b"KEY=third from a\n"
+    # What the committer does next: everything added, committed and pushed.
+    git("add", "-A", cwd=b)
+    git("commit", "-qm", "autosync on b: copies", cwd=b)
+    assert only_ciphertext(b, b"KEY=")
+    assert status(b) == "" and stored_again(b) == []
+    git("push", "-q", cwd=b)
+    git("pull", "-q", cwd=a)
+    for kept in (local, beside):
+        assert open(os.path.join(a, kept["copy"]), "rb").read() == \
+            open(os.path.join(b, kept["copy"]), "rb").read()

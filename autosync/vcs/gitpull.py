@@ -55,7 +55,7 @@ import subprocess
 import threading
 import time
 
-from autosync.vcs import gitmerge, thin
+from autosync.vcs import copyrules, gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.vcs.git_environment import PLAIN
@@ -394,21 +394,66 @@ class GitPull:
             self.git("read-tree", tree, env=env)
             taken = set(self.git("ls-files", "-z", env=env).stdout.decode("utf-8", "surrogateescape")
                         .split("\0"))
-            lines, copies = [], []
+            lines, copies, pairs = [], [], []
             for path, sides in sorted(stages.items()):
                 ours, other = sides.get(2), sides.get(3)
                 if ours is None and other is None:
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
                     continue
-                copy, _ = keep_both(path, ours, other, InObjects(self, path, head, theirs,
-                                                                    taken, lines))
+                copy, written = keep_both(path, ours, other, InObjects(self, path, head, theirs,
+                                                                          taken, lines))
                 copies += [copy] if copy else []
+                pairs += [(path, rel) for rel in written if rel != path]
             self.git("update-index", "-z", "--index-info", env=env,
                      data=b"".join(os.fsencode(line) + b"\0" for line in lines))
+            self.copy_rules_in_tree(pairs, env)
             return self.git("write-tree", env=env).stdout.decode().strip(), copies
         finally:
             if os.path.exists(index):
                 os.unlink(index)
+
+    def copy_rules_in_tree(self, pairs, env):
+        """Each conflict copy [(original, copy)] of the merge is stored as its original
+        (its blob) and gets its original's attributes (copyrules): the rule goes into
+        the merged tree's .gitattributes beside it, so that this checkout and every
+        other machine's write it through its original's smudge filter."""
+        rules = copyrules.needed(self.folder, pairs, cached=True, env=env,
+                                 gitenv=self.gitenv)
+        if not rules:
+            return
+        # What each folder's .gitattributes is now: its folder's tree read (the names on
+        # stdin, never on the command line).
+        tree = self.git("write-tree", env=env).stdout.decode().strip()
+        folders = sorted({os.path.dirname(rel) for rel in rules})
+        out = self.git("cat-file", "--batch", data=b"".join(
+            b"%s:%s\n" % (tree.encode(), os.fsencode(f)) if f else tree.encode() + b"\n"
+            for f in folders)).stdout
+        there, at = {}, 0
+        for folder in folders:
+            end = out.index(b"\n", at)
+            header, at = out[at:end].split(), end + 1
+            if len(header) != 3:
+                continue
+            body, at = out[at:at + int(header[2])], at + int(header[2]) + 1
+            while body:
+                info, _, body = body.partition(b"\0")
+                raw, body = body[:len(tree) // 2], body[len(tree) // 2:]
+                mode, _, name = info.partition(b" ")
+                if name == copyrules.RULES.encode():
+                    there[os.path.join(folder, copyrules.RULES)] = (
+                        mode.decode().rjust(6, "0"), raw.hex())
+        lines = []
+        for rel, own in sorted(rules.items()):
+            mode, oid = there.get(rel, ("100644", None))
+            if mode not in ("100644", "100755"):  # (a link git does not read as rules)
+                copyrules.in_info(self.gitdir, "", own)
+                continue
+            text = self.git("cat-file", "blob", oid).stdout if oid else b""
+            new = self.git("hash-object", "-w", "--stdin", "--no-filters",
+                           data=copyrules.with_rules(text, own)).stdout.decode().strip()
+            lines.append(b"%s %s\t%s\0" % (mode.encode(), new.encode(), os.fsencode(rel)))
+        if lines:
+            self.git("update-index", "-z", "--index-info", env=env, data=b"".join(lines))
 
     def diff(self, head, tree):
         """The paths that differ between HEAD and the new tree, gitlinks included; a
@@ -548,6 +593,7 @@ class GitPull:
         self.to_write, self.made, self.told_percent = \
             sum(1 for e in files if not null(e.new)), 0, None
         self.tell_progress()
+        copies = []
         with Blobs(self, [e.path for e in files if not null(e.new)]) as blobs:
             prepared = {}
             try:
@@ -568,7 +614,6 @@ class GitPull:
                 self.prepare([e for e in later if e.path not in renames or e.path in unmoved] +
                              [by_path[p] for p in unmoved if p not in waiting],
                              blobs, prepared)
-                copies = []
                 for e in sorted((e for e in files if e.path in prepared or
                                  (null(e.new) and e.path in last)),
                                 key=lambda e: (e.path in last, e.path)):
@@ -583,6 +628,7 @@ class GitPull:
             finally:
                 for p in prepared.values():
                     self.writer.discard(p)
+                self.copy_rules_in_folder(copies)  # (also when a write failed after one)
         self.gitlinks([e for e in entries if GITLINK in (e.old_mode, e.new_mode)])
         return sorted(kept), copies
 
@@ -713,6 +759,49 @@ class GitPull:
                         "it: kept the newer (this machine's), the pulled version as %s",
                         e.path, host, copy)
         return {"path": e.path, "copy": copy, "host": host}, True
+
+    def copy_rules_in_folder(self, copies):
+        """Each conflict copy written beside a file changed here (the pulled version, or
+        this machine's) gets its original's attributes before anything commits it
+        (copyrules): the rule goes into the .gitattributes beside it, through the
+        guarded writer, and is committed with it; where that file cannot be written,
+        into info/attributes. Never is a copy of an encrypted file stored as cleartext."""
+        pairs = [(c["path"], c["copy"]) for c in copies]
+        if not pairs:
+            return
+        for rel, own in sorted(copyrules.needed(self.folder, pairs, env=no_index(self.gitdir),
+                                                gitenv=self.gitenv).items()):
+            if not self.put_rules(rel, own):
+                copyrules.in_info(self.gitdir, "", own)
+
+    def put_rules(self, rel, own):
+        """The rules for `own` added to the .gitattributes at rel, only while it holds what
+        was read (a few tries). -> True when written."""
+        name = os.path.basename(rel)
+        for _ in range(3):
+            try:
+                dfd = self.writer.folder(rel)
+            except (Refused, OSError):
+                return False
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+            except FileNotFoundError:
+                old, mode = None, "100644"
+            except OSError:  # a link: git reads no rules from it
+                return False
+            else:
+                with open(fd, "rb") as f:
+                    old = f.read()
+                    mode = "100755" if os.fstat(f.fileno()).st_mode & 0o100 else "100644"
+            finally:
+                os.close(dfd)
+            try:
+                if self.writer.put(rel, mode, copyrules.with_rules(old or b"", own),
+                                   None if old is None else Expect(mode, data=old)):
+                    return True
+            except (Refused, OSError):
+                return False
+        return False
 
     def edited_before(self, rel):
         """(mtime, mode) of the regular file at rel when it was last written before this
