@@ -300,6 +300,8 @@ class GitPull:
         for _ in trees:
             end = listed.index(b"\n", at)
             header, at = listed[at:end].split(), end + 1
+            if len(header) != 3:
+                continue  # (missing here: the checks after this one say so)
             body, at = listed[at:at + int(header[2])], at + int(header[2]) + 1
             names = []
             while body:
