@@ -489,3 +489,142 @@ def test_a_newer_edit_made_while_stopped_stays_and_the_pulled_one_goes_beside(tw
     assert "conflict in z.txt: changed here before this pull and not committed (made while " \
         "the daemon was stopped or paused), and on a before it: kept the newer (this " \
         "machine's), the pulled version as %s" % copy["copy"] in said
+
+
+# --- attributes pulled with the files they apply to (git's checkout reads the new ones) ---
+
+def crypt_filter(*folders):
+    """A git-crypt stand-in on each machine: clean writes "ENC:" before each line, smudge
+    takes it off. A file that skipped its smudge is added back encrypted twice."""
+    for folder in folders:
+        git("config", "filter.crypt.clean", "sed 's/^/ENC:/'", cwd=folder)
+        git("config", "filter.crypt.smudge", "sed 's/^ENC://'", cwd=folder)
+        git("config", "filter.crypt.required", "true", cwd=folder)
+
+
+def stored_again(folder):
+    """What the next commit would store: each file added again (git add -A, the new
+    attributes on disk) -> the paths whose blob that changes."""
+    git("add", "-A", cwd=folder)
+    return git("diff", "--cached", "--name-only", cwd=folder).decode().split()
+
+
+def test_a_pull_writes_its_files_with_the_attributes_it_brings(two, tmp_path):
+    """git's t0020 ("checkout with existing .gitattributes", "checkout when deleting
+    .gitattributes") as data: one pull brings a .gitattributes and the files it filters
+    (a clean/smudge pair standing in for git-crypt, and eol=crlf); b's folder holds what
+    `git pull` writes in a clone of its own, and adding the files again stores nothing new.
+    Then a pull that deletes the rules and changes the files they covered: written without
+    them, and b's old checkout of them (made with the rules) is no local change."""
+    remote, a, b = two
+    c = str(tmp_path / "c")
+    git("clone", "-q", remote.path, c)
+    crypt_filter(a, b, c)
+    write(a, ".gitattributes", b"secret.txt filter=crypt\n*.crlf text eol=crlf\n")
+    write(a, "secret.txt", b"salary\n")
+    write(a, "notes.crlf", b"one\ntwo\n")
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: rules and the files they filter")
+    assert git("cat-file", "blob", "HEAD:secret.txt", cwd=a) == b"ENC:salary\n"
+    assert pull(b)["kept"] == []
+    git("pull", "-q", cwd=c)
+    for rel, written in (("secret.txt", b"salary\n"), ("notes.crlf", b"one\r\ntwo\r\n")):
+        assert open(os.path.join(c, rel), "rb").read() == written    # git's checkout
+        assert open(os.path.join(b, rel), "rb").read() == written, rel
+    assert status(b) == "" and stored_again(b) == []
+    # The rules go, the files they covered change in the same commit.
+    os.unlink(os.path.join(a, ".gitattributes"))
+    write(a, "secret.txt", b"public now\n")
+    write(a, "notes.crlf", b"three\r\n")
+    commit(a, "autosync on a: no rules")
+    assert pull(b) == {"merged": [], "beside": [], "kept": [], "merge": None}
+    git("pull", "-q", cwd=c)
+    for rel, written in (("secret.txt", b"public now\n"), ("notes.crlf", b"three\r\n")):
+        assert open(os.path.join(c, rel), "rb").read() == written
+        assert open(os.path.join(b, rel), "rb").read() == written, rel
+    assert sorted(os.listdir(b)) == sorted(os.listdir(c))   # no conflict copy
+    assert status(b) == "" and stored_again(b) == []
+
+
+def test_a_merge_writes_with_the_merged_trees_attributes(two):
+    """The same in a merge made in objects (b has a commit of its own): a's rules and
+    the file they filter arrive together, b's file keeps its own rules' checkout."""
+    remote, a, b = two
+    crypt_filter(a, b)
+    write(a, ".gitattributes", b"*.env filter=crypt\n")
+    write(a, "secrets.env", b"KEY=1\n")
+    commit(a, "autosync on a: encrypted secrets.env")
+    write(b, "b-only.txt", b"b\n")
+    git("add", "-A", cwd=b)
+    git("commit", "-q", "-m", "autosync on b: added b-only.txt", cwd=b)
+    result = pull(b)
+    assert result["merge"] and result["kept"] == []
+    assert open(os.path.join(b, "secrets.env"), "rb").read() == b"KEY=1\n"
+    assert status(b) == "" and stored_again(b) == []
+
+
+# --- a conflict copy keeps its original's attributes ---------------------------------------
+
+def only_ciphertext(folder, word):
+    """Does every stored blob that holds `word` hold it encrypted (each line "ENC:")?"""
+    return all(all(line.startswith(b"ENC:") for line in blob.splitlines())
+               for blob in everything_ever(folder) if word in blob)
+
+
+def test_conflict_copies_keep_the_filter_of_the_file_they_came_from(two):
+    """A rule naming one file (`secrets.env filter=crypt`, git-crypt's way) does not
+    name its conflict copy. Each kind of copy a guarded pull makes is written through
+    the original's smudge and stored through its clean filter (a rule for the copy in
+    the .gitattributes beside it): a copy made in the merge (b committed its own
+    version), this machine's uncommitted edit moved aside, and the pulled version put
+    beside a file written during the pull. No cleartext is ever stored."""
+    remote, a, b = two
+    crypt_filter(a, b)
+    os.mkdir(os.path.join(a, "keys"))
+    write(a, "keys/.gitattributes", b"secrets.env filter=crypt\n")
+    write(a, "keys/secrets.env", b"KEY=first\n")
+    commit(a, "autosync on a: secrets")
+    pull(b)
+    assert open(os.path.join(b, "keys/secrets.env"), "rb").read() == b"KEY=first\n"
+    # 1. in the merge: both committed a version
+    write(a, "keys/secrets.env", b"KEY=from a\n")
+    commit(a, "autosync on a: modified")
+    write(b, "keys/secrets.env", b"KEY=from b\n")
+    git("commit", "-qam", "autosync on b: modified", cwd=b)
+    [copy] = pull(b)["merged"]
+    versions = {open(os.path.join(b, p), "rb").read() for p in ("keys/secrets.env", copy["copy"])}
+    assert versions == {b"KEY=from a\n", b"KEY=from b\n"}    # both as checked out
+    assert status(b) == "" and stored_again(b) == []
+    git("push", "-q", cwd=b)
+    git("pull", "-q", cwd=a)   # git's own checkout on a writes the copy the same way
+    assert open(os.path.join(a, copy["copy"]), "rb").read() == \
+        open(os.path.join(b, copy["copy"]), "rb").read()
+    # 2. an edit made here before the pull, not committed, older than a's
+    write(b, "keys/secrets.env", b"KEY=local edit\n")
+    old = os.path.getmtime(os.path.join(b, "keys/secrets.env")) - 100
+    os.utime(os.path.join(b, "keys/secrets.env"), (old, old))
+    write(a, "keys/secrets.env", b"KEY=newer from a\n")
+    commit(a, "autosync on a: modified again")
+    [local] = pull(b)["beside"]
+    assert local["host"] == "b"
+    assert open(os.path.join(b, local["copy"]), "rb").read() == b"KEY=local edit\n"
+    # 3. a write during the pull: the pulled version beside it
+    write(a, "keys/secrets.env", b"KEY=third from a\n")
+    commit(a, "autosync on a: third")
+
+    def user_saves(rel):
+        if rel == "keys/secrets.env":  # an editor saving by rename, exactly now
+            write(b, "keys/.s.tmp", b"KEY=typed during the pull\n")
+            os.replace(os.path.join(b, "keys/.s.tmp"), os.path.join(b, "keys/secrets.env"))
+    [beside] = pull(b, user_saves)["beside"]
+    assert open(os.path.join(b, beside["copy"]), "rb").read() == b"KEY=third from a\n"
+    # What the committer does next: everything added, committed and pushed.
+    git("add", "-A", cwd=b)
+    git("commit", "-qm", "autosync on b: copies", cwd=b)
+    assert only_ciphertext(b, b"KEY=")
+    assert status(b) == "" and stored_again(b) == []
+    git("push", "-q", cwd=b)
+    git("pull", "-q", cwd=a)
+    for kept in (local, beside):
+        assert open(os.path.join(a, kept["copy"]), "rb").read() == \
+            open(os.path.join(b, kept["copy"]), "rb").read()

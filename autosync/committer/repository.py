@@ -14,8 +14,8 @@ import time
 import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.vcs import excludes, git, gitmerge, gitnotes, gitpull, guarded, largefiles, \
-    pullleftovers, recovery
+from autosync.vcs import copyrules, excludes, git, gitmerge, gitnotes, gitpull, guarded, \
+    largefiles, pullleftovers, recovery
 from autosync.vcs.git_environment import GitEnvironment
 from autosync.ssh import connection as sshremote
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
@@ -761,7 +761,12 @@ class Repository:
             return copy_name(path, self.host, time.time(),
                                        lambda name: not os.path.lexists(name))
         # A copy is a conflict copy by name: the rescan commits it, status counts it.
-        return recovery.leftover_writes(self.folder, in_history, copy, gitenv=self.gitenv)
+        kept = recovery.leftover_writes(self.folder, in_history, copy, gitenv=self.gitenv)
+        if self.gitdir:  # stored through its original's filters (a rule of its own) first
+            for full in kept:
+                rel = os.path.relpath(full, self.folder)
+                copyrules.keep(self.folder, read_copy_name(rel).path, rel, gitenv=self.gitenv)
+        return kept
 
     def run_guarded_pull(self):
         """gitpull.py's pull; True if it went well."""

@@ -27,13 +27,14 @@ log = logging.getLogger("autosync.copies")
 BOTH_SIDES = "both sides"   # the "host" of the winner's copy when a folder took the name
 
 
-def copy_name(path, host, stamp, free):
-    """`dir/name (conflict from HOST 2026-12-03 101502).ext`, the first one free(name) accepts."""
+def copy_name(path, host, stamp, free, clock=time.localtime):
+    """`dir/name (conflict from HOST 2026-12-03 101502).ext`, the first one free(name) accepts;
+    the time as `clock` gives it (time.gmtime: the same name on every machine)."""
     folder, base = os.path.split(path)
     stem, ext = os.path.splitext(base)
     if stem.startswith(".") and not ext:  # .bashrc: the whole name is the stem
         stem, ext = base, ""
-    when = time.strftime("%Y-%m-%d %H%M%S", time.localtime(stamp))
+    when = time.strftime("%Y-%m-%d %H%M%S", clock(stamp))
     host = host.replace("/", "_")
     for n in range(1, 1000):
         extra = "" if n == 1 else " %d" % n

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 
 from autosync.core.copies import keep_both
+from autosync.vcs import copyrules
 from autosync.vcs.commands import FILTERED, environment, filtered_request, why
 from autosync.vcs.git import git
 from autosync.vcs.git_environment import PLAIN
@@ -176,6 +177,7 @@ class WorkingTree:
 
     def __init__(self, folder, path, gitenv=PLAIN):
         self.folder, self.path, self.gitenv = folder, path, gitenv
+        self.rules = []  # .gitattributes given a copy's rule (copyrules.keep): staged too
 
     def last_change(self, side, version):
         return last_change(self.folder, "HEAD" if side == "ours" else "MERGE_HEAD", self.path,
@@ -191,6 +193,8 @@ class WorkingTree:
         return same_blob(self.folder, rel, version[1], gitenv=self.gitenv)
 
     def write(self, rel, version):
+        if rel != self.path:  # a copy: written and stored by its original's attributes
+            self.rules += copyrules.keep(self.folder, self.path, rel, gitenv=self.gitenv)
         write_blob(self.folder, rel, *version, gitenv=self.gitenv)
 
 
@@ -205,9 +209,10 @@ def resolve(folder, gitenv=PLAIN):
             git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path],
                 gitenv=gitenv)
             continue
-        copy, written = keep_both(path, ours, theirs, WorkingTree(folder, path, gitenv))
+        place = WorkingTree(folder, path, gitenv)
+        copy, written = keep_both(path, ours, theirs, place)
         made += [copy] if copy else []
-        staged += [path] + written
+        staged += [path] + written + place.rules
     if staged:
         git(folder, "add", "-A", "--", paths=staged, gitenv=gitenv)
     return made

@@ -13,10 +13,13 @@ committer pulls this way instead:
 3. every new path is shown to git as a checkout would add it to the index
    (verify_path: `.git` in any spelling, `..`, a symlinked .gitmodules, with
    the repository's core.protectNTFS/protectHFS): a tree git refuses is
-   refused whole (Unsafe), before anything is written;
+   refused whole (Unsafe), before anything is written; a tree that holds one
+   name twice, which git checks out, is checked out as git does, the version
+   it leaves out kept as a conflict copy (settle_odd);
 4. the working tree is brought to the result through guarded.Writer: every
    new version is first streamed from git into a complete temporary file
-   beside its path; only when all are made is a file replaced, and only if it
+   beside its path, through the filters of the new tree's attributes, as git's
+   checkout writes it (a .gitattributes the pull changes is written last); only when all are made is a file replaced, and only if it
    still holds exactly what HEAD holds and is not open for writing; one that
    changed keeps its bytes, and the pulled version becomes a conflict copy
    beside it. A version that cannot be written (a full disk, a folder it may
@@ -54,13 +57,13 @@ import subprocess
 import threading
 import time
 
-from autosync.vcs import gitmerge, thin
+from autosync.vcs import copyrules, gitmerge, thin
 from autosync.core.copies import copy_name, keep_both
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
 from autosync.vcs.guarded import Expect, Refused, Writer
-from autosync.core.messages import merge_message
+from autosync.core.messages import host_of, merge_message, printable
 
 log = logging.getLogger("autosync.gitpull")
 
@@ -69,6 +72,7 @@ PLAIN_OPTIONS = frozenset(("-q", "--quiet", "-v", "--verbose", "--no-rebase", "-
                            "--edit", "--ff", "--no-ff", "--stat", "-n", "--no-stat",
                            "--progress", "--no-progress", "--no-verify", "--commit"))
 GITLINK = "160000"
+ATTRIBUTES = ".gitattributes"
 Entry = collections.namedtuple("Entry", "old_mode new_mode old new path")
 
 
@@ -183,9 +187,10 @@ class GitPull:
         # status, core/underway.py); told at each whole percent of a pull's writing.
         self.on_progress = None
         self.to_write, self.made, self.told_percent = 0, 0, None
+        self.rules = None  # checkout_attributes: the new tree's .gitattributes, when changed
 
-    def git(self, *args, env=None, data=None, check=True):
-        proc = subprocess.run(("git",) + args, cwd=self.folder,
+    def git(self, *args, env=None, data=None, check=True, cwd=None):
+        proc = subprocess.run(("git",) + args, cwd=cwd or self.folder,
                               env=environment(env, self.gitenv),
                               input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               stdin=None if data is not None else subprocess.DEVNULL)
@@ -237,11 +242,14 @@ class GitPull:
         head = self.rev("HEAD")
         if head == theirs or (head and self.is_ancestor(theirs, head)):
             return {"merged": [], "beside": [], "kept": [], "merge": None}
-        copies, merge = [], None
+        theirs, copies = self.settle_odd(head, theirs)  # (a name twice: as git checks out)
+        merge = None
         if head is None or self.is_ancestor(head, theirs):
             new, tree = theirs, self.rev(theirs + "^{tree}")
+            merge = new if copies else None  # (settle_odd's commit, made here)
         else:
-            tree, copies = self.merge(head, theirs)
+            tree, merged = self.merge(head, theirs)
+            copies += merged
             new = None
         entries = self.diff(head, tree)
         self.refuse_unsafe(entries, theirs)  # before anything is written or made
@@ -257,13 +265,129 @@ class GitPull:
             raise PullFailed(str(e)) from None
         self.stop_point()
         hook = self.hook_before()
-        kept, beside = self.write(entries, theirs)
+        self.checkout_attributes(tree, entries)
+        try:
+            kept, beside = self.write(entries, theirs)
+        finally:
+            self.drop_rules()
         self.move_index(entries)
         self.git("update-ref", "-m", "autosync: pull", "HEAD", new, head or "")
         if head:
             self.git("update-ref", "ORIG_HEAD", head)
         self.post_merge(hook, entries)
         return {"merged": copies, "beside": beside, "kept": kept, "merge": merge}
+
+    def settle_odd(self, head, theirs):
+        """A pulled tree that holds one name twice in a folder (two entries `a`, or a file
+        `x` beside a folder `x`), which git's own tools never write but `git clone` and
+        `git pull` check out all the same: git's index takes the later entry (a folder's
+        files replace the file of its name), and so is it here, instead of a refusal
+        that would stop every pull and push. The version git leaves out is kept as a
+        conflict copy (named for the pulled commit's host and time, so every machine
+        that settles it makes the same tree), in a commit on top of the pulled one,
+        which this machine pushes. Only the trees HEAD lacks are read to find out; a
+        tree that also holds a path git refuses is left to refuse_unsafe.
+        -> (the commit to pull, [the copies kept])"""
+        base = head or self.git("hash-object", "-t", "tree", "--stdin", data=b"").stdout.decode().strip()
+        tree = self.rev(theirs + "^{tree}")
+        out = self.git("diff-tree", "-r", "-t", "-z", "--no-renames", base, theirs,
+                       env=no_index(self.gitdir)).stdout.split(b"\0")
+        trees = [tree] + [info.split(b" ")[3].decode() for info in out[0::2]
+                          if info.startswith(b":") and info.split(b" ")[1] == b"040000"]
+        listed = self.git("cat-file", "--batch", data=b"".join(
+            t.encode() + b"\n" for t in trees)).stdout
+        at, odd = 0, False
+        for _ in trees:
+            end = listed.index(b"\n", at)
+            header, at = listed[at:end].split(), end + 1
+            if len(header) != 3:
+                continue  # (missing here: the checks after this one say so)
+            body, at = listed[at:at + int(header[2])], at + int(header[2]) + 1
+            names = []
+            while body:
+                info, _, body = body.partition(b"\0")
+                names.append(info.partition(b" ")[2])
+                body = body[len(tree) // 2:]
+            odd = odd or len(names) != len(set(names))
+        if not odd:
+            return theirs, []
+        effective, dropped, below = {}, [], collections.Counter()
+        for record in self.git("ls-tree", "-r", "-z", tree).stdout.split(b"\0"):
+            if not record:
+                continue
+            info, _, name = record.partition(b"\t")
+            mode, _, oid = info.decode().split()
+            path = os.fsdecode(name)
+            folders = ["/".join(path.split("/")[:i]) for i in range(1, path.count("/") + 1)]
+            gone = [p for p in [path] + folders if p in effective]
+            if below[path]:
+                gone += [p for p in effective if p.startswith(path + "/")]
+            for p in gone:
+                old_mode, old_oid = effective.pop(p)
+                for i in range(1, p.count("/") + 1):
+                    below["/".join(p.split("/")[:i])] -= 1
+                if (p, old_mode, old_oid) != (path, mode, oid):
+                    dropped.append((p, old_mode, old_oid))
+            effective[path] = (mode, oid)
+            for folder in folders:
+                below[folder] += 1
+        fields = self.git("log", "-1", "--format=%ct%x00%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd"
+                          "%x00%s", "--date=raw", theirs).stdout.decode("utf-8", "surrogateescape")
+        stamp, *who, subject = fields.rstrip("\n").split("\0", 7)
+        stamp, host = int(stamp), host_of(subject) or who[0]
+
+        def free(name):
+            parts = name.split("/")
+            return name not in effective and not below[name] and not any(
+                "/".join(parts[:i]) in effective for i in range(1, len(parts)))
+        copies, pairs = [], []
+        for path, mode, oid in dropped:
+            if mode == GITLINK:
+                log.warning("the pulled commit %s holds %s twice: the other submodule pointer "
+                            "is in history only", theirs[:12], printable(path))
+                continue
+            parts = path.split("/")
+            cut = next((i for i in range(1, len(parts)) if "/".join(parts[:i]) in effective),
+                       None)   # (its folder is a file now: the copy goes beside that file)
+            name = path if cut is None else "/".join(parts[:cut]) + " - " + " - ".join(parts[cut:])
+            copy = copy_name(name, host, stamp, free, clock=time.gmtime)
+            effective[copy] = (mode, oid)
+            copies.append({"path": path, "copy": copy, "host": host})
+            pairs.append((path, copy))
+        index = os.path.join(self.gitdir, "autosync-odd-index")
+        env = {"GIT_INDEX_FILE": index}
+        try:
+            if os.path.lexists(index):
+                os.unlink(index)
+            self.git("update-index", "-z", "--index-info", env=env, check=False, data=b"".join(
+                b"%s %s\t%s\0" % (m.encode(), o.encode(), os.fsencode(p))
+                for p, (m, o) in effective.items()))
+            if entry_count(index) != len(effective):
+                return theirs, []   # a path git refuses besides: refuse_unsafe says which
+            self.copy_rules_in_tree(pairs, env)
+            settled = self.git("write-tree", env=env).stdout.decode().strip()
+        finally:
+            for leftover in (index, index + ".lock"):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
+        lines = ["conflict: %s (other version kept as %s)" % (printable(c["path"]),
+                                                            printable(c["copy"]))
+                 for c in copies]
+        message = "autosync on %s: checked out as git does, %d versions kept (the pulled " \
+            "tree held a name twice)" % (host, len(copies)) + \
+            ("\n\n" + "\n".join(lines) if lines else "")
+        log.warning("the pulled commit %s holds a name twice in a folder (%s): written as git "
+                    "checks it out, the version it leaves out kept as %s", theirs[:12],
+                    ", ".join(printable(c["path"]) for c in copies[:3]) or "the same version",
+                    ", ".join(printable(c["copy"]) for c in copies[:3]) or "nothing")
+        # Every machine that settles this commit makes this very commit (the pulled one's
+        # host, people and times; copies named in UTC; unsigned): no two settlings of it
+        # ever meet in a merge whose base is the odd tree, which git's merge misreads.
+        names = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
+                 "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE")
+        return self.git("commit-tree", "--no-gpg-sign", settled, "-p", theirs,
+                        env=dict(zip(names, who)), data=os.fsencode(message)
+                        ).stdout.decode().strip(), copies
 
     def fetch_command(self):
         """`git fetch -q` with pullcmd's remote and refs. Without submodules (no
@@ -277,8 +401,8 @@ class GitPull:
 
     def refuse_unsafe(self, entries, theirs):
         """Unsafe when the new tree holds a path git itself would not check out (.git in
-        any spelling git refuses, `..`, a symlinked .gitmodules, a file and a folder of
-        one name): git is asked, by putting the new entries into an index of their own,
+        any spelling git refuses, `..`, a symlinked .gitmodules; a file and a folder of
+        one name that settle_odd could not settle): git is asked, by putting the new entries into an index of their own,
         where git checks each path as a checkout does (verify_path, with the
         repository's core.protectNTFS and core.protectHFS)."""
         added = [e for e in entries if not null(e.new)]
@@ -362,6 +486,8 @@ class GitPull:
         """-> (tree, copies): the merged tree, conflicts resolved by keeping both."""
         # Unrelated histories (two machines that both began on an empty remote, or a
         # folder that joined one with files of its own): merged like any other, both kept.
+        if self.rev(head + "^{tree}") == self.rev(theirs + "^{tree}"):
+            return self.rev(theirs + "^{tree}"), []   # (the same tree: nothing to merge)
         proc = self.git("merge-tree", "--write-tree", "--allow-unrelated-histories", "-z",
                         head, theirs, check=False)
         if proc.returncode not in (0, 1):
@@ -387,21 +513,66 @@ class GitPull:
             self.git("read-tree", tree, env=env)
             taken = set(self.git("ls-files", "-z", env=env).stdout.decode("utf-8", "surrogateescape")
                         .split("\0"))
-            lines, copies = [], []
+            lines, copies, pairs = [], [], []
             for path, sides in sorted(stages.items()):
                 ours, other = sides.get(2), sides.get(3)
                 if ours is None and other is None:
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
                     continue
-                copy, _ = keep_both(path, ours, other, InObjects(self, path, head, theirs,
-                                                                    taken, lines))
+                copy, written = keep_both(path, ours, other, InObjects(self, path, head, theirs,
+                                                                          taken, lines))
                 copies += [copy] if copy else []
+                pairs += [(path, rel) for rel in written if rel != path]
             self.git("update-index", "-z", "--index-info", env=env,
                      data=b"".join(os.fsencode(line) + b"\0" for line in lines))
+            self.copy_rules_in_tree(pairs, env)
             return self.git("write-tree", env=env).stdout.decode().strip(), copies
         finally:
             if os.path.exists(index):
                 os.unlink(index)
+
+    def copy_rules_in_tree(self, pairs, env):
+        """Each conflict copy [(original, copy)] of the merge is stored as its original
+        (its blob) and gets its original's attributes (copyrules): the rule goes into
+        the merged tree's .gitattributes beside it, so that this checkout and every
+        other machine's write it through its original's smudge filter."""
+        rules = copyrules.needed(self.folder, pairs, cached=True, env=env,
+                                 gitenv=self.gitenv)
+        if not rules:
+            return
+        # What each folder's .gitattributes is now: its folder's tree read (the names on
+        # stdin, never on the command line).
+        tree = self.git("write-tree", env=env).stdout.decode().strip()
+        folders = sorted({os.path.dirname(rel) for rel in rules})
+        out = self.git("cat-file", "--batch", data=b"".join(
+            b"%s:%s\n" % (tree.encode(), os.fsencode(f)) if f else tree.encode() + b"\n"
+            for f in folders)).stdout
+        there, at = {}, 0
+        for folder in folders:
+            end = out.index(b"\n", at)
+            header, at = out[at:end].split(), end + 1
+            if len(header) != 3:
+                continue
+            body, at = out[at:at + int(header[2])], at + int(header[2]) + 1
+            while body:
+                info, _, body = body.partition(b"\0")
+                raw, body = body[:len(tree) // 2], body[len(tree) // 2:]
+                mode, _, name = info.partition(b" ")
+                if name == copyrules.RULES.encode():
+                    there[os.path.join(folder, copyrules.RULES)] = (
+                        mode.decode().rjust(6, "0"), raw.hex())
+        lines = []
+        for rel, own in sorted(rules.items()):
+            mode, oid = there.get(rel, ("100644", None))
+            if mode not in ("100644", "100755"):  # (a link git does not read as rules)
+                copyrules.in_info(self.gitdir, "", own)
+                continue
+            text = self.git("cat-file", "blob", oid).stdout if oid else b""
+            new = self.git("hash-object", "-w", "--stdin", "--no-filters",
+                           data=copyrules.with_rules(text, own)).stdout.decode().strip()
+            lines.append(b"%s %s\t%s\0" % (mode.encode(), new.encode(), os.fsencode(rel)))
+        if lines:
+            self.git("update-index", "-z", "--index-info", env=env, data=b"".join(lines))
 
     def diff(self, head, tree):
         """The paths that differ between HEAD and the new tree, gitlinks included; a
@@ -425,11 +596,78 @@ class GitPull:
             if status[:1] == "R":
                 entries.append(Entry(old_mode, "000000", old, none, path))
             entries.append(Entry("000000", new_mode, none, new, to))
-            if status == "R100" and old_mode == new_mode and GITLINK != old_mode:
+            if status == "R100" and old_mode == new_mode and GITLINK != old_mode and \
+                    ATTRIBUTES not in (os.path.basename(path), os.path.basename(to)):
                 self.renames[to] = path
         return entries
 
     # --- the working tree -------------------------------------------------------------
+
+    def checkout_attributes(self, tree, entries):
+        """git's checkout writes each file by the attributes of the tree it checks out
+        (unpack-trees reads .gitattributes from the new index first: GIT_ATTR_CHECKOUT),
+        so a pull that brings rules with the files they filter (git-crypt, LFS, eol)
+        writes those files by the new rules, and one that removes the rules writes them
+        without. git 2.39's cat-file --filters and check-attr read a working tree's
+        files only (--attr-source is git 2.42's): when the pull changes a .gitattributes,
+        the new tree's are put into a working tree of their own (self.rules, in the git
+        dir; .lfsconfig too, which git-lfs's smudge reads there), and the commands that
+        make the new versions run in it (rules_env). Without such a change, the folder's
+        own files are the tree's. The folder's .gitattributes themselves are written
+        last (write), so that every check of an old file is made by the old rules, as
+        git checks against the old index."""
+        self.drop_rules()
+        if not any(is_rules(e.path) for e in entries):
+            return
+        listed = self.git("ls-tree", "-r", "-z", tree).stdout.split(b"\0")
+        wanted = []
+        for record in listed:
+            info, _, name = record.partition(b"\t")
+            path = os.fsdecode(name)
+            parts = path.split("/")
+            if info.split(b" ")[:2] in ([b"100644", b"blob"], [b"100755", b"blob"]) and \
+                    (parts[-1] == ATTRIBUTES or path == ".lfsconfig") and \
+                    not {"", ".", ".."}.intersection(parts) and \
+                    ".git" not in (p.lower() for p in parts[:-1]):
+                wanted.append((info.split(b" ")[2].decode(), path))
+        rules = os.path.join(self.gitdir, "autosync-attributes")
+        os.mkdir(rules, 0o700)
+        self.rules = rules
+        out = self.git("cat-file", "--batch",
+                       data=b"".join(oid.encode() + b"\n" for oid, _ in wanted)).stdout
+        at = 0
+        for oid, path in wanted:
+            end = out.index(b"\n", at)
+            header, at = out[at:end].split(), end + 1
+            if len(header) != 3:
+                continue  # (missing: a thin machine's; git would read none either)
+            size = int(header[2])
+            content, at = out[at:at + size], at + size + 1
+            full = os.path.join(rules, path)
+            try:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with open(full, "xb") as f:
+                    f.write(content)
+            except OSError as err:  # (a crafted tree: a file where a folder is)
+                log.warning("%s: not read for this pull's checkout (%s)", path,
+                            getattr(err, "strerror", None) or err)
+
+    def drop_rules(self):
+        """The new tree's rules' working tree goes (one left by a killed pull too)."""
+        rules = os.path.join(self.gitdir, "autosync-attributes")
+        if os.path.lexists(rules):
+            shutil.rmtree(rules, ignore_errors=True)
+        self.rules = None
+
+    def rules_env(self):
+        """Variables for a command that reads attributes for the checkout: git pointed
+        at the new tree's rules (checkout_attributes), or nothing."""
+        return {"GIT_DIR": self.gitdir, "GIT_WORK_TREE": self.rules} if self.rules else {}
+
+    def rules_cwd(self):
+        """Where such a command runs (git reads .gitattributes below the current folder;
+        a filter runs there too, as git runs it at the top of the working tree)."""
+        return self.rules or self.folder
 
     def needs_filters(self, paths):
         """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""
@@ -439,10 +677,11 @@ class GitPull:
         if crlf in (b"true", b"input"):
             return set(paths)
         # The folder's own .gitattributes files say (git reads a file from the index
-        # only when it is missing on disk: a deletion the next commit will carry).
+        # only when it is missing on disk: a deletion the next commit will carry), or
+        # the new tree's, when the pull changes them (checkout_attributes).
         out = self.git("check-attr", "-z", "--stdin", "filter", "text", "eol", "ident",
                        "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0",
-                       env=no_index(self.gitdir))
+                       env={**no_index(self.gitdir), **self.rules_env()}, cwd=self.rules_cwd())
         fields, found = out.stdout.split(b"\0"), set()
         for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
             if value not in (b"unspecified", b"unset", b""):
@@ -466,11 +705,14 @@ class GitPull:
         gone = {e.path for e in files if not null(e.old)}
         later = [e for e in files if not null(e.new) and blocked(e.path, gone)]
         waiting = {e.path for e in later}
+        # (a .gitattributes that gives its name to a folder goes with the other removals)
+        last = {e.path for e in files if is_rules(e.path) and not blocked_by(e.path, waiting)}
         first = [e for e in files if not null(e.new) and e.path not in waiting and
                  e.path not in renames]
         self.to_write, self.made, self.told_percent = \
             sum(1 for e in files if not null(e.new)), 0, None
         self.tell_progress()
+        copies = []
         with Blobs(self, [e.path for e in files if not null(e.new)]) as blobs:
             prepared = {}
             try:
@@ -479,8 +721,11 @@ class GitPull:
                 self.stop_point()
                 self.swapping = True  # from here on, to the end (see __init__)
                 kept = []
-                for e in files:  # removals first: a file may give its name to a folder
-                    if null(e.new) and e.path not in moving and \
+                # Removals first (a file may give its name to a folder); a .gitattributes
+                # last of all, removed or written: until then every file here is checked
+                # by the rules it was written by (checkout_attributes).
+                for e in files:
+                    if null(e.new) and e.path not in moving and e.path not in last and \
                             not self.writer.remove(e.path, self.expect_old(e)):
                         kept.append(e.path)
                 by_path = {e.path: e for e in files}
@@ -488,9 +733,13 @@ class GitPull:
                 self.prepare([e for e in later if e.path not in renames or e.path in unmoved] +
                              [by_path[p] for p in unmoved if p not in waiting],
                              blobs, prepared)
-                copies = []
-                for e in sorted((e for e in files if e.path in prepared), key=lambda e: e.path):
-                    if not self.put(e, prepared.pop(e.path), blobs):
+                for e in sorted((e for e in files if e.path in prepared or
+                                 (null(e.new) and e.path in last)),
+                                key=lambda e: (e.path in last, e.path)):
+                    if null(e.new):
+                        if not self.writer.remove(e.path, self.expect_old(e)):
+                            kept.append(e.path)
+                    elif not self.put(e, prepared.pop(e.path), blobs):
                         copy, local_stays = self.keep_beside(e, blobs, theirs)
                         copies.append(copy)
                         if local_stays:
@@ -498,6 +747,7 @@ class GitPull:
             finally:
                 for p in prepared.values():
                     self.writer.discard(p)
+                self.copy_rules_in_folder(copies)  # (also when a write failed after one)
         self.gitlinks([e for e in entries if GITLINK in (e.old_mode, e.new_mode)])
         return sorted(kept), copies
 
@@ -629,6 +879,49 @@ class GitPull:
                         e.path, host, copy)
         return {"path": e.path, "copy": copy, "host": host}, True
 
+    def copy_rules_in_folder(self, copies):
+        """Each conflict copy written beside a file changed here (the pulled version, or
+        this machine's) gets its original's attributes before anything commits it
+        (copyrules): the rule goes into the .gitattributes beside it, through the
+        guarded writer, and is committed with it; where that file cannot be written,
+        into info/attributes. Never is a copy of an encrypted file stored as cleartext."""
+        pairs = [(c["path"], c["copy"]) for c in copies]
+        if not pairs:
+            return
+        for rel, own in sorted(copyrules.needed(self.folder, pairs, env=no_index(self.gitdir),
+                                                gitenv=self.gitenv).items()):
+            if not self.put_rules(rel, own):
+                copyrules.in_info(self.gitdir, "", own)
+
+    def put_rules(self, rel, own):
+        """The rules for `own` added to the .gitattributes at rel, only while it holds what
+        was read (a few tries). -> True when written."""
+        name = os.path.basename(rel)
+        for _ in range(3):
+            try:
+                dfd = self.writer.folder(rel)
+            except (Refused, OSError):
+                return False
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+            except FileNotFoundError:
+                old, mode = None, "100644"
+            except OSError:  # a link: git reads no rules from it
+                return False
+            else:
+                with open(fd, "rb") as f:
+                    old = f.read()
+                    mode = "100755" if os.fstat(f.fileno()).st_mode & 0o100 else "100644"
+            finally:
+                os.close(dfd)
+            try:
+                if self.writer.put(rel, mode, copyrules.with_rules(old or b"", own),
+                                   None if old is None else Expect(mode, data=old)):
+                    return True
+            except (Refused, OSError):
+                return False
+        return False
+
     def edited_before(self, rel):
         """(mtime, mode) of the regular file at rel when it was last written before this
         pull began (its change, not committed, predates the pull); None when it was
@@ -734,6 +1027,16 @@ def entry_count(index):
     return int.from_bytes(header[8:12], "big") if header[:4] == b"DIRC" else -1
 
 
+def is_rules(path):
+    """Is path a .gitattributes file (written after every other file of a pull)?"""
+    return os.path.basename(path) == ATTRIBUTES
+
+
+def blocked_by(path, waiting):
+    """Does a path in `waiting` need path's name for a folder?"""
+    return any(w.startswith(path + "/") for w in waiting)
+
+
 def blocked(path, gone):
     """Is a folder of path a file the pull removes (its temporary file must wait)?"""
     parts = path.split("/")
@@ -833,7 +1136,8 @@ class Blobs:
         header gives the unfiltered size: the header (the path) is skipped instead,
         and the newline git puts after the content held back."""
         proc = subprocess.Popen(("git", "cat-file", "--batch=%(rest)", "--filters", "-z"),
-                                cwd=self.pull.folder, env=environment(gitenv=self.pull.gitenv),
+                                cwd=self.pull.rules_cwd(),
+                                env=environment(self.pull.rules_env(), gitenv=self.pull.gitenv),
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:

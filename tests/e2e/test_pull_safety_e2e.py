@@ -118,3 +118,28 @@ def test_a_pulled_submodule_survives_the_suite_s_next_commits(machines, remote, 
     settle(b, remote)
     assert git("ls-tree", "main", "nested", cwd=remote.path).split()[:3] == \
         [b"160000", b"commit", sub.encode()]
+
+
+@pytest.mark.e2e
+def test_rules_pulled_with_their_files_are_not_applied_twice(machines, remote, tmp_path):
+    """One push brings a .gitattributes and the files it filters (a clean/smudge pair
+    standing in for git-crypt, and eol=crlf): b's daemon writes them by the new rules
+    and commits nothing of its own over them, where it wrote the stored bytes and then
+    pushed them encrypted twice."""
+    b = machines("b")
+    plain = attacker(tmp_path, remote)
+    for folder in (plain, b.path):
+        git("config", "filter.crypt.clean", "sed 's/^/ENC:/'", cwd=folder)
+        git("config", "filter.crypt.smudge", "sed 's/^ENC://'", cwd=folder)
+    for rel, text in ((".gitattributes", b"secrets.env filter=crypt\n*.crlf text eol=crlf\n"),
+                      ("secrets.env", b"KEY=1\n"), ("notes.crlf", b"one\ntwo\n")):
+        with open(os.path.join(plain, rel), "wb") as f:
+            f.write(text)
+    git("add", "-A", cwd=plain)
+    git("commit", "-q", "-m", "rules and their files", cwd=plain)
+    git("push", "-q", cwd=plain)
+    stored = remote.files()
+    b.notify("pull")
+    settle(b, remote)
+    assert b.read("secrets.env") == b"KEY=1\n" and b.read("notes.crlf") == b"one\r\ntwo\r\n"
+    assert remote.files() == stored and stored[b"secrets.env"] == b"ENC:KEY=1\n"

@@ -620,3 +620,31 @@ def test_a_leftover_that_cannot_be_put_back_is_kept_out_of_commits_until_it_chan
     assert not r.commit([], rescan=True)
     (repo.path / "new.txt").write_text("the user's now\n")  # changed: the user's
     assert r.commit([{"action": "modified", "path": "new.txt"}])
+
+
+def test_bytes_a_killed_write_moved_aside_are_kept_with_their_file_s_filter(repo, tmp_path,
+                                                                          monkeypatch):
+    """A write killed between its swap and its swap back leaves the user's bytes under
+    a temporary name; kept as a conflict copy, they get the attributes of the file they
+    were (a rule naming it alone: git-crypt's way), so the rescan stores them encrypted."""
+    import subprocess
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    r, _ = repo()
+    folder = str(repo.path)
+    git("config", "filter.crypt.clean", "sed 's/^/ENC:/'", cwd=folder)
+    git("config", "filter.crypt.smudge", "sed 's/^ENC://'", cwd=folder)
+    (repo.path / ".gitattributes").write_text("secrets.env filter=crypt\n")
+    (repo.path / "secrets.env").write_text("KEY=pulled\n")
+    temp = repo.path / ".autosync-write.1.1~"
+    temp.write_text("KEY=typed here\n")    # the user's cleartext, moved aside
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    journal = tmp_path / "state" / "autosync" / "writing"
+    journal.mkdir(parents=True, mode=0o700)
+    (journal / ("%d.1" % dead.pid)).write_bytes(
+        bytes(temp) + b"\0" + bytes(repo.path / "secrets.env") + b"\0" + b"1" * 40 + b"\0")
+    [kept] = r.keep_leftover_writes()
+    copy = os.path.relpath(kept, folder)
+    assert open(kept).read() == "KEY=typed here\n"
+    git("add", "-A", cwd=folder)
+    assert git("cat-file", "blob", ":" + copy, cwd=folder) == b"ENC:KEY=typed here\n"

@@ -12,7 +12,7 @@ import pytest
 
 from autosync.vcs import gitpull
 from conftest import HERE, git  # HERE: tests/, the checkout above it
-from test_gitpull import commit, pull, two, write  # noqa: F401 (two: a fixture)
+from test_gitpull import commit, pull, status, two, write  # noqa: F401 (two: a fixture)
 
 
 def head(folder):
@@ -410,3 +410,92 @@ def test_a_pull_of_a_1_gb_file_needs_at_most_150_mb_more(two, tmp_path):
     assert os.path.getsize(os.path.join(b, "disk.img")) == 1 << 30
     assert peak - before < 150 * 1024, (before, peak, after)   # kB
     assert after - before < 50 * 1024, (before, peak, after)
+
+
+# --- a tree git's own tools never write, which git checks out all the same --------------
+
+def raw_tree(folder, entries):
+    """A tree object with `entries` [(mode, name, oid)] as given: one name twice, a file
+    and a folder of one name (what `git mktree` refuses to make)."""
+    data = b"".join(b"%s %s\0" % (m.encode(), n.encode()) + bytes.fromhex(o)
+                    for m, n, o in entries)
+    return subprocess.run(["git", "hash-object", "-t", "tree", "--literally", "-w", "--stdin"],
+                          cwd=folder, input=data, stdout=subprocess.PIPE, check=True
+                          ).stdout.decode().strip()
+
+
+def blob(folder, data):
+    return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=folder, input=data,
+                          stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+
+
+def files(folder):
+    found = {}
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in names:
+            full = os.path.join(root, name)
+            found[os.path.relpath(full, folder)] = open(full, "rb").read()
+    return found
+
+
+def test_a_tree_holding_a_name_twice_is_checked_out_as_git_does(two, tmp_path, monkeypatch):
+    """`git clone` checks out a tree with two entries `a` (the later one) and with a file
+    `x` beside a folder `x` (the folder), where the guarded pull refused it whole and the
+    machine could then neither pull nor push. b writes what git's clone writes, keeps
+    the version git leaves out as a conflict copy (a commit of its own on top, pushed),
+    and a second machine settling the same commit makes the very same tree."""
+    remote, a, b = two
+    readme = git("rev-parse", "HEAD:README", cwd=a).decode().strip()
+    sub = raw_tree(a, [("100644", "y", blob(a, b"in the folder\n"))])
+    d = raw_tree(a, [("100644", "k", blob(a, b"k first\n")), ("100644", "k", blob(a, b"k last\n"))])
+    tree = raw_tree(a, [("100644", "README", readme),
+                        ("100644", "a", blob(a, b"a first\n")), ("100644", "a", blob(a, b"a last\n")),
+                        ("040000", "d", d),
+                        ("100644", "x", blob(a, b"the file x\n")), ("040000", "x", sub)])
+    odd = git("commit-tree", tree, "-p", "HEAD", "-m", "autosync on a: odd", cwd=a).decode().strip()
+    git("push", "-q", "origin", odd + ":main", cwd=a)
+    clone = str(tmp_path / "clone")
+    git("clone", "-q", remote.path, clone)   # git's own checkout of it
+    theirs = files(clone)
+    assert theirs["a"] == b"a last\n" and theirs["x/y"] == b"in the folder\n"
+    other = str(tmp_path / "other")
+    git("clone", "-q", "-b", "main", remote.path, other)
+    git("reset", "-q", "--hard", "HEAD^", cwd=other)
+    result = pull(b)
+    import time
+    monkeypatch.setenv("TZ", "Asia/Tokyo")   # another machine, elsewhere in the world
+    time.tzset()
+    try:
+        assert pull(other)["merged"] == result["merged"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    ours = files(b)
+    kept = {c["path"]: ours.pop(c["copy"]) for c in result["merged"]}
+    assert ours == {p: v for p, v in theirs.items()}
+    assert kept == {"a": b"a first\n", "d/k": b"k first\n", "x": b"the file x\n"}
+    assert status(b) == "" and git("rev-parse", "HEAD^", cwd=b).decode().strip() == odd
+    assert result["merge"] == git("rev-parse", "HEAD", cwd=b).decode().strip()
+    assert git("rev-parse", "HEAD", cwd=b) == git("rev-parse", "HEAD", cwd=other)  # the same
+    git("push", "-q", cwd=b)   # the remote holds both versions, by name, and syncs on
+    assert pull(other) == {"merged": [], "beside": [], "kept": [], "merge": None}
+    assert files(other) == files(b) and status(other) == ""
+
+
+def test_a_tree_holding_a_name_twice_merges_with_a_change_of_this_machine(two):
+    remote, a, b = two
+    readme = git("rev-parse", "HEAD:README", cwd=a).decode().strip()
+    tree = raw_tree(a, [("100644", "README", readme), ("100644", "a", blob(a, b"a first\n")),
+                        ("100644", "a", blob(a, b"a last\n"))])
+    odd = git("commit-tree", tree, "-p", "HEAD", "-m", "autosync on a: odd", cwd=a).decode().strip()
+    git("push", "-q", "origin", odd + ":main", cwd=a)
+    write(b, "mine.txt", b"b's\n")
+    git("add", "-A", cwd=b)
+    git("commit", "-q", "-m", "autosync on b: added mine.txt", cwd=b)
+    result = pull(b)
+    [copy] = result["merged"]
+    assert open(os.path.join(b, "a"), "rb").read() == b"a last\n"
+    assert open(os.path.join(b, copy["copy"]), "rb").read() == b"a first\n"
+    assert open(os.path.join(b, "mine.txt"), "rb").read() == b"b's\n"
+    assert status(b) == "" and result["merge"]
