@@ -55,7 +55,7 @@ import threading
 import time
 
 from autosync.vcs import gitmerge, thin
-from autosync.core.copies import copy_name, keep_both
+from autosync.core.copies import copy_name
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
@@ -393,9 +393,13 @@ class GitPull:
                 if ours is None and other is None:
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
                     continue
-                copy, _ = keep_both(path, ours, other, InObjects(self, path, head, theirs,
-                                                                    taken, lines))
-                copies += [copy] if copy else []
+                made, written = gitmerge.keep_every(
+                    self.folder, path, ours, other, InObjects(self, path, head, theirs, taken,
+                                                              lines), (head, theirs),
+                    gitenv=self.gitenv)
+                if not written:  # git's merge with markers was all there was (gitmerge)
+                    lines.append("0 %s\t%s" % ("0" * len(tree), path))
+                copies += made
             self.git("update-index", "-z", "--index-info", env=env,
                      data=b"".join(os.fsencode(line) + b"\0" for line in lines))
             return self.git("write-tree", env=env).stdout.decode().strip(), copies
