@@ -6,7 +6,9 @@ copies.keep_both (the newer version at the path, the other beside it as a
 conflict copy; a change kept over a delete); a path deleted on both sides
 goes. This module supplies only what git knows: the two committed versions
 and their last change (WorkingTree), and writing a blob. Files are written
-from the committed blobs, so conflict markers never reach the tree or a
+from the committed blobs (a stage that is git's own merge with markers, as a
+rename that met another path leaves, is replaced by the committed versions
+it names: keep_every), so conflict markers never reach the tree or a
 commit. The caller commits the result (docs/conflicts.md).
 """
 import logging
@@ -15,7 +17,7 @@ import re
 import subprocess
 import tempfile
 
-from autosync.core.copies import keep_both
+from autosync.core.copies import copy_name, keep_both
 from autosync.vcs import copyrules
 from autosync.vcs.commands import FILTERED, environment, filtered_request, why
 from autosync.vcs.git import git
@@ -59,8 +61,9 @@ def undo_interrupted_merge(folder, gitenv=PLAIN):
     return True
 
 
-# The line a merge writes after the other side's text: `>>>>>>> <commit id>`.
-MERGE_LABEL = "^>>>>>>> [0-9a-f]{40}$"
+# The line a merge writes after the other side's text: `>>>>>>> <commit id>`, longer in a
+# merge nested in another and with `:PATH` when a rename gave the sides different paths.
+MERGE_LABEL = "^>{7,} [0-9a-f]{40}(:.*)?$"
 
 
 def undo_killed_pull(folder, gitenv=PLAIN):
@@ -91,7 +94,7 @@ def _labels_unmerged_commit(folder, path, gitenv=PLAIN):
     """Does the file's `>>>>>>> <id>` line name a commit we have and have not merged?"""
     try:
         with open(os.path.join(folder, path), "rb") as f:
-            labels = set(re.findall(rb"^>>>>>>> ([0-9a-f]{40})$", f.read(), re.M))
+            labels = set(re.findall(rb"^>{7,} ([0-9a-f]{40})(?::.*)?$", f.read(), re.M))
     except OSError:
         return False
     for label in labels:
@@ -198,6 +201,125 @@ class WorkingTree:
         write_blob(self.folder, rel, *version, gitenv=self.gitenv)
 
 
+# git's conflict markers: 7 characters or more (more in a merge nested in another), then a
+# label: the side's name, and ":PATH" when the two sides' paths differ (a rename).
+MARKED = re.compile(rb"^(<{7,}|>{7,}) (.*?)\r?\n?$")
+
+
+def entry(folder, rev, path, gitenv=PLAIN):
+    """(mode, blob id) of the file at path in rev, or None (no such file). The path goes
+    on stdin: git prints rev's folder holding it, whose entries are read here."""
+    folder_of, name = os.path.split(os.fsencode(path))
+    out = git(folder, "cat-file", "--batch", "-z", data=b"%s:%s\0" % (rev.encode(), folder_of),
+              check=False, gitenv=gitenv) or b""
+    header, _, body = out.partition(b"\n")
+    fields = header.split()
+    if len(fields) != 3 or fields[1] != b"tree":
+        return None
+    size = len(fields[0]) // 2
+    body = body[:int(fields[2])]
+    while body:
+        head, _, rest = body.partition(b"\0")
+        mode, _, entry_name = head.partition(b" ")
+        if entry_name == name:
+            kind = int(mode, 8) & 0o170000
+            return ("%06o" % int(mode, 8), rest[:size].hex()) \
+                if kind in (0o100000, 0o120000) else None
+        body = rest[size:]
+    return None
+
+
+def labels(folder, blob, gitenv=PLAIN):
+    """The labels of the outermost `<<<<<<<` and `>>>>>>>` markers in blob (streamed, line
+    by line), or None when it holds no such pair."""
+    proc = subprocess.Popen(("git", "cat-file", "blob", blob), cwd=folder,
+                            env=environment(gitenv=gitenv), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    found = {}
+    with proc.stdout:
+        for line in proc.stdout:
+            marker = MARKED.match(line)
+            if marker:
+                size, label = len(marker.group(1)), marker.group(2)
+                side = found.setdefault(marker.group(1)[:1], (size, label))
+                if size < side[0]:
+                    found[marker.group(1)[:1]] = (size, label)
+    proc.wait()
+    if b"<" not in found or b">" not in found:
+        return None
+    return found[b"<"][1], found[b">"][1]
+
+
+def in_tree(folder, rev, blob, gitenv=PLAIN):
+    """Is blob one of the files of rev (anywhere)? Asked only of a rare version (below)."""
+    out = git(folder, "ls-tree", "-r", "-z", rev, check=False, gitenv=gitenv) or b""
+    return any(e.split(b"\t", 1)[0].split()[2:] == [blob.encode()]
+               for e in out.split(b"\0") if e)
+
+
+def committed(folder, path, side, version, revs, gitenv=PLAIN):
+    """One side's version of a conflicted path, as a committed version.
+
+    git's stage 2 or 3 entry is the side's committed version, or git's own merge of it
+    where a renamed file collides with another path (rename/add, rename/rename(2to1),
+    also through a criss-cross's virtual merge base) and that merge is clean. When it is
+    not clean, git puts its merge there with conflict markers ("this may result in
+    nested conflict markers": `<<<<<<<< OURS:d1/f3.txt` ... `>>>>>>>> THEIRS:d0/f2.txt`),
+    a version no commit holds. That one is replaced by the side's committed version at
+    the path (None: it has none), and the two committed versions git's merge could not
+    combine, which its labels name, are returned to be kept too. A file of the user's
+    that holds such lines is a committed version, and stays as it is.
+    revs: (ours, theirs) as git names them. -> (version, [(side, version) also to keep])"""
+    if version is None:
+        return None, []
+    rev = revs[0 if side == "ours" else 1]
+    own = entry(folder, rev, path, gitenv=gitenv)
+    if own == version:
+        return version, []
+    named = labels(folder, version[1], gitenv=gitenv)
+    if named is None or in_tree(folder, rev, version[1], gitenv=gitenv):
+        return version, []
+    others = []
+    for which, label, at in zip(("ours", "theirs"), named, revs):
+        _, colon, there = os.fsdecode(label).partition(":")
+        found = entry(folder, at, there if colon else path, gitenv=gitenv)
+        if found is not None and found != own:
+            others.append((which, found))
+    log.warning("%s: git's merge of the %s version holds conflict markers (a rename that "
+                "met another path): the committed versions are kept instead", path, side)
+    return own, others
+
+
+def keep_every(folder, path, ours, theirs, place, revs, gitenv=PLAIN):
+    """copies.keep_both of a conflicted path's committed versions (committed() above):
+    the newer at the path, the other beside it, and each further version git's merge had
+    combined in a conflict copy of its own. -> (the copies made, the paths written;
+    none: nothing stays at the path)"""
+    ours, more = committed(folder, path, "ours", ours, revs, gitenv=gitenv)
+    theirs, extra = committed(folder, path, "theirs", theirs, revs, gitenv=gitenv)
+    more += extra
+    kept = [v for v in (ours, theirs) if v is not None]
+    further = []
+    for side, version in more:
+        if version not in kept:
+            kept.append(version)
+            further.append((side, version))
+    if ours is None and theirs is None and further:
+        side, version = further.pop(0)
+        ours, theirs = (version, None) if side == "ours" else (None, version)
+    copy, written = keep_both(path, ours, theirs, place)
+    made = [copy] if copy else []
+    for side, version in further:
+        stamp, _, host = place.last_change(side, version)
+        name = copy_name(path, host, stamp, lambda n: n != path and (
+            not place.taken(n) or place.holds(n, version)))
+        place.write(name, version)
+        made.append({"path": path, "copy": name, "host": host})
+        written.append(name)
+        log.warning("conflict in %s: a further version (from %s) kept as %s", path, host, name)
+    return made, written
+
+
 def resolve(folder, gitenv=PLAIN):
     """Resolve every conflicted path by copies.keep_both and stage the result.
 
@@ -205,13 +327,16 @@ def resolve(folder, gitenv=PLAIN):
     made, staged = [], []
     for path, stages in sorted(unmerged(folder, gitenv=gitenv).items()):
         ours, theirs = stages.get(2), stages.get(3)
-        if ours is None and theirs is None:  # deleted on both sides (e.g. renamed apart)
-            git(folder, "rm", "-q", "--cached", "--ignore-unmatch", "--", paths=[path],
+        place = WorkingTree(folder, path, gitenv)
+        copies, written = keep_every(folder, path, ours, theirs, place, ("HEAD", "MERGE_HEAD"),
+                                     gitenv=gitenv)
+        if not written:  # deleted on both sides (e.g. renamed apart); or all that git put
+            # there was its own merge with markers, which goes (its versions are committed)
+            git(folder, "rm", "-q", "--ignore-unmatch",
+                "--cached" if ours is None and theirs is None else "-f", "--", paths=[path],
                 gitenv=gitenv)
             continue
-        place = WorkingTree(folder, path, gitenv)
-        copy, written = keep_both(path, ours, theirs, place)
-        made += [copy] if copy else []
+        made += copies
         staged += [path] + written + place.rules
     if staged:
         git(folder, "add", "-A", "--", paths=staged, gitenv=gitenv)

@@ -519,9 +519,13 @@ class GitPull:
                 if ours is None and other is None:
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
                     continue
-                copy, written = keep_both(path, ours, other, InObjects(self, path, head, theirs,
-                                                                          taken, lines))
-                copies += [copy] if copy else []
+                made, written = gitmerge.keep_every(
+                    self.folder, path, ours, other, InObjects(self, path, head, theirs, taken,
+                                                              lines), (head, theirs),
+                    gitenv=self.gitenv)
+                if not written:  # git's merge with markers was all there was (gitmerge)
+                    lines.append("0 %s\t%s" % ("0" * len(tree), path))
+                copies += made
                 pairs += [(path, rel) for rel in written if rel != path]
             self.git("update-index", "-z", "--index-info", env=env,
                      data=b"".join(os.fsencode(line) + b"\0" for line in lines))

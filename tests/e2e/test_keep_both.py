@@ -18,6 +18,11 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
     for name in ("notes.txt", "gone-on-a.txt", "gone-on-b.txt"):
         write(a, name, b"base of %s\n" % name.encode())
     write(a, "pic.bin", b"\x89PNG\0base\xff")
+    # A rename that meets another file (issue 41 item 5): a renames d0/f2.txt onto
+    # d1/f3.txt, which b made; both change its fifth line. git's stage is then its
+    # own merge with markers, which the daemon once committed.
+    lines = [b"line %d\n" % n for n in range(1, 11)]
+    write(a, "d0/f2.txt", b"".join(lines))
     share(a, b, remote)
     url = cut_off(b)
     # b, apart: its versions are committed first, so they are the older ones.
@@ -26,6 +31,9 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
     os.unlink(os.path.join(b.path, "gone-on-b.txt"))
     write(b, "new.txt", b"b made this\n")
     write(b, "pic.bin", b"\x89PNG\0from b\xfe")
+    b_f2 = b"".join(lines[:4] + [b"five from b\n"] + lines[5:])
+    write(b, "d0/f2.txt", b_f2)
+    write(b, "d1/f3.txt", b"b made f3\n")
     committed(b)
     time.sleep(1.1)  # commit times have one-second resolution
     write(a, "notes.txt", b"a's notes\n")
@@ -33,6 +41,10 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
     write(a, "gone-on-b.txt", b"a changed this\n")
     write(a, "new.txt", b"a made this\n")
     write(a, "pic.bin", b"\x89PNG\0from a\xfd")
+    os.makedirs(os.path.join(a.path, "d1"))
+    os.rename(os.path.join(a.path, "d0", "f2.txt"), os.path.join(a.path, "d1", "f3.txt"))
+    a_f3 = b"".join(lines[:4] + [b"five from a\n"] + lines[5:])
+    write(a, "d1/f3.txt", a_f3)
     settle(a, remote)
     reconnect(b, url)
     sync_both(a, b, remote)
@@ -40,7 +52,10 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
     files = tree(a)
     assert tree(b) == files
     every_kind_kept(files)
-    assert len(files) == 9  # README + 5 files + 3 copies, nothing else
+    assert files["d1/f3.txt"] == a_f3  # a's is the newest; b's two versions beside it
+    assert sorted(c for p, c in files.items() if p.startswith("d1/f3 (conflict from ")) == \
+        sorted([b"b made f3\n", b_f2])
+    assert len(files) == 12  # README + 6 files + 5 copies, nothing else
     assert remote.files() == {k.encode(): v for k, v in files.items()}
     never_mid_merge_nor_markers(remote, a, b)
 
@@ -49,7 +64,7 @@ def test_every_kind_of_conflict_keeps_both_versions(machines, remote, commands):
     assert sorted(status["conflicts"]) == sorted(
         p for p in files if "(conflict from" in p)
     assert b.logtext().count("conflict in notes.txt") == 1
-    assert "3 conflicts" in remote.log("--format=%s")
+    assert "5 conflicts" in remote.log("--format=%s")
     # a only fast-forwarded to b's merge: told all the same, from the merge's message.
     assert sorted(a.status()["conflicts"]) == sorted(status["conflicts"])
     assert a.logtext().count("conflict in notes.txt (merged on") == 1
