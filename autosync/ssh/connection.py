@@ -294,13 +294,26 @@ def configuration(ssh, destination, port=None, words=None):
     return effective(ssh, destination, port) if plain_openssh(words or ssh) else {}
 
 
-def control_pattern():
+# ssh-%C expanded: "ssh-" and a SHA-1 in hex; the master binds it first with "." and
+# 16 random characters after it (OpenSSH's mux.c), then renames it.
+CONTROL_NAME = len("ssh-") + 40 + 17
+
+
+def control_folder():
+    """The private folder of the held connections' sockets (paths.socket_folder): this
+    user's alone, checked before every use (ssh does not check who listens on a control
+    socket: one in a folder another user could enter gave that user our sessions), and
+    short enough for a socket's path. NotPrivate when there is none."""
+    return paths.socket_folder(CONTROL_NAME)
+
+
+def control_pattern(folder=None):
     """The held connections' ControlPath, in the private folder: `%C`, ssh's hash of this
     machine and the destination's host, port and user, is expanded by ssh for each
     connection, so a command given these options for another server (git's push to a
     second remote, git-annex's to a special remote) finds no socket and logs in itself;
     a fixed path sent it into the held connection, to the held connection's server."""
-    return os.path.join(paths.runtime_dir().replace("%", "%%"), "ssh-%C")
+    return os.path.join((folder or control_folder()).replace("%", "%%"), "ssh-%C")
 
 
 def held(ssh, destination, port=None, words=None, config=None):
@@ -312,8 +325,11 @@ def held(ssh, destination, port=None, words=None, config=None):
     if not config or config.get("controlmaster", "false") not in ("false", "no") or \
             config.get("controlpath", "none") != "none":
         return [], None
-    os.makedirs(paths.runtime_dir(), mode=0o700, exist_ok=True)
-    options = ["-o", "ControlMaster=no", "-o", "ControlPath=" + control_pattern()]
+    try:
+        folder = control_folder()
+    except paths.NotPrivate:
+        return [], None  # no folder of our own: every command logs in by itself
+    options = ["-o", "ControlMaster=no", "-o", "ControlPath=" + control_pattern(folder)]
     path = effective(list(ssh) + options[2:], destination, port).get("controlpath")
     if not path or path == "none":
         return [], None

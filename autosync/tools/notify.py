@@ -90,7 +90,10 @@ def default_socket():
 
 def every_socket():
     """The sockets of this user's daemons: the default place, and ~/.autosync's own."""
-    found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
+    try:
+        found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
+    except OSError:  # no private runtime folder (paths.NotPrivate): no daemon uses it
+        found = []
     own = default_socket()
     if own and own not in found:
         found.append(own)
