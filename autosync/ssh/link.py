@@ -200,7 +200,7 @@ class Link(client.CommitterLink):
         while master.poll() is None and not self.stopping and time.monotonic() < deadline:
             time.sleep(0.02)
         if master.poll() is None and self.stopping:
-            self._kill(master)  # still logging in: the master never comes
+            master.end()  # still logging in: the master never comes
         return not self.stopping
 
     def _read_stderr(self):

@@ -128,7 +128,7 @@ def test_a_folder_another_user_made_first_gets_nothing(nobody, squat, mode, own_
                what="the ssh watch")
     assert a.proc.poll() is None, a.logtext()  # started, with its socket elsewhere
     assert master.received() == b""  # no ssh of the user's connected to the fake master
-    used = re.search(r"-o ControlPath=(\S+)/ssh-%C", a.logtext()).group(1)
+    used = re.search(r"-o ControlPath=(\S+)/[0-9a-f]{8}-%C", a.logtext()).group(1)
     assert used != folder
     st = os.lstat(used)
     assert st.st_uid == nobody.uid and stat.S_IMODE(st.st_mode) == 0o700
