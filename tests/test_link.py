@@ -554,6 +554,27 @@ def test_pushes_fetches_and_the_watch_share_one_held_connection(sshd, ssh_machin
     wait_until(lambda: descendants(sshd.proc.pid) == [], 10, what="the server's sessions to end")
 
 
+@pytest.mark.e2e
+def test_a_deep_runtime_folder_still_holds_the_connection(sshd, ssh_machines, remote, tmp_path,
+                                                          monkeypatch):
+    """A runtime folder so deep that ssh-%C in it is too long for a socket (108 bytes):
+    the held connection's socket goes to a short private folder instead, and status says
+    the connection is held (it was silently not, a login per command)."""
+    deep = tmp_path / ("r" * 50) / ("u" * 30)
+    deep.mkdir(parents=True, mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    # (the daemons' own sockets elsewhere: they would not fit there either)
+    a, b = [ssh_machines(sshd, name, socket=str(tmp_path / (name + ".sock")))[0]
+            for name in ("a", "b")]
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+        assert m.status().get("link_held") is True
+        assert "up over ssh, one connection held" in m.notify("status").stdout
+    before = logins(sshd)
+    edit_and_wait(a, b, remote, "deep.txt", "through the held connections\n")
+    assert logins(sshd) == before
+
+
 def test_the_user_s_own_multiplexing_is_left_alone(tmp_path):
     config_file = tmp_path / "ssh_config"
     config_file.write_text("Host own\n  ControlMaster auto\n  ControlPath %s/%%C\n"

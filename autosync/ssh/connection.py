@@ -205,27 +205,31 @@ def poll_command(url, base):
 
 
 def watch_argv(cfg):
-    """(argv, shown, release, poll, master) of the watch command for this config;
+    """(argv, shown, release, poll, master, held) of the watch command for this config;
     release(): let the held connection go (let_go), or None when there is none; poll():
     poll_command for a server that cannot run the watch, or None; master: connect()'s
-    process making the held connection, to wait for before the watch starts, or None."""
+    Master making the held connection, to wait for before the watch starts, or None;
+    held: its control socket, False when none could be had (a login per command), None
+    where the user's own multiplexing or a watchcmd is used."""
     url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
     text = cfg.commands.get("watchcmd") or ""
     if text.strip():
         template = commands.Template("watchcmd", text)
         run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
-        return run.argv, run.shown, None, None, None
+        return run.argv, run.shown, None, None, None, None
     ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
+    control = None
     remote = parse_remote(url, cfg.path)
     if remote[0] == "ssh":
         config = configuration(ssh, remote[1], remote[2])  # read by held() and connect()
         options, path = held(ssh, remote[1], remote[2], config=config, owner=cfg.path)
+        control = path or (False if config and not _own_mux_config(config) else None)
         if path:
             master = connect(ssh, remote[1], remote[2], path, config)
             release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
         poll = lambda: poll_command(url, cfg.path)  # noqa: E731
     argv = default_watch(url, cfg.path, ssh, options)
-    return argv, shown(argv), release, poll, master
+    return argv, shown(argv), release, poll, master, control
 
 
 def shown(argv):
@@ -251,6 +255,12 @@ def _own_mux(ssh):
         if option.replace("=", " ").split(" ")[0].lower() in OWN_MUX:
             return True
     return False
+
+
+def _own_mux_config(config):
+    """Whether `ssh -G`'s {key: value} sets multiplexing up (the user's own)."""
+    return config.get("controlmaster", "false") not in ("false", "no") or \
+        config.get("controlpath", "none") != "none"
 
 
 def plain_openssh(words):
@@ -334,8 +344,7 @@ def held(ssh, destination, port=None, words=None, config=None, owner=None):
     OpenSSH's. `config`: configuration()'s for destination, when the caller has it;
     `owner`: the synced folder whose connection it is (control_pattern)."""
     config = configuration(ssh, destination, port, words) if config is None else config
-    if not config or config.get("controlmaster", "false") not in ("false", "no") or \
-            config.get("controlpath", "none") != "none":
+    if not config or _own_mux_config(config):
         return [], None
     try:
         folder = control_folder()
