@@ -785,6 +785,56 @@ def test_a_server_with_python3_only_gets_the_watch_sent(tmp_path, monkeypatch, s
 
 
 @pytest.mark.e2e
+def test_a_restricted_key_needs_nothing_of_ours_on_the_server(tmp_path, monkeypatch,
+                                                              ssh_machines, remote):
+    """The line init prints where the server has no autosync-remote works there: plain sh
+    runs this repository's fetch and push and this version's watch, nothing else. A
+    second folder on that server under the same key is refused by name (the forced
+    command, not "the remote and the network"), and an edit of authorized_keys that
+    allows it applies with no restart: a refused watch logs in anew."""
+    from autosync.tools.init import key_line
+    sshd = started_server(tmp_path, monkeypatch, "python3")
+    c = None
+    try:
+        line = key_line(sshd.url(remote.path), installed=False)
+        assert line.startswith('command="sh -c ') and "autosync-remote serve" not in line
+        sshd.authorize(True, line)
+        ssh = shlex.split(sshd.ssh_command) + ["-o", "ControlPath=none", "127.0.0.1"]
+        for asked in ([], ["touch %s" % (tmp_path / "pwned")],
+                      ["git-upload-pack '%s'" % tmp_path]):
+            refused = subprocess.run(ssh + asked, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert refused.returncode == 1 and refused.stdout == b""
+            assert b"autosync: this key may only sync one repository" in refused.stderr
+        assert not (tmp_path / "pwned").exists()
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+            assert m.status().get("link_polled") is None  # watched, not polled
+        edit_and_wait(a, b, remote, "restricted.txt", "through the key, nothing installed\n")
+        edit_and_wait(b, a, remote, "back.txt", "and back\n")
+        # A second folder on the same server, the same key.
+        other = Remote(tmp_path / "other.git")
+        c = Machine(tmp_path, "c", other, syncmethod="ssh")
+        git("remote", "set-url", "origin", sshd.url(other.path), cwd=c.path)
+        c.start()
+        said = wait_until(lambda: "forced command" in c.notify("status").stdout and
+                          c.notify("status").stdout, 60, what="c's refusal, by name")
+        assert "refused by the forced command of this key's line" in said.splitlines()[0]
+        assert "the remote and the network" not in said
+        # The line now allows c's repository (the user's edit): c syncs, nothing restarted.
+        sshd.authorize(True, key_line(sshd.url(other.path), installed=False))
+        wait_until(lambda: c.status().get("link") == "up", 60, what="c's link, after the edit")
+        with open(os.path.join(c.path, "c.txt"), "w") as f:
+            f.write("c's own\n")
+        wait_until(lambda: c.settled(other), 60, what="c's push")
+    finally:
+        if c is not None:
+            c.stop()
+        sshd.stop()
+
+
+@pytest.mark.e2e
 def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, remote):
     sshd = started_server(tmp_path, monkeypatch, "git")
     try:

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 
-from autosync.core import paths
+from autosync.core import paths, problems
 from autosync.vcs import commands
 from autosync.vcs.git_environment import GitEnvironment
 
@@ -181,6 +181,50 @@ def remote_command(path, program=None):
     return "sh -c %s autosync-remote %s %s %s" % (
         shlex.quote(REMOTE_SCRIPT), shlex.quote(path), program or watch_program(),
         shlex.quote(BOOT))
+
+
+# What a restricted key's forced command says when it refuses a command (autosync-remote
+# serve's words begin the same way): status names the forced command by these words.
+REFUSED_BY_KEY = problems.REFUSED_BY_KEY
+# The forced command of a restricted key for a server with nothing of ours installed
+# (forced_line): plain sh runs the client's command only when its SHA-256 is one of the
+# allowed commands' (this repository's git-upload-pack and git-receive-pack, as git
+# spells them, and the watch command this version sends), byte for byte; sha256sum is
+# coreutils'. No path or word of the client's is ever parsed by a shell before that.
+FORCED_SCRIPT = ('c=$SSH_ORIGINAL_COMMAND; case $(printf %%s "$c" | sha256sum) in %s) '
+                 'exec sh -c "$c";; esac; echo "error: autosync: %s one repository (refused by '
+                 'the forced command of its line in authorized_keys)" >&2; exit 1')
+
+
+def git_command(service, path):
+    """The command git's ssh transport sends for `service` (git-upload-pack,
+    git-receive-pack) of `path`: the path in single quotes, ' and ! quoted as git's
+    sq_quote_buf does."""
+    quoted = "".join("'\\%s'" % c if c in "'!" else c for c in path)
+    return "%s '%s'" % (service, quoted)
+
+
+def forced_line(url, base="."):
+    """The authorized_keys options that let a key only fetch, push and watch the
+    repository at `url` on a server with nothing of ours installed (FORCED_SCRIPT run by
+    the server's sh), or None for a remote not over ssh. The watch allowed is this
+    version's: after an upgrade its line is printed again (until then the link polls
+    the remote with git ls-remote, which the line allows)."""
+    try:
+        remote = parse_remote(url, base)
+    except BadRemote:
+        return None
+    if remote[0] != "ssh":
+        return None
+    import hashlib
+    path = remote[3]
+    allowed = [git_command("git-upload-pack", path), git_command("git-receive-pack", path),
+               remote_command(path)]
+    script = FORCED_SCRIPT % ("|".join(hashlib.sha256(c.encode()).hexdigest() + "*"
+                                       for c in allowed), REFUSED_BY_KEY)
+    # The login shell runs it: one single-quoted word for sh (the script holds no '), and
+    # sshd's only escape, \", for the quotes inside.
+    return 'command="sh -c \'%s\'",restrict' % script.replace('"', '\\"')
 
 
 def remote_path(url, base):

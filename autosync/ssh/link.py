@@ -269,6 +269,8 @@ class Link(client.CommitterLink):
                         "ls-remote every %g s instead", reason, POLL)
             return
         if self.up_since is None:
+            if self.release:  # the next try logs in anew: the server may have changed
+                self.release()  # its mind (a key's forced command edited meanwhile)
             return self._failed(reason)
         if time.monotonic() - self.up_since >= self.timing.stable:
             self.backoff.reset()
