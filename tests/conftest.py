@@ -5,6 +5,7 @@ import pathlib
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -103,7 +104,8 @@ def remove_private_tmp(home):
     """Remove the private runtime folder of /tmp that the programs run with `home` as HOME
     made (autosync.core.paths.private_tmp, remembered in the state folder)."""
     try:
-        made = os.readlink(os.path.join(home, ".local", "state", "autosync", "runtime"))
+        made = os.readlink(os.path.join(home, ".local", "state", "autosync",
+                                        "runtime." + socket.gethostname()))
     except OSError:
         return
     if made.startswith("/tmp/autosync-"):

@@ -14,6 +14,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import socket
 import stat
 import tempfile
 
@@ -90,7 +91,7 @@ def _remembered(link):
 def private_tmp():
     """A folder of /tmp that is this user's alone, with a name no one can guess
     (mkdtemp's): the same for every program of this user, since its name is remembered
-    by a link in the user's state folder (state_dir()/runtime), which only the user can
+    by a link in the user's state folder (state_dir()/runtime.HOST), which only the user can
     write. Made again when it is gone or not this user's own any more (/tmp cleaned,
     the name taken meanwhile). Short: a socket's path in it fits (SUN_PATH). NotPrivate
     (with RUNTIME_FIX) when there is no state folder to remember it in."""
@@ -98,7 +99,8 @@ def private_tmp():
         state = private_folder(state_dir(), others=0o022)
     except NotPrivate as e:
         raise NotPrivate("no private runtime folder: %s; %s" % (e, RUNTIME_FIX)) from None
-    link = os.path.join(state, "runtime")
+    # One link per machine: a HOME shared by several (NFS) names each one's own /tmp.
+    link = os.path.join(state, "runtime." + socket.gethostname().replace("/", "_"))
     found = _remembered(link)
     if found:
         return found

@@ -1,6 +1,7 @@
 """autosync.paths: the runtime folder, socket paths, and the one walk up to the root."""
 import os
 import shutil
+import socket
 import stat
 
 import pytest
@@ -45,7 +46,7 @@ def test_runtime_dir_without_xdg_is_unguessable_private_and_remembered(no_xdg, t
     st = os.lstat(first)
     assert st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o700
     assert paths.runtime_dir() == first  # remembered: every program finds the same
-    link = tmp_path / "state" / "autosync" / "runtime"
+    link = tmp_path / "state" / "autosync" / ("runtime." + socket.gethostname())
     assert os.readlink(link) == first
     os.rmdir(first)  # /tmp cleaned: a new one, not the old name
     second = paths.runtime_dir()
