@@ -876,7 +876,12 @@ def test_init_picks_the_best_watch_the_server_can_run_and_says_which(
         assert result.returncode == 0, result.stderr
         assert said in result.stdout
         assert "syncmethod = ssh" in config_file.read_text()
-        assert 'command="autosync-remote serve %s",restrict' % remote.path in result.stdout
+        # The restricted key's line: one that runs on that server (nothing of ours there:
+        # plain sh; it was autosync-remote serve, which init had just found missing).
+        from autosync.tools.init import key_line
+        line = key_line(sshd.url(remote.path), installed=server == "autosync-remote")
+        assert line in result.stdout
+        assert ("autosync-remote serve" in line) == (server == "autosync-remote")
     finally:
         sshd.stop()
 
