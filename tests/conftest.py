@@ -5,6 +5,7 @@ import pathlib
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -95,7 +96,20 @@ def private_home(tmp_path, monkeypatch):
     # (no pull.rebase, no pull.ff) are what a new user has.
     for key, value in (("user.name", "Test"), ("user.email", "test@example.org")):
         git("config", "--global", key, value)
-    return home
+    yield home
+    remove_private_tmp(str(home))
+
+
+def remove_private_tmp(home):
+    """Remove the private runtime folder of /tmp that the programs run with `home` as HOME
+    made (autosync.core.paths.private_tmp, remembered in the state folder)."""
+    try:
+        made = os.readlink(os.path.join(home, ".local", "state", "autosync",
+                                        "runtime." + socket.gethostname()))
+    except OSError:
+        return
+    if made.startswith("/tmp/autosync-"):
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def stat_inputs(folder, store, *repositories):
@@ -382,6 +396,7 @@ class OrdinaryUser:
         return self.as_user([self.PYTHON] + list(args))
 
     def remove(self):
+        remove_private_tmp(self.home)
         shutil.rmtree(self.base, ignore_errors=True)
 
 

@@ -106,7 +106,9 @@ def test_no_git_identity_gets_one_for_this_repository(tmp_path):
     remote = EmptyRemote(tmp_path / "empty.git")
     bare_home = tmp_path / "bare-home"
     bare_home.mkdir()
-    env = dict(os.environ, HOME=str(bare_home), GIT_CONFIG_NOSYSTEM="1")
+    # (its own runtime folder: none made in /tmp for this HOME)
+    env = dict(os.environ, HOME=str(bare_home), GIT_CONFIG_NOSYSTEM="1",
+               XDG_RUNTIME_DIR=str(tmp_path / "run"))
     a = Joined(tmp_path, "a")
     os.mkdir(a.path)
     write(a, "mine.txt", b"written before git knew who I am\n")

@@ -496,9 +496,24 @@ def logins(sshd):
     return sshd.logtext().count("Accepted publickey for")
 
 
-def control_socket(sshd):
-    """The control socket of the held connection to the test server."""
-    return sshremote.held(shlex.split(sshd.ssh_command), "127.0.0.1", sshd.port)[1]
+def control_socket(sshd, machine=None):
+    """The control socket of the held connection to the test server (`machine`'s own)."""
+    return sshremote.held(shlex.split(sshd.ssh_command), "127.0.0.1", sshd.port,
+                          owner=getattr(machine, "path", machine))[1]
+
+
+def ours(sshd):
+    """PIDs of the ssh processes on this machine that reach the test server."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.fsencode(sshd.client_config) in argv and b"-G" not in argv:
+            found.append(int(pid))
+    return found
 
 
 def edit_and_wait(a, b, remote, name, text):
@@ -514,16 +529,49 @@ def test_pushes_fetches_and_the_watch_share_one_held_connection(sshd, ssh_machin
     for m in (a, b):
         wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
     edit_and_wait(a, b, remote, "first.txt", "first\n")
-    path = control_socket(sshd)
-    assert path.startswith(os.path.join(paths.runtime_dir(), "ssh-"))
-    check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path, "-O",
-                           "check", "127.0.0.1"], stderr=subprocess.PIPE)
-    assert check.returncode == 0, check.stderr
-    assert "-o ControlPath=%s" % os.path.join(paths.runtime_dir(), "ssh-%C") in b.logtext()
+    for m in (a, b):  # each daemon its own
+        path = control_socket(sshd, m)
+        assert path.startswith(os.path.join(paths.runtime_dir(), paths.folder_id(m.path)[:8]))
+        check = subprocess.run(shlex.split(sshd.ssh_command) + ["-o", "ControlPath=" + path,
+                               "-O", "check", "127.0.0.1"], stderr=subprocess.PIPE)
+        assert check.returncode == 0, check.stderr
+        assert "-o ControlPath=%s" % os.path.join(paths.runtime_dir(), paths.folder_id(
+            m.path)[:8] + "-%C") in m.logtext()
     before = logins(sshd)
     for n in range(3):  # each: a push from a, a watch line, a fetch (and notes) on b
         edit_and_wait(a, b, remote, "more%d.txt" % n, "change %d\n" % n)
     edit_and_wait(b, a, remote, "back.txt", "the other way\n")
+    assert logins(sshd) == before
+    # One master per daemon (the committer's and the link's made at once: one of them
+    # lost the race to bind the socket and stayed logged in, for ever).
+    masters = [pid for pid in ours(sshd) if b"ControlMaster=yes" in
+               open("/proc/%d/cmdline" % pid, "rb").read()]
+    assert len(masters) == 2, masters
+    # Stopped, they leave nothing behind: no ssh here, no session on the server.
+    for m in (a, b):
+        assert m.stop() == 0
+    assert ours(sshd) == []
+    wait_until(lambda: descendants(sshd.proc.pid) == [], 10, what="the server's sessions to end")
+
+
+@pytest.mark.e2e
+def test_a_deep_runtime_folder_still_holds_the_connection(sshd, ssh_machines, remote, tmp_path,
+                                                          monkeypatch):
+    """A runtime folder so deep that ssh-%C in it is too long for a socket (108 bytes):
+    the held connection's socket goes to a short private folder instead, and status says
+    the connection is held (it was silently not, a login per command)."""
+    deep = tmp_path / ("r" * 50) / ("u" * 30)
+    deep.mkdir(parents=True, mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    # (the daemons' own sockets elsewhere: they would not fit there either)
+    a, b = [ssh_machines(sshd, name, socket=str(tmp_path / (name + ".sock")))[0]
+            for name in ("a", "b")]
+    for m in (a, b):
+        wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+        assert m.status().get("link_held") is True
+        assert "up over ssh, one connection held" in m.notify("status").stdout
+    before = logins(sshd)
+    edit_and_wait(a, b, remote, "deep.txt", "through the held connections\n")
     assert logins(sshd) == before
 
 
@@ -555,7 +603,7 @@ def test_the_held_connection_carries_nothing_meant_for_another_server(sshd, tmp_
     options, path = sshremote.held(ssh, "127.0.0.1", sshd.port)
     master = sshremote.connect(ssh, "127.0.0.1", sshd.port, path)
     if master is not None:
-        master.wait(30)
+        wait_until(lambda: master.poll() is not None, 30, what="the master to log in")
     assert subprocess.run(ssh + ["-o", "ControlPath=" + path, "-O", "check", "127.0.0.1"],
                           stderr=subprocess.DEVNULL).returncode == 0  # the master is up
     other = Sshd(tmp_path / "other").start()
@@ -582,7 +630,7 @@ def test_git_gets_the_user_s_ssh_line_with_the_held_connection(tmp_path, monkeyp
     monkeypatch.setenv("CONFIG_DIR", str(tmp_path))  # the shell git runs it with expands it
     env = {"GIT_SSH_COMMAND": "ssh -F \"$CONFIG_DIR/my config\""}
     text = sshremote.git_ssh_command("ssh://host:2222/r.git", str(tmp_path / "w"), env)
-    pattern = os.path.join(paths.runtime_dir(), "ssh-%C")
+    pattern = os.path.join(paths.runtime_dir(), paths.folder_id(str(tmp_path / "w"))[:8] + "-%C")
     assert text == env["GIT_SSH_COMMAND"] + " -o ControlMaster=no -o ControlPath=%s " % pattern \
         + " ".join(OPTIONS[2:])
     assert sshremote.git_ssh_command("/srv/r.git", str(tmp_path / "w"), env) is None
@@ -607,7 +655,8 @@ def test_the_held_connection_asks_ssh_for_its_configuration_once_per_question(tm
 
     def no_master(argv, **kwargs):  # the master's ssh is not started: no server here
         if "ControlMaster=yes" in argv:
-            return masters.append(argv)
+            masters.append(argv)
+            return popen(["true"], **kwargs)
         return popen(argv, **kwargs)
     monkeypatch.setattr(sshremote, "_quietly", counted)
     monkeypatch.setattr(sshremote.subprocess, "Popen", no_master)
@@ -623,14 +672,16 @@ def test_the_held_connection_asks_ssh_for_its_configuration_once_per_question(tm
 @pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["frozen", "left behind"])
 def test_a_stale_control_socket_does_not_block(sshd, ssh_machines, remote, kind):
-    path = control_socket(sshd)
+    a, b = ssh_machines(sshd, "a", "b", start=False)
+    path = control_socket(sshd, a)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
     listener.listen(8)  # never accepts, never answers: a master that hangs
     if kind == "left behind":
         listener.close()  # the file stays, nobody listens: a master killed outright
     try:
-        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            m.start()
         for m in (a, b):
             wait_until(lambda: m.status().get("link") == "up", 60, what="%s's link up" % m.name)
         edit_and_wait(a, b, remote, "through.txt", "through a new connection\n")
@@ -734,6 +785,56 @@ def test_a_server_with_python3_only_gets_the_watch_sent(tmp_path, monkeypatch, s
 
 
 @pytest.mark.e2e
+def test_a_restricted_key_needs_nothing_of_ours_on_the_server(tmp_path, monkeypatch,
+                                                              ssh_machines, remote):
+    """The line init prints where the server has no autosync-remote works there: plain sh
+    runs this repository's fetch and push and this version's watch, nothing else. A
+    second folder on that server under the same key is refused by name (the forced
+    command, not "the remote and the network"), and an edit of authorized_keys that
+    allows it applies with no restart: a refused watch logs in anew."""
+    from autosync.tools.init import key_line
+    sshd = started_server(tmp_path, monkeypatch, "python3")
+    c = None
+    try:
+        line = key_line(sshd.url(remote.path), installed=False)
+        assert line.startswith('command="sh -c ') and "autosync-remote serve" not in line
+        sshd.authorize(True, line)
+        ssh = shlex.split(sshd.ssh_command) + ["-o", "ControlPath=none", "127.0.0.1"]
+        for asked in ([], ["touch %s" % (tmp_path / "pwned")],
+                      ["git-upload-pack '%s'" % tmp_path]):
+            refused = subprocess.run(ssh + asked, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert refused.returncode == 1 and refused.stdout == b""
+            assert b"autosync: this key may only sync one repository" in refused.stderr
+        assert not (tmp_path / "pwned").exists()
+        a, b = ssh_machines(sshd, "a", "b")
+        for m in (a, b):
+            wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
+            assert m.status().get("link_polled") is None  # watched, not polled
+        edit_and_wait(a, b, remote, "restricted.txt", "through the key, nothing installed\n")
+        edit_and_wait(b, a, remote, "back.txt", "and back\n")
+        # A second folder on the same server, the same key.
+        other = Remote(tmp_path / "other.git")
+        c = Machine(tmp_path, "c", other, syncmethod="ssh")
+        git("remote", "set-url", "origin", sshd.url(other.path), cwd=c.path)
+        c.start()
+        said = wait_until(lambda: "forced command" in c.notify("status").stdout and
+                          c.notify("status").stdout, 60, what="c's refusal, by name")
+        assert "refused by the forced command of this key's line" in said.splitlines()[0]
+        assert "the remote and the network" not in said
+        # The line now allows c's repository (the user's edit): c syncs, nothing restarted.
+        sshd.authorize(True, key_line(sshd.url(other.path), installed=False))
+        wait_until(lambda: c.status().get("link") == "up", 60, what="c's link, after the edit")
+        with open(os.path.join(c.path, "c.txt"), "w") as f:
+            f.write("c's own\n")
+        wait_until(lambda: c.settled(other), 60, what="c's push")
+    finally:
+        if c is not None:
+            c.stop()
+        sshd.stop()
+
+
+@pytest.mark.e2e
 def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, remote):
     sshd = started_server(tmp_path, monkeypatch, "git")
     try:
@@ -775,7 +876,12 @@ def test_init_picks_the_best_watch_the_server_can_run_and_says_which(
         assert result.returncode == 0, result.stderr
         assert said in result.stdout
         assert "syncmethod = ssh" in config_file.read_text()
-        assert 'command="autosync-remote serve %s",restrict' % remote.path in result.stdout
+        # The restricted key's line: one that runs on that server (nothing of ours there:
+        # plain sh; it was autosync-remote serve, which init had just found missing).
+        from autosync.tools.init import key_line
+        line = key_line(sshd.url(remote.path), installed=server == "autosync-remote")
+        assert line in result.stdout
+        assert ("autosync-remote serve" in line) == (server == "autosync-remote")
     finally:
         sshd.stop()
 
@@ -800,7 +906,7 @@ def test_a_command_killed_mid_session_is_not_held_open_by_the_connection(sshd, r
     git("push", "-q", "origin", "HEAD:main", cwd=other)
     env = dict(os.environ, GIT_SSH_COMMAND=sshremote.git_ssh_command(sshd.url(remote.path),
                                                                      clone))
-    path = control_socket(sshd)
+    path = control_socket(sshd, clone)
     wait_until(lambda: os.path.exists(path), what="the held connection")
     fetch = subprocess.Popen(["git", "fetch", "-q", sshd.url(remote.path), "main"], cwd=clone,
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -821,6 +927,7 @@ def test_a_command_killed_mid_session_is_not_held_open_by_the_connection(sshd, r
         if fetch.poll() is None:
             os.killpg(fetch.pid, signal.SIGKILL)
             fetch.wait()
+        sshremote.end_masters()  # this process made it
 
 
 def server_packing(sshd):
@@ -855,9 +962,9 @@ def test_a_stop_during_a_pull_ends_it_at_once_and_the_next_start_pulls(sshd, ssh
                    what="b's fetch to wait on the server")
         b.proc.send_signal(signal.SIGTERM)
         # The server would hold the pack until the fifo is opened, below: the stop did
-        # not wait for it (the supervisor's SIGKILL after its grace would say so).
+        # not wait for it (the supervisor's SIGKILL after its grace would say so). (The
+        # server's side ends with b's held connection, which ends with b.)
         assert b.proc.wait(10) == 0
-        assert server_packing(sshd)
         log = b.logtext()
         assert "did not stop in time" not in log
         assert "pull failed" not in log

@@ -47,15 +47,16 @@ def server(tmp_path):
 def agreed(server, ssh, path):
     """The cipher the held connection made by connect() at `path` agreed on (sshd's log)."""
     master = connection.connect(ssh, "127.0.0.1", server.port, path)
-    assert master is not None and master.wait(30) == 0
+    assert master is not None
+    wait_until(lambda: master.poll() is not None, 30, what="the master")
+    assert master.poll() == 0
     try:
         said = wait_until(lambda: [line for line in server.logtext().splitlines()
                                    if "kex: client->server cipher:" in line], 10,
                           what="sshd to log the cipher")
         return said[-1].split("cipher:")[1].split()[0]
     finally:
-        subprocess.run(ssh + ["-o", "ControlPath=" + path, "-O", "exit", "127.0.0.1"],
-                       stderr=subprocess.DEVNULL)
+        master.end()
 
 
 @pytest.mark.e2e

@@ -252,8 +252,10 @@ class Committer:
         with self.cond:
             changed, self.schedule.link_up = up != self.schedule.link_up, up
             polled = message.get("polled") if up else None
+            held = message.get("held") if up else None
             self.status.update(link="up" if up else "down",
-                               link_polled=polled if isinstance(polled, (int, float)) else None)
+                               link_polled=polled if isinstance(polled, (int, float)) else None,
+                               link_held=held if isinstance(held, bool) else None)
             # The listener announces this revision unless it already has: a push
             # made before it logged in or subscribed is not missed.
             upstream, url = self.status["upstream"], self.url

@@ -288,10 +288,11 @@ class LinkState:
         self.up = None     # as last told; None: never told
         self.error = None
         self.polled = None  # seconds between polls of a link that polls instead of watching
+        self.held = None    # the ssh link: whether its connection is held (None: no such)
 
-    def tell(self, up, error=None, polled=None):
-        if (up, error, polled) != (self.up, self.error, self.polled):
-            self.up, self.error, self.polled = up, error, polled
+    def tell(self, up, error=None, polled=None, held=None):
+        if (up, error, polled, held) != (self.up, self.error, self.polled, self.held):
+            self.up, self.error, self.polled, self.held = up, error, polled, held
             self.again()
 
     def again(self):
@@ -302,6 +303,8 @@ class LinkState:
             request["error"] = self.error
         if self.polled:
             request["polled"] = self.polled
+        if self.held is not None:
+            request["held"] = self.held
         self.queue.put("link", request)
 
 

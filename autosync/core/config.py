@@ -26,7 +26,7 @@ from configobj.validate import Validator, VdtTypeError, VdtValueError
 
 from autosync.core import ini
 from autosync.core.ini import ConfigError
-from autosync.core.paths import find_marker, socket_for
+from autosync.core.paths import NotPrivate, find_marker, socket_for
 
 # The `largefileskeep` key (vcs/largefiles.py's expire and upkeep keep to it).
 AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w|y)", re.I)
@@ -241,6 +241,14 @@ class Config:
 
 def default_path() -> str:
     return os.path.expanduser("~/.autosync")
+
+
+def _default_socket(file, folder):
+    try:
+        return socket_for(folder)
+    except NotPrivate as e:  # no private runtime folder: no default place for the socket
+        raise ConfigError("%s: %s (or set socket = in [autosync] to a path in a folder "
+                          "only you can enter)" % (file, e)) from None
 
 
 def load(path: str, check_path: bool = True, warn: bool = None) -> Config:
@@ -517,7 +525,7 @@ def _build(file, values, known, warnings):
         # Empty: zenity's entry dialog if there is one; "off": no "Describe..." at all.
         describecmd="" if a["describecmd"].strip() == "off"
         else a["describecmd"] or (ZENITY if shutil.which("zenity") else ""),
-        socket=_expand(a["socket"], base) if a["socket"] else socket_for(path),
+        socket=_expand(a["socket"], base) if a["socket"] else _default_socket(file, path),
         commands=_commands(file, values["dvcs"]),
         xmpp=_xmpp(file, x, base, warnings, path, host), localonly=local_only(known))
     if config.localonly:

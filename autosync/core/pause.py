@@ -15,7 +15,7 @@ import os
 import re
 import time
 
-from autosync.core.paths import folder_id
+from autosync.core.paths import folder_id, private_folder
 
 log = logging.getLogger("autosync.pause")
 
@@ -99,11 +99,11 @@ class Pause:
         return owed
 
     def _store(self):
-        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
         data = json.dumps({"since": self.since, "until": self.until,
                            "pull_owed": self.pull_owed})
         temporary = self.path + ".new"
         try:
+            private_folder(os.path.dirname(self.path), others=0o022)  # ours, checked
             with open(temporary, "w") as f:
                 f.write(data + "\n")
             os.replace(temporary, self.path)  # never half a file after a crash

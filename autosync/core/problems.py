@@ -42,8 +42,17 @@ LINK_FIX = {
 # The `folder` problem that is a rebase left half-done in the repository, not a folder away.
 REBASE_FIX = "finish the rebase or abort it, as the error says; syncing resumes by itself"
 UNTIL = "; until then other machines' changes come only every pullinterval"
+# A restricted key's forced command refused what was asked (its words, the same in
+# ssh/connection.py's REFUSED_BY_KEY and autosync-remote serve's).
+REFUSED_BY_KEY = "this key may only sync"
+FORCED_FIX = ("refused by the forced command of this key's line in the server's "
+              "authorized_keys (it allows another repository, or another version's watch): "
+              "replace it with the line dvcs-autosync init prints for this folder, or give "
+              "this folder a key of its own (git config core.sshCommand 'ssh -i KEY'); "
+              "tried again by itself, over a new login")
 # ssh's words for a failure -> what that failure asks for (the first that matches).
 SSH_FIX = (
+    ((REFUSED_BY_KEY,), FORCED_FIX + UNTIL),
     (("Connection refused", "Connection timed out", "No route to host", "Network is "
       "unreachable", "Could not resolve hostname", "Connection reset", "Connection closed by",
       "timed out during banner exchange"),
@@ -88,6 +97,9 @@ def problems(status):
         found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
     fixes = dict(FIX, link=link_fix(status.get("syncmethod"), found.get("link")),
                  folder=folder_fix(found.get("folder")))
+    for name in ("push", "pull"):  # the remote's words name its key's forced command
+        if REFUSED_BY_KEY in str(found.get(name) or ""):
+            fixes[name] = FORCED_FIX
     return [{"name": name, "error": str(found[name]), "fix": fixes[name]}
             for name in ORDER if name in found]
 

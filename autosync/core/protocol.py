@@ -189,8 +189,9 @@ def _private_dir(path):
     try:
         check_folder(os.path.join(path, "x"))
     except Untrusted as e:
-        raise OSError(errno.EPERM, "%s; if another user made it, remove it (as root) or set "
-                      "socket = in [autosync] to a folder of yours" % e) from None
+        raise OSError(errno.EPERM, "%s; if another user made it, remove it (as root), or set "
+                      "socket = in [autosync] to a path in a folder only you can enter "
+                      "(mode 0700)" % e) from None
 
 
 class Server:

@@ -7,26 +7,32 @@ runs, and `dvcs-autosync init`, which tries it once to choose `syncmethod`.
 The held connection: every ssh the daemon starts for a remote (the watch, and
 git's push, fetch and notes fetch through GIT_SSH_COMMAND, git_ssh_command)
 goes through one connection, ssh's own multiplexing: a control socket in the
-daemon's private runtime folder, its master an `ssh -M -N -f` of its own
-(connect(), made when the committer starts and at every start of the watch,
-when none answers), which ends PERSIST seconds after its last user (the
-watch uses it for as long as the link runs) or when the connection drops.
-One login per remote instead of one per command. The commands themselves
-only use it (ControlMaster=no): one that finds no master connects by itself,
-and none becomes a master, whose first session would keep that command's
-pipes open until the server ended it (a killed command's reader would wait).
-Left alone when the user's ssh config (`ssh -G`) or ssh command sets its own
+user's private runtime folder (checked before each use), its master an
+`ssh -M -N` child of the daemon's own (connect(), made when the committer
+starts and at every start of the watch, when none answers), which lives as
+long as the process that made it: ended at its exit (end_masters), and by
+PR_SET_PDEATHSIG if it is killed, so no connection outlives the daemon. Each
+daemon (synced folder) holds its own (control_pattern). One login per remote
+instead of one per command. The commands themselves only use it
+(ControlMaster=no): one that finds no master connects by itself, and none
+becomes a master, whose first session would keep that command's pipes open
+until the server ended it (a killed command's reader would wait). Left alone
+when the user's ssh config (`ssh -G`) or ssh command sets its own
 ControlMaster/ControlPath, or when the ssh is not OpenSSH's. A socket whose
 master is gone, or does not answer within CHECK_TIMEOUT (frozen), is removed
 before a master is made (stale()), so it never blocks a command.
 """
+import atexit
+import ctypes
+import fcntl
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 
-from autosync.core import paths
+from autosync.core import paths, problems
 from autosync.vcs import commands
 from autosync.vcs.git_environment import GitEnvironment
 
@@ -53,7 +59,6 @@ SENT_NOTICE = "its python3 runs the watch sent over ssh"
 BOOT = "import base64,sys,zlib;exec(zlib.decompress(base64.b64decode(sys.argv.pop(1))))"
 SENT = "(the watch program)"  # what the log shows in place of the program sent
 NOISE = ("Warning: Permanently added",)  # ssh's stderr lines that say nothing wrong
-PERSIST = 60         # seconds the held connection outlives its last user
 CHECK_TIMEOUT = 3.0  # seconds a control socket's master has to answer `ssh -O check`
 # What in an ssh command line means the user chose multiplexing themselves.
 OWN_MUX = ("controlmaster", "controlpath", "controlpersist")
@@ -178,6 +183,50 @@ def remote_command(path, program=None):
         shlex.quote(BOOT))
 
 
+# What a restricted key's forced command says when it refuses a command (autosync-remote
+# serve's words begin the same way): status names the forced command by these words.
+REFUSED_BY_KEY = problems.REFUSED_BY_KEY
+# The forced command of a restricted key for a server with nothing of ours installed
+# (forced_line): plain sh runs the client's command only when its SHA-256 is one of the
+# allowed commands' (this repository's git-upload-pack and git-receive-pack, as git
+# spells them, and the watch command this version sends), byte for byte; sha256sum is
+# coreutils'. No path or word of the client's is ever parsed by a shell before that.
+FORCED_SCRIPT = ('c=$SSH_ORIGINAL_COMMAND; case $(printf %%s "$c" | sha256sum) in %s) '
+                 'exec sh -c "$c";; esac; echo "error: autosync: %s one repository (refused by '
+                 'the forced command of its line in authorized_keys)" >&2; exit 1')
+
+
+def git_command(service, path):
+    """The command git's ssh transport sends for `service` (git-upload-pack,
+    git-receive-pack) of `path`: the path in single quotes, ' and ! quoted as git's
+    sq_quote_buf does."""
+    quoted = "".join("'\\%s'" % c if c in "'!" else c for c in path)
+    return "%s '%s'" % (service, quoted)
+
+
+def forced_line(url, base="."):
+    """The authorized_keys options that let a key only fetch, push and watch the
+    repository at `url` on a server with nothing of ours installed (FORCED_SCRIPT run by
+    the server's sh), or None for a remote not over ssh. The watch allowed is this
+    version's: after an upgrade its line is printed again (until then the link polls
+    the remote with git ls-remote, which the line allows)."""
+    try:
+        remote = parse_remote(url, base)
+    except BadRemote:
+        return None
+    if remote[0] != "ssh":
+        return None
+    import hashlib
+    path = remote[3]
+    allowed = [git_command("git-upload-pack", path), git_command("git-receive-pack", path),
+               remote_command(path)]
+    script = FORCED_SCRIPT % ("|".join(hashlib.sha256(c.encode()).hexdigest() + "*"
+                                       for c in allowed), REFUSED_BY_KEY)
+    # The login shell runs it: one single-quoted word for sh (the script holds no '), and
+    # sshd's only escape, \", for the quotes inside.
+    return 'command="sh -c \'%s\'",restrict' % script.replace('"', '\\"')
+
+
 def remote_path(url, base):
     """What watchcmd's %s stands for: the remote's path (as its server sees it)."""
     remote = parse_remote(url, base)
@@ -200,27 +249,31 @@ def poll_command(url, base):
 
 
 def watch_argv(cfg):
-    """(argv, shown, release, poll, master) of the watch command for this config;
+    """(argv, shown, release, poll, master, held) of the watch command for this config;
     release(): let the held connection go (let_go), or None when there is none; poll():
     poll_command for a server that cannot run the watch, or None; master: connect()'s
-    process making the held connection, to wait for before the watch starts, or None."""
+    Master making the held connection, to wait for before the watch starts, or None;
+    held: its control socket, False when none could be had (a login per command), None
+    where the user's own multiplexing or a watchcmd is used."""
     url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
     text = cfg.commands.get("watchcmd") or ""
     if text.strip():
         template = commands.Template("watchcmd", text)
         run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
-        return run.argv, run.shown, None, None, None
+        return run.argv, run.shown, None, None, None, None
     ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
+    control = None
     remote = parse_remote(url, cfg.path)
     if remote[0] == "ssh":
         config = configuration(ssh, remote[1], remote[2])  # read by held() and connect()
-        options, path = held(ssh, remote[1], remote[2], config=config)
+        options, path = held(ssh, remote[1], remote[2], config=config, owner=cfg.path)
+        control = path or (False if config and not _own_mux_config(config) else None)
         if path:
             master = connect(ssh, remote[1], remote[2], path, config)
             release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
         poll = lambda: poll_command(url, cfg.path)  # noqa: E731
     argv = default_watch(url, cfg.path, ssh, options)
-    return argv, shown(argv), release, poll, master
+    return argv, shown(argv), release, poll, master, control
 
 
 def shown(argv):
@@ -246,6 +299,12 @@ def _own_mux(ssh):
         if option.replace("=", " ").split(" ")[0].lower() in OWN_MUX:
             return True
     return False
+
+
+def _own_mux_config(config):
+    """Whether `ssh -G`'s {key: value} sets multiplexing up (the user's own)."""
+    return config.get("controlmaster", "false") not in ("false", "no") or \
+        config.get("controlpath", "none") != "none"
 
 
 def plain_openssh(words):
@@ -294,26 +353,48 @@ def configuration(ssh, destination, port=None, words=None):
     return effective(ssh, destination, port) if plain_openssh(words or ssh) else {}
 
 
-def control_pattern():
+# The control socket's name: 8 hex digits of the synced folder's id, "-", then %C
+# expanded (a SHA-1 in hex); the master binds it first with "." and 16 random
+# characters after it (OpenSSH's mux.c), then renames it.
+CONTROL_NAME = 8 + 1 + 40 + 17
+
+
+def control_folder():
+    """The private folder of the held connections' sockets (paths.socket_folder): this
+    user's alone, checked before every use (ssh does not check who listens on a control
+    socket: one in a folder another user could enter gave that user our sessions), and
+    short enough for a socket's path. NotPrivate when there is none."""
+    return paths.socket_folder(CONTROL_NAME)
+
+
+def control_pattern(folder=None, owner=None):
     """The held connections' ControlPath, in the private folder: `%C`, ssh's hash of this
     machine and the destination's host, port and user, is expanded by ssh for each
     connection, so a command given these options for another server (git's push to a
     second remote, git-annex's to a special remote) finds no socket and logs in itself;
-    a fixed path sent it into the held connection, to the held connection's server."""
-    return os.path.join(paths.runtime_dir().replace("%", "%%"), "ssh-%C")
+    a fixed path sent it into the held connection, to the held connection's server.
+    Before it, the id of the synced folder `owner`: each daemon holds a connection of
+    its own, which ends with it, logged in with the key its folder's ssh uses (a
+    restricted key serves one repository: another folder's sessions over it were
+    refused)."""
+    name = (paths.folder_id(owner)[:8] + "-" if owner else "ssh-") + "%C"
+    return os.path.join((folder or control_folder()).replace("%", "%%"), name)
 
 
-def held(ssh, destination, port=None, words=None, config=None):
+def held(ssh, destination, port=None, words=None, config=None, owner=None):
     """(options, control socket) making `ssh` (an argv prefix; `words`: the command it
     runs, when that is a shell) use the one held connection to destination; ([], None)
     when the user set multiplexing up (their ssh config or command) or the ssh is not
-    OpenSSH's. `config`: configuration()'s for destination, when the caller has it."""
+    OpenSSH's. `config`: configuration()'s for destination, when the caller has it;
+    `owner`: the synced folder whose connection it is (control_pattern)."""
     config = configuration(ssh, destination, port, words) if config is None else config
-    if not config or config.get("controlmaster", "false") not in ("false", "no") or \
-            config.get("controlpath", "none") != "none":
+    if not config or _own_mux_config(config):
         return [], None
-    os.makedirs(paths.runtime_dir(), mode=0o700, exist_ok=True)
-    options = ["-o", "ControlMaster=no", "-o", "ControlPath=" + control_pattern()]
+    try:
+        folder = control_folder()
+    except paths.NotPrivate:
+        return [], None  # no folder of our own: every command logs in by itself
+    options = ["-o", "ControlMaster=no", "-o", "ControlPath=" + control_pattern(folder, owner)]
     path = effective(list(ssh) + options[2:], destination, port).get("controlpath")
     if not path or path == "none":
         return [], None
@@ -342,24 +423,143 @@ def ciphers(config, aes=None):
     return ["-o", "Ciphers=" + AES_FIRST]
 
 
+# Looked up once, here: the child of a fork in a threaded program should load nothing.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the master's process: SIGTERM when the process that made it dies (even by
+    SIGKILL), so no connection of ours outlives the daemon."""
+    _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+
+
+_OWN = {}  # control socket path -> the Master this process made
+
+
+class Master:
+    """The held connection's master: made by this process (`proc`, a child of ours that
+    ends with us: at our exit, end_masters(); by PR_SET_PDEATHSIG if we are killed) or
+    by another process of this daemon (`proc` None). Its maker holds the lock
+    `PATH.lock` for as long as the master lives: one master per socket, even when the
+    committer and the link start at once (the one that lost the race to bind the socket
+    stayed logged in, a connection nobody used or ended)."""
+
+    def __init__(self, path, proc=None, lock=None, check=None):
+        self.path, self.proc, self.lock = path, proc, lock
+        self.check = check  # `ssh -O check` of the socket (another process's master)
+        self.pid = proc.pid if proc is not None else None
+        self._guard = threading.Lock()
+
+    def poll(self):
+        """None while it logs in; 0 once it is up; else it failed."""
+        if self.proc is not None:
+            return 0 if os.path.exists(self.path) else self.proc.poll()
+        if not _locked(self.path):
+            return 1  # its maker gave up
+        # (the socket may still be a frozen one its maker is about to remove)
+        return 0 if os.path.exists(self.path) and self.check() else None
+
+    def end(self):
+        """End it, if this process made it: its connection, and with it its sessions and
+        the server's side of them."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(CHECK_TIMEOUT)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self._release()
+
+    def _ended(self):
+        self.proc.wait()
+        self._release()
+
+    def _release(self):
+        with self._guard:
+            if _OWN.get(self.path) is self:
+                del _OWN[self.path]
+            if self.lock is not None:
+                os.close(self.lock)
+                self.lock = None
+
+
+def _locked(path):
+    """Whether a process of ours holds the master at `path` (its lock)."""
+    try:
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def end_masters():
+    """End every master this process made (at its exit: no connection outlives it)."""
+    for master in list(_OWN.values()):
+        master.end()
+
+
 def connect(ssh, destination, port, path, config=None):
-    """Make the held connection's master unless one answers at `path`: a started
-    `ssh -M -N -f` (it goes to the background once logged in; nobody waits for it), or
-    None. A socket left behind or frozen is removed first (stale()). `config`:
-    effective()'s for destination, when the caller has it (its ciphers)."""
-    if not path or (os.path.exists(path) and not stale(ssh, destination, path)):
+    """Make the held connection's master unless one answers at `path` -> a Master to
+    wait for (poll()) while it logs in, or None when it is up or cannot be made. The
+    master is an `ssh -M -N` child of this process, ended with it; another process of
+    this daemon making it (its lock) is waited for, not raced. A socket left behind or
+    frozen is removed first (stale()). `config`: effective()'s for destination, when
+    the caller has it (its ciphers)."""
+    if not path:
+        return None
+    own = _OWN.get(path)
+    if own is not None and own.proc.poll() is None:
+        return None if os.path.exists(path) else own
+    try:
+        lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       0o600)
+    except OSError:
+        return None
+    def answers():
+        return _quietly(list(ssh) + ["-o", "ControlPath=" + path.replace("%", "%%"), "-O",
+                                     "check", "--", destination], CHECK_TIMEOUT)[0] == 0
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another process of ours holds the master, or is making it
+        os.close(lock)
+        master = Master(path, check=answers)
+        return None if master.poll() == 0 else master
+    if os.path.exists(path) and not stale(ssh, destination, path):
+        os.close(lock)  # a master nobody here made answers (an older version's)
         return None
     config = effective(ssh, destination, port) if config is None else config
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             list(ssh) + SSH_OPTIONS + ciphers(config) +
-            ["-o", "ControlMaster=yes", "-o", "ControlPath=" + path.replace("%", "%%"),
-             "-o", "ControlPersist=%d" % PERSIST, "-N", "-f"] +
+            ["-o", "ControlMaster=yes", "-o", "ControlPath=" + path.replace("%", "%%"), "-N"] +
             (["-p", str(port)] if port else []) + ["--", destination],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_die_with_parent)
     except OSError:
+        os.close(lock)
         return None
+    master = _OWN[path] = Master(path, proc, lock)
+    if not _OWN_AT_EXIT:
+        _OWN_AT_EXIT.append(atexit.register(end_masters))
+    threading.Thread(target=master._ended, name="ssh-master", daemon=True).start()
+    return master
+
+
+_OWN_AT_EXIT = []
 
 
 def stale(ssh, destination, path, timeout=CHECK_TIMEOUT):
@@ -380,9 +580,15 @@ def stale(ssh, destination, path, timeout=CHECK_TIMEOUT):
 
 
 def let_go(ssh, destination, path):
-    """Ask the held connection's master to take no new sessions (`ssh -O stop`): its
-    sessions end on their own, the next ssh makes a new connection. For a connection
-    that may be dead without knowing it (after a sleep). Never waits long."""
+    """End the held connection's master if this process made it, else ask it to take no
+    new sessions (`ssh -O stop`): its sessions end on their own, the next ssh makes a
+    new connection. For a connection that may be dead without knowing it (after a
+    sleep), or that holds a login the server has changed its mind about (a refused
+    watch). Never waits long."""
+    own = _OWN.get(path)
+    if own is not None:
+        own.end()
+        return
     if not path or not os.path.exists(path):
         return
     code, _ = _quietly(list(ssh) + ["-o", "ControlPath=" + path.replace("%", "%%"),
@@ -409,7 +615,7 @@ def git_ssh_command(url, base, env=None):
         return None
     ssh = ["sh", "-c", text + ' "$@"', "ssh"]  # as git runs it: $HOME, ~ and quotes work
     config = configuration(ssh, remote[1], remote[2], words)  # read by held() and connect()
-    options, path = held(ssh, remote[1], remote[2], words, config)
+    options, path = held(ssh, remote[1], remote[2], words, config, owner=base)
     if not options:
         return None
     connect(ssh, remote[1], remote[2], path, config)

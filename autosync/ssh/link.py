@@ -109,6 +109,7 @@ class Link(client.CommitterLink):
         self.slept_until = asleep()  # asleep() when last looked at
         self.release = None       # lets the held ssh connection go (sshremote.let_go)
         self.poll = None          # -> (argv, shown, env) polling the remote instead
+        self.held = None          # the held connection's control socket, or None
         self.polling = False      # the server cannot run the watch: polled instead
         super().__init__(cfg, t, log)
         self.proc = None
@@ -175,6 +176,7 @@ class Link(client.CommitterLink):
             argv, self.shown, env = made[0], made[1], None
             self.release = made[2] if len(made) > 2 else None
             self.poll = made[3] if len(made) > 3 else None
+            self.held = made[5] if len(made) > 5 else None
             if len(made) > 4 and made[4] is not None and not self._connected(made[4]):
                 return  # stopping
             if self.polling and self.poll:
@@ -200,7 +202,7 @@ class Link(client.CommitterLink):
         while master.poll() is None and not self.stopping and time.monotonic() < deadline:
             time.sleep(0.02)
         if master.poll() is None and self.stopping:
-            self._kill(master)  # still logging in: the master never comes
+            master.end()  # still logging in: the master never comes
         return not self.stopping
 
     def _read_stderr(self):
@@ -267,6 +269,8 @@ class Link(client.CommitterLink):
                         "ls-remote every %g s instead", reason, POLL)
             return
         if self.up_since is None:
+            if self.release:  # the next try logs in anew: the server may have changed
+                self.release()  # its mind (a key's forced command edited meanwhile)
             return self._failed(reason)
         if time.monotonic() - self.up_since >= self.timing.stable:
             self.backoff.reset()
@@ -307,7 +311,12 @@ class Link(client.CommitterLink):
 
     def _tell_link(self, up, error=None):
         # Polled (the server cannot run the watch): up, and said to be polled every POLL s.
-        self.link.tell(up, error, POLL if self.polling else None)
+        # Held: whether the watch went through the held connection (its master is up),
+        # or every command logs in by itself; None where the user's own multiplexing is
+        # used, or a watchcmd.
+        held = None if not up or self.held is None else \
+            self.held is not False and os.path.exists(self.held)
+        self.link.tell(up, error, POLL if self.polling else None, held)
 
     def _pull(self, why):
         log.info("asking the committer to pull (%s)", why)

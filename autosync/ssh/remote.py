@@ -40,6 +40,9 @@ import subprocess
 import sys
 
 ZERO = "0" * 40
+# How every refusal of a restricted key begins (NotAllowed's, and the plain sh forced
+# command's of ssh/connection.py): status names the forced command by these words.
+REFUSED_BY_KEY = "this key may only sync"
 USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO | " \
         "autosync-remote poll URL"
 # What a key restricted with `serve` may run: git's two ends of a fetch and a push.
@@ -404,7 +407,9 @@ def poll(url, interval=POLL, out=None):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if proc.returncode != 0:
             said = [" ".join(l.split()) for l in os.fsdecode(proc.stderr).splitlines() if l.strip()]
-            print("autosync-remote: git ls-remote failed: %s" % "; ".join(said[-3:]),
+            # A restricted key's refusal first (its forced command's words), then git's end.
+            said = [l for l in said if REFUSED_BY_KEY in l][:1] + said[-3:]
+            print("autosync-remote: git ls-remote failed: %s" % "; ".join(said),
                   file=sys.stderr)
             return 1
         new = {}

@@ -90,7 +90,10 @@ def default_socket():
 
 def every_socket():
     """The sockets of this user's daemons: the default place, and ~/.autosync's own."""
-    found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
+    try:
+        found = sorted(glob.glob(os.path.join(glob.escape(runtime_dir()), "*.sock")))
+    except OSError:  # no private runtime folder (paths.NotPrivate): no daemon uses it
+        found = []
     own = default_socket()
     if own and own not in found:
         found.append(own)
@@ -159,10 +162,13 @@ def link_text(status):
     failing = (status.get("failing") or {}).get("link")
     over = " over ssh" if status.get("syncmethod") == "ssh" else ""
     polled = status.get("link_polled")
+    held = status.get("link_held")
+    held = "" if link != "up" or held is None else ", one connection held" if held else \
+        ", no connection held (every command logs in by itself)"  # the ssh link's
     if link == "up" and polled:  # the server cannot run the watch: git ls-remote instead
-        return "polled every %g s%s (git ls-remote: the server cannot run the watch)" % (
-            polled, over)
-    return link + over + (" (%s)" % failing if failing and link != "up" else "")
+        return "polled every %g s%s (git ls-remote: the server cannot run the watch)%s" % (
+            polled, over, held)
+    return link + over + held + (" (%s)" % failing if failing and link != "up" else "")
 
 
 def status_text(status):

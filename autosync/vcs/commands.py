@@ -40,6 +40,7 @@ import sysconfig
 import time
 from collections import namedtuple
 
+from autosync.core.problems import REFUSED_BY_KEY
 from autosync.vcs import daemon_identity
 from autosync.vcs.git_environment import PLAIN
 
@@ -108,7 +109,8 @@ def why(output, limit=ERROR_LINES):
         text = line.strip()
         if text.startswith("hint:") and kept and kept[-1].startswith("hint:"):
             kept[-1] += " " + text[5:].strip()   # one sentence wrapped over lines
-        elif text.startswith(WHY) or (line.startswith("  ") and text.startswith("git ")):
+        elif text.startswith(WHY) or (line.startswith("  ") and text.startswith("git ")) or \
+                REFUSED_BY_KEY in text:  # a restricted key's forced command, by name
             kept.append(text)
     if len(kept) > limit:   # the first ones name the failure; the last, what to do
         kept = kept[:limit - 1] + kept[-1:]

@@ -47,6 +47,8 @@ import os
 import signal
 import stat
 
+from autosync.core import paths
+
 log = logging.getLogger("autosync.guarded")
 
 F_SETLEASE, F_GETLEASE, F_SETSIG = 1024, 1025, 10  # <linux/fcntl.h>
@@ -132,13 +134,9 @@ class Plan:
 
 
 def journal_folder():
-    """The journal's folder, made private (0700) if it is not there."""
-    where = journal_dir()
-    try:
-        os.makedirs(where, mode=0o700, exist_ok=True)
-    except FileExistsError:
-        pass
-    return where
+    """The journal's folder, made private (0700) if it is not there, and checked: this
+    user's alone (paths.NotPrivate, an OSError, else)."""
+    return paths.private_folder(journal_dir())
 
 
 def read_journal(path):

@@ -69,12 +69,17 @@ def closing(plan):
     if plan.config != config.default_path():
         words += ["--config", tilde(plan.config)]
     say("On the next machine run:\n    %s" % shell_words(words))
-    line = key_line(plan.remote)
+    installed = plan.watch_why is None and plan.watch_how is None
+    line = key_line(plan.remote, installed)
     if line:
         say("To let a machine's key sync only this repository on the server, begin the "
-            "key's line in the server's ~/.ssh/authorized_keys with\n    %s\n(the full "
-            "path of autosync-remote if it is not on the PATH of an ssh session there)"
-            % line)
+            "key's line in the server's ~/.ssh/authorized_keys with\n    %s\n%s"
+            % (line, "(the full path of autosync-remote if it is not on the PATH of an "
+               "ssh session there)" if installed else
+               "(it needs nothing of ours on the server: sh runs this version's watch "
+               "and git's fetch and push of this repository, nothing else; print it "
+               "again after an upgrade. Another folder on that server needs a key of "
+               "its own, e.g. git -C FOLDER config core.sshCommand 'ssh -i KEY')"))
     if os.path.isabs(plan.remote):
         say("(with %s as that machine reaches it, e.g. server:%s over ssh)"
             % (plan.remote, plan.remote))
@@ -110,9 +115,12 @@ def merges_on_pull(folder):
     return bool(get("pull.rebase")) or get("pull.ff").lower() in ("true", "false")
 
 
-def key_line(remote):
+def key_line(remote, installed=True):
     """The authorized_keys options that let a key only sync `remote` (autosync-remote
-    serve), or None for a remote not over ssh."""
+    serve where the server has it, `installed`; else plain sh, sshremote.forced_line), or
+    None for a remote not over ssh."""
+    if not installed:
+        return sshremote.forced_line(remote)
     try:
         parsed = sshremote.parse_remote(remote)
     except sshremote.BadRemote:

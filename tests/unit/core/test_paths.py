@@ -1,5 +1,10 @@
 """autosync.paths: the runtime folder, socket paths, and the one walk up to the root."""
 import os
+import shutil
+import socket
+import stat
+
+import pytest
 
 from autosync.core import paths
 
@@ -9,11 +14,83 @@ def test_runtime_dir_under_xdg_runtime_dir(monkeypatch, tmp_path):
     assert paths.runtime_dir() == str(tmp_path / "autosync")
 
 
-def test_runtime_dir_without_xdg_is_per_user(monkeypatch):
+def without_runtime_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    assert paths.runtime_dir() == "/tmp/autosync-%d" % os.getuid()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", "")  # set but empty counts as unset
-    assert paths.runtime_dir() == "/tmp/autosync-%d" % os.getuid()
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    made = []
+    real = paths.private_tmp
+
+    def tracked():  # every folder it makes in /tmp is removed after the test
+        found = real()
+        made.append(found)
+        return found
+    monkeypatch.setattr(paths, "private_tmp", tracked)
+    return made
+
+
+@pytest.fixture
+def no_xdg(monkeypatch, tmp_path):
+    made = without_runtime_dir(monkeypatch, tmp_path)
+    yield made
+    for folder in set(made):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_runtime_dir_without_xdg_is_unguessable_private_and_remembered(no_xdg, tmp_path):
+    """Without XDG_RUNTIME_DIR: never a name of /tmp another user can make first (they
+    made /tmp/autosync-UID and got the held ssh connection's sessions)."""
+    first = paths.runtime_dir()
+    assert first != "/tmp/autosync-%d" % os.getuid()
+    assert os.path.dirname(first) == "/tmp" and \
+        os.path.basename(first).startswith("autosync-%d-" % os.getuid())
+    st = os.lstat(first)
+    assert st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o700
+    assert paths.runtime_dir() == first  # remembered: every program finds the same
+    link = tmp_path / "state" / "autosync" / ("runtime." + socket.gethostname())
+    assert os.readlink(link) == first
+    os.rmdir(first)  # /tmp cleaned: a new one, not the old name
+    second = paths.runtime_dir()
+    assert second != first and os.path.isdir(second)
+    os.chmod(second, 0o777)  # not private any more: never used again
+    third = paths.runtime_dir()
+    assert third not in (first, second) and stat.S_IMODE(os.lstat(third).st_mode) == 0o700
+
+
+def test_without_a_state_folder_the_refusal_names_a_safe_fix(no_xdg, tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "file"))  # cannot hold a folder
+    with pytest.raises(paths.NotPrivate) as refused:
+        paths.runtime_dir()
+    said = str(refused.value)
+    assert "\n" not in said and "set XDG_RUNTIME_DIR to a folder only you can enter" in said
+    assert "socket =" not in said
+    assert paths.find_socket(str(tmp_path)) is None  # a client finds no daemon, no trace
+
+
+def test_private_folder_refuses_what_others_may_enter_or_own(tmp_path):
+    mine = str(tmp_path / "mine")
+    assert paths.private_folder(mine) == mine
+    assert stat.S_IMODE(os.stat(mine).st_mode) == 0o700
+    os.chmod(mine, 0o755)
+    with pytest.raises(paths.NotPrivate, match="its mode is 0755, others may enter it"):
+        paths.private_folder(mine)
+    assert paths.private_folder(mine, others=0o022) == mine
+    os.symlink(mine, str(tmp_path / "link"))
+    with pytest.raises(paths.NotPrivate, match="not a folder"):
+        paths.check_private(str(tmp_path / "link"))
+    if os.getuid() == 0:
+        os.chown(mine, 4242, 4242)
+        with pytest.raises(paths.NotPrivate, match="belongs to uid 4242, not to you"):
+            paths.private_folder(mine, others=0o022)
+
+
+def test_the_socket_folder_fits_a_socket_s_path(no_xdg, monkeypatch, tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    folder = paths.socket_folder(61)
+    assert folder == paths.private_tmp() and len(folder) + 1 + 61 < paths.SUN_PATH
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    assert paths.socket_folder(8) == str(tmp_path / "run" / "autosync")  # it fits there
 
 
 def test_socket_for_names_the_real_folder(monkeypatch, tmp_path):
