@@ -414,24 +414,33 @@ def _filtered(path):
 class Cancel:
     """Lets another thread (a stop, even from a signal handler) end the commands run with
     it: cancel() sends SIGTERM to the process group of each one running, and (`later`)
-    of each one started after it. Without locks (a signal handler may run while the
-    worker holds one): a command is listed before `cancelled` is read, and cancel() sets
-    `cancelled` before it reads the list, so either side sees the other."""
+    of each one started after it. A command whose start began before cancel() is ended
+    even when it is listed after (its child may run before the parent lists it: a
+    command that has already said "started" must not outlive the stop). Without locks
+    (a signal handler may run while the worker holds one): a command is listed before
+    `cancels` is read, and cancel() counts itself before it reads the list, so either
+    side sees the other."""
 
     def __init__(self, later=True):
         self.cancelled = False
+        self.cancels = 0   # how many times cancel() was called
         self.later = later
         self.running = set()   # the process groups (= PIDs) of the commands running
         self.ended_by_us = set()   # those it sent SIGTERM
 
     def cancel(self):
+        self.cancels += 1
         self.cancelled = True
         for pid in list(self.running):
             self._end(pid)
 
-    def started(self, pid):
+    def starting(self):
+        """Before a command is spawned: the token its started() is given."""
+        return self.cancels
+
+    def started(self, pid, token=None):
         self.running.add(pid)
-        if self.cancelled and self.later:
+        if self.cancelled and (self.later or (token is not None and self.cancels != token)):
             self._end(pid)
 
     def _end(self, pid):
@@ -451,6 +460,7 @@ def _kill_group(pid, sig):
 def _spawn(argv, cwd, env, timeout, split, data=None, cancel=None):
     """Run argv (data: its stdin, else none); -> (returncode, stdout, stderr, timed_out).
     Output is combined unless split. cancel: a Cancel that may end it."""
+    token = cancel.starting() if cancel is not None else None
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
@@ -461,7 +471,7 @@ def _spawn(argv, cwd, env, timeout, split, data=None, cancel=None):
         code = 127 if isinstance(e, FileNotFoundError) else 126
         return code, b"", f"{e.filename or argv[0]}: {e.strerror}".encode(), False
     if cancel is not None:
-        cancel.started(proc.pid)
+        cancel.started(proc.pid, token)
     try:
         if cancel is None:
             out, err = proc.communicate(data, timeout=timeout)

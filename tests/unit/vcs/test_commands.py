@@ -634,3 +634,24 @@ def test_the_daemon_s_commands_find_our_programs_on_a_short_path(tmp_path, monke
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert commands.environment()["PATH"] == "/usr/bin:/bin"
     commands.our_programs.cache_clear()  # the next test's process-wide answer, not ours
+
+
+def test_a_stop_between_a_command_s_spawn_and_its_listing_still_ends_it():
+    """The window a loaded machine opens: the command was spawned (its child may already
+    have said it started) and the stop came before the parent listed it. A Cancel for
+    what began before the stop only (later=False, the push's) ends it all the same,
+    with SIGTERM: before, it ran on (here until its timeout's SIGKILL)."""
+    import signal
+
+    class StopInTheWindow(commands.Cancel):
+        def started(self, pid, *token):
+            if not self.cancelled:
+                self.cancel()  # the stop lands exactly here, before the listing
+            super().started(pid, *token)
+
+    cancel = StopInTheWindow(later=False)
+    with pytest.raises(CommandFailed) as failed:
+        Template("pushcmd", "sleep 60").run(cwd="/", cancel=cancel, timeout=10)
+    assert failed.value.returncode == -signal.SIGTERM
+    # One begun after the stop still runs (the push of the stop's last commit).
+    Template("pushcmd", "true").run(cwd="/", cancel=cancel)  # no CommandFailed
