@@ -35,10 +35,40 @@ TEXT_MAX = 300
 
 
 def printable(path):
-    """A path as one printable line (a newline in a name must not split a message)."""
-    if path.isprintable():
+    r"""A name as it is shown anywhere (status, the log, notifications, commit messages,
+    every tool's output and errors): as git's core.quotePath shows it. Unchanged when
+    every character is printable and none is `"` or a backslash; else in double quotes
+    with C escapes (\n, \t, \", \\; other controls, DEL, C1 and other unprintable
+    characters as their UTF-8 bytes in octal: \033; a byte that is not UTF-8 as itself
+    in octal). So a terminal acts on nothing in it, and it stays one line."""
+    path = str(path)
+    if path.isprintable() and '"' not in path and "\\" not in path:
         return path
-    return ascii(path)
+    return '"' + "".join(map(_quoted, path)) + '"'
+
+
+def escaped(text):
+    """Free text (an error, a log line) that may hold a name not quoted by printable():
+    every character a terminal would act on written as printable() writes it; newlines
+    and tabs kept."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else _quoted(ch) for ch in text)
+
+
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v",
+              "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def _quoted(ch):
+    if ch in _C_ESCAPES:
+        return _C_ESCAPES[ch]
+    if ch.isprintable():
+        return ch
+    if "\udc80" <= ch <= "\udcff":  # a byte that was not UTF-8 (surrogateescape)
+        return "\\%03o" % (ord(ch) - 0xDC00)
+    return "".join("\\%03o" % b for b in ch.encode("utf-8", "surrogatepass"))
 
 
 def check_text(text):
@@ -121,14 +151,23 @@ def action_of(message, rel, folder_like):
     host = head.group("host") if head else None
     if folder_like:
         return host, head.group("summary") if head else lines[0].strip()
-    name = printable(rel)
-    for line in lines[1:]:
-        if line in ("added: " + name, "modified: " + name, "removed: " + name):
-            return host, line.partition(":")[0]
-        if line.startswith("moved: " + name + " (from "):
-            return host, "moved from " + line[len("moved: " + name + " (from "):-1]
-        if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
-            return host, "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
-        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
-            return host, "conflict " + line[len("conflict: " + name + " "):]
+    # Messages written before names were quoted as git quotes them held them raw when
+    # printable, else as Python's ascii() wrote them: those are read too.
+    for name in dict.fromkeys((printable(rel), rel if rel.isprintable() else ascii(rel))):
+        found = _action_in(lines[1:], name)
+        if found:
+            return host, found
     return host, "changed"
+
+
+def _action_in(lines, name):
+    for line in lines:
+        if line in ("added: " + name, "modified: " + name, "removed: " + name):
+            return line.partition(":")[0]
+        if line.startswith("moved: " + name + " (from "):
+            return "moved from " + line[len("moved: " + name + " (from "):-1]
+        if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
+            return "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
+        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
+            return "conflict " + line[len("conflict: " + name + " "):]
+    return None

@@ -30,13 +30,13 @@ import subprocess
 import sys
 import tempfile
 
-from autosync.core import config, daemons
+from autosync.core import cli, config, daemons
 from autosync.ssh import connection as sshremote
 from autosync.vcs import excludes, git, gitpull, thin
 from autosync.vcs.commands import environment
 from autosync.vcs.git_environment import PLAIN, GitEnvironment
 from autosync.core.config import Config, ConfigError
-from autosync.core.messages import commit_message
+from autosync.core.messages import commit_message, escaped, printable
 from autosync.ssh.connection import POLL
 from autosync.tools import progress
 
@@ -90,22 +90,21 @@ def parser():
 
 
 def say(text):
-    print(text, flush=True)
+    print(escaped(text), flush=True)
 
 
 def main(argv):
     args = parser().parse_args(list(argv)[1:])  # argv[0] is "init"
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(name)s: %(levelname)s %(message)s", stream=sys.stderr)
+    cli.log_to_stderr(logging.DEBUG if args.verbose else logging.WARNING,
+                      "%(name)s: %(levelname)s %(message)s")
     try:
         return Init(args).run()
     except Refused as e:
-        print("dvcs-autosync init: %s" % e, file=sys.stderr)
+        print(escaped("dvcs-autosync init: %s" % e), file=sys.stderr)
         return 1
     except (RuntimeError, OSError) as e:  # git's own lines (git.git), or the system's
-        print("dvcs-autosync init: %s" % (getattr(e, "strerror", None) and
-                                          "%s: %s" % (e.filename or "", e.strerror) or e),
-              file=sys.stderr)
+        print(escaped("dvcs-autosync init: %s" % (getattr(e, "strerror", None) and "%s: %s" % (
+            printable(e.filename or ""), e.strerror) or e)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("dvcs-autosync init: interrupted", file=sys.stderr)
@@ -503,9 +502,9 @@ class Init:
         self.progress.clear()
         for c in result["merged"] + result["beside"]:
             say("  %s is in both with other content: both kept, the other version as %s"
-                % (c["path"], c["copy"]))
+                % (printable(c["path"]), printable(c["copy"])))
         for path in result["kept"]:
-            say("  %s kept as it is here; the remote's version is in history" % path)
+            say("  %s kept as it is here; the remote's version is in history" % printable(path))
         if committed or result["merge"]:
             self.push()
 
