@@ -138,14 +138,14 @@ class Staging:
         """Run the add, remove and move commands for a batch; -> [(path, CommandFailed)].
 
         moves_only: a rescan follows and stages the rest (see rescan_finds_all)."""
-        failed = []
-        if self.hg:
-            changes, failed = self.without_refused(changes)
+        failed, refused = [], []
+        if self.hg:  # (said once, by hold_back)
+            changes, refused = self.without_refused(changes)
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in (c for c in changes if c["action"] == "moved"):
             failed += self.move(move)
         if moves_only:
-            return failed
+            return failed + refused
         if self.cmd["addcmd"].text == self.cmd["modifycmd"].text:
             # One command for both (git's default): one run, and whole folders collapse.
             by_action["added"] += by_action.pop("modified")
@@ -160,7 +160,7 @@ class Staging:
             failed = self.unfold(failed, files)
         for path, error in failed:
             log.warning("%s", error)
-        return failed
+        return failed + refused
 
     def without_refused(self, changes):
         """Mercurial: the changes hg can record, and [(path, Unrecordable)] for names it

@@ -555,7 +555,7 @@ HG_PATTERN_NAMES = ["re:.*", "glob:*", "set:all()", "listfile:x", "path:y", "rel
 
 @pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")
 def test_mercurial_gets_every_name_literally_and_one_it_refuses_is_held_back_alone(
-        tmp_path, central):
+        tmp_path, central, caplog):
     """docs/examples/mercurial.autosync's commands on a real clone: each name reaches hg
     as a path (add, rename, log, cat, files), and a name hg refuses (a newline, a
     carriage return) is held back and said once while everything else is committed,
@@ -607,6 +607,7 @@ def test_mercurial_gets_every_name_literally_and_one_it_refuses_is_held_back_alo
     assert "later.txt" in files and "untouched.txt" in files and "re:.*" not in files
     assert reports.fields["held_back"] == ["carriage\rreturn", "new\nline"]
     assert len([f for f in reports.named("failed") if not f[1]["quiet"]]) == 1  # said once
+    assert not [r for r in caplog.records if "cannot record" in r.getMessage()]  # (there)
     # Renamed, it is synced, and nothing is held back any more.
     (clone / "new\nline").rename(clone / "new line")
     (clone / "carriage\rreturn").unlink()
