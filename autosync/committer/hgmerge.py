@@ -55,7 +55,7 @@ from autosync.core import cli
 from autosync.vcs.commands import HG_LIST, why
 from autosync.core.copies import keep_both
 from autosync.vcs.guarded import EXECUTABLE, LINK, Expect, Writer
-from autosync.core.messages import host_of, merge_message, printable
+from autosync.core.messages import escaped, host_of, merge_message, printable
 
 log = logging.getLogger("autosync.hgmerge")
 
@@ -420,7 +420,7 @@ def main(argv=None):
         root = working_copy_root(args.folder)
         copies = sync(root, host)
     except (Failed, OSError) as e:
-        print("autosync-hgmerge: %s" % e, file=sys.stderr)
+        print(escaped("autosync-hgmerge: %s" % e), file=sys.stderr)
         return 1
     try:
         for c in copies:
