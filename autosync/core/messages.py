@@ -47,6 +47,29 @@ def printable(path):
     return '"' + "".join(map(_quoted, path)) + '"'
 
 
+_UNQUOTE = re.compile(r'\\([0-7]{3}|.)', re.S)
+_C_LETTERS = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
+
+
+def unquoted(text):
+    """A name as printable() showed it -> the name (read back from a commit message);
+    text that is not in double quotes is the name as it is."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+
+    def byte(found):
+        c = found.group(1)
+        if len(c) == 3:
+            return bytes([int(c, 8) & 0xFF])
+        return bytes([_C_LETTERS[c]]) if c in _C_LETTERS else c.encode("utf-8", "surrogateescape")
+    parts, at = [], 1
+    for found in _UNQUOTE.finditer(text, 1, len(text) - 1):
+        parts += [text[at:found.start()].encode("utf-8", "surrogateescape"), byte(found)]
+        at = found.end()
+    parts.append(text[at:-1].encode("utf-8", "surrogateescape"))
+    return b"".join(parts).decode("utf-8", "surrogateescape")
+
+
 def escaped(text):
     """Free text (an error, a log line) that may hold a name not quoted by printable():
     every character a terminal would act on written as printable() writes it; newlines

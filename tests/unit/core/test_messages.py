@@ -1,8 +1,8 @@
 """The commit message: written and read back in one place."""
 import pytest
 
-from autosync.core.messages import (MESSAGE_LINES, action_of, commit_message, escaped, host_of,
-                                     merge_message, printable)
+from autosync.core.messages import (MERGED_COPY, MESSAGE_LINES, action_of, commit_message,
+                                     escaped, host_of, merge_message, printable, unquoted)
 
 
 def test_message_names_each_file_and_the_host():
@@ -104,3 +104,14 @@ def test_old_messages_with_pythons_quoting_are_still_read():
         == ("h", "added")
     assert action_of("autosync on h: 1 added\n\nadded: a\\b\n", "a\\b", False) == (
         "h", "added")
+
+
+@pytest.mark.parametrize("name", [
+    "plain.txt", "caf\u00e9", '"', "\\", 'a"b\\c', "\033]0;x\007", "a\tb\nc\rd\013\014\010",
+    "\x7f\u009b", "\udcff\udc80x", "\\033", '"quoted"'])
+def test_a_quoted_name_reads_back_as_itself(name):
+    """A merge's conflict lines, read back by the machines that pull it."""
+    assert unquoted(printable(name)) == name
+    message = merge_message("pc", [{"path": name, "copy": name + " (conflict)"}])
+    found = MERGED_COPY.fullmatch(message.split("\n")[-1])
+    assert (unquoted(found.group(1)), unquoted(found.group(2))) == (name, name + " (conflict)")
