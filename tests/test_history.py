@@ -1,5 +1,6 @@
 """dvcs-autosync log and restore: message parsing, times, and the real thing on
 real git history with the daemon running."""
+import io
 import os
 import shutil
 import socket
@@ -447,7 +448,7 @@ def test_hostile_names_come_back_as_they_were(tmp_path):
     for name in names:
         with open(os.path.join(os.fsencode(folder), b"d", os.fsencode(name)), "rb") as f:
             assert f.read() == os.fsencode(name)
-    assert "brought back 'd/new\\nline'" in result.stdout
+    assert 'brought back "d/new\\nline"' in result.stdout
     assert not os.path.exists(os.path.join(folder, "pwned"))
 
 
@@ -610,3 +611,16 @@ def test_restore_through_a_symlinked_folder_is_refused(machines, remote, tmp_pat
     assert a.read("docs/a.txt") == b"version 2\n"
     assert os.listdir(elsewhere) == ["a.txt"]
     assert (elsewhere / "a.txt").read_bytes() == b"on the other disk, never in history\n"
+
+
+def test_log_lines_carry_nothing_a_terminal_acts_on():
+    """`log` prints another machine's words (host, author, commit message): quoted."""
+    out = io.StringIO()
+    hostile = "\033]0;owned\007\u009b2J"
+    history.print_versions([history.Version("a" * 40, 1700000000, "t", "lap" + hostile,
+                                            "moved from \"%s\"" % hostile, "text" + hostile)],
+                           out=out)
+    line = out.getvalue()
+    assert line.endswith("\n") and line[:-1].isprintable()
+    assert line.endswith('moved from "\\033]0;owned\\a\\302\\2332J"  -- '
+                         'text\\033]0;owned\\a\\302\\2332J\n')

@@ -51,10 +51,11 @@ import sys
 import tempfile
 import time
 
+from autosync.core import cli
 from autosync.vcs.commands import HG_LIST, why
 from autosync.core.copies import keep_both
 from autosync.vcs.guarded import EXECUTABLE, LINK, Expect, Writer
-from autosync.core.messages import host_of, merge_message
+from autosync.core.messages import escaped, host_of, merge_message, printable
 
 log = logging.getLogger("autosync.hgmerge")
 
@@ -236,7 +237,7 @@ def put(root, rel, flags, data):
             expect = Expect(EXECUTABLE if executable else "100644", data=f.read())
     if not Writer(root).put(rel, mode, data, expect):
         log.warning("%s changed while the merge ran: kept as it is; both versions are in "
-                    "history", rel)
+                    "history", printable(rel))
 
 
 def holds(root, rel, data):
@@ -413,13 +414,13 @@ def main(argv=None):
                         help="this machine's name in the merge commit's message (default: "
                              "the host name; give the config's hostname if you set one)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="autosync-hgmerge: %(message)s")
+    cli.log_to_stderr(logging.WARNING, "autosync-hgmerge: %(message)s")
     host = args.host or socket.gethostname()
     try:
         root = working_copy_root(args.folder)
         copies = sync(root, host)
     except (Failed, OSError) as e:
-        print("autosync-hgmerge: %s" % e, file=sys.stderr)
+        print(escaped("autosync-hgmerge: %s" % e), file=sys.stderr)
         return 1
     try:
         for c in copies:

@@ -22,7 +22,8 @@ from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.core import underway
 from autosync.core.config import shipped_form
 from autosync.core.copies import copy_name, read_copy_name, told
-from autosync.core.messages import MERGED_COPY, commit_message, host_of, merge_message
+from autosync.core.messages import (MERGED_COPY, commit_message, host_of, merge_message,
+                                     unquoted)
 from autosync.committer.staging import Staging, expand_moves
 from autosync.committer.stillwritten import StillWritten
 from autosync.vcs.folder import Folder, remote_of
@@ -645,8 +646,9 @@ class Repository:
                 continue  # the merge this pull made: its copies were told then
             for line in lines[1:]:
                 found = MERGED_COPY.fullmatch(line)
-                if found:
-                    copies.append({"path": found.group(1), "copy": found.group(2),
+                if found:  # (the names as printable() wrote them)
+                    copies.append({"path": unquoted(found.group(1)),
+                                   "copy": unquoted(found.group(2)),
                                    "host": host, "source": "pulled"})
         return copies
 

@@ -1,18 +1,21 @@
 """What goes into the next commit: a batch's changes staged, or the folder rescanned.
 
 Also what must stay out of it, said once each: a path that cannot be staged
-(an unreadable file) is held back while the rest goes in, and a folder that
-holds a git repository of its own is left out of every scan (git would
-record an empty link to it, or fail the whole scan). Reports through the
-committer's reporter (see committer/repository.py).
+(an unreadable file; in a Mercurial folder, a name hg refuses) is held back
+while the rest goes in, and a folder that holds a git repository of its own
+is left out of every scan (git would record an empty link to it, or fail the
+whole scan). Reports through the committer's reporter (see
+committer/repository.py).
 """
 import logging
 import os
+import subprocess
 
 from autosync.vcs import git
-from autosync.vcs.commands import CommandFailed
+from autosync.vcs.commands import CommandFailed, environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.core.messages import ACTIONS, printable
+from autosync.core.paths import find_marker
 
 log = logging.getLogger("autosync.staging")
 
@@ -26,6 +29,33 @@ COLLAPSE_FROM = 100
 def arg(path):
     """A relative path as a command argument that no program takes for an option."""
     return "./" + path if path.startswith("-") else path
+
+
+class Unrecordable(Exception):
+    """A name Mercurial refuses to record: one such name aborts a whole `hg add` or
+    `hg addremove` ("'\\n' and '\\r' disallowed in filenames"), so it never reaches hg."""
+    output = ""
+
+    def __init__(self):
+        super().__init__("Mercurial cannot record a name with a newline or a carriage "
+                         "return: rename the file to have it synced")
+
+
+def hg_refuses(path):
+    return "\n" in path or "\r" in path
+
+
+def hg_status(folder, *which):
+    """[(letter, name)] of `hg status` for `which` (-u: unknown, -d: missing) in the
+    folder (names relative to it), NUL-ended (a name with a newline is one name); None
+    when hg fails."""
+    proc = subprocess.run(["hg", "status", "-0", *which, "--", "."], cwd=folder,
+                          env=environment({"HGPLAIN": "1"}), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.returncode:
+        return None
+    return [(entry[:1], entry[2:]) for entry in
+            proc.stdout.decode("utf-8", "surrogateescape").split("\0") if entry]
 
 
 def why_not_staged(folder, path, error):
@@ -63,6 +93,11 @@ class Staging:
         self.report = report
         self.held = []  # paths held back by the last commit
         self.error = None  # why the last commit left something out, or None
+        # Mercurial: names it refuses (hg_refuses) seen in the folder, held back while
+        # they are there, whatever a batch names.
+        marker = find_marker(folder) if gitdir is None else None
+        self.hg = bool(marker) and os.path.basename(marker) == ".hg"
+        self.refused = set()
 
     def as_on_disk(self, changes):
         """What the batch means now: a path that is gone was removed, or never was."""
@@ -103,12 +138,14 @@ class Staging:
         """Run the add, remove and move commands for a batch; -> [(path, CommandFailed)].
 
         moves_only: a rescan follows and stages the rest (see rescan_finds_all)."""
-        failed = []
+        failed, refused = [], []
+        if self.hg:  # (said once, by hold_back)
+            changes, refused = self.without_refused(changes)
         by_action = {a: [c["path"] for c in changes if c["action"] == a] for a in ACTIONS}
         for move in (c for c in changes if c["action"] == "moved"):
             failed += self.move(move)
         if moves_only:
-            return failed
+            return failed + refused
         if self.cmd["addcmd"].text == self.cmd["modifycmd"].text:
             # One command for both (git's default): one run, and whole folders collapse.
             by_action["added"] += by_action.pop("modified")
@@ -123,7 +160,25 @@ class Staging:
             failed = self.unfold(failed, files)
         for path, error in failed:
             log.warning("%s", error)
-        return failed
+        return failed + refused
+
+    def without_refused(self, changes):
+        """Mercurial: the changes hg can record, and [(path, Unrecordable)] for names it
+        refuses (a removal of one has nothing to record: hg never had it)."""
+        kept, refused = [], []
+        for change in changes:
+            path, src = change["path"], change.get("src")
+            if src is not None and hg_refuses(src):
+                change = {"action": "added", "path": path}  # hg never had the old name
+            if not hg_refuses(path):
+                kept.append(change)
+                continue
+            if change["action"] != "removed":
+                refused.append((path, Unrecordable()))
+            if src is not None and not hg_refuses(src):
+                kept.append({"action": "removed", "path": src})
+        self.refused.update(path for path, _ in refused)
+        return kept, refused
 
     def recorded(self, removed):
         """The removed paths that git records (in the index or HEAD, as a file or a
@@ -234,12 +289,25 @@ class Staging:
             self.cmd["startupcmd"].run(cwd=self.folder)
             return []
         except CommandFailed as e:
+            if self.hg:
+                return self.rescan_hg(e)
             if not self.gitdir:
                 raise
             log.info("%s; staging path by path instead", e)
         removed, other = git.changed_paths(self.folder, gitenv=self.gitenv)
         return self.stage([{"action": "removed", "path": p} for p in removed]
                           + [{"action": "added", "path": p} for p in other])
+
+    def rescan_hg(self, error):
+        """startupcmd failed in a Mercurial folder: if a name hg refuses is what stopped
+        it (`hg addremove` aborts on one), every other change hg lists is staged by
+        addcmd and rmcmd, and that name is held back; else the failure stands."""
+        listed = hg_status(self.folder, "-u", "-d")
+        if listed is None or not any(hg_refuses(name) for _, name in listed):
+            raise error
+        log.info("%s; staging path by path instead", error)
+        return self.stage([{"action": "removed" if letter == "!" else "added", "path": name}
+                           for letter, name in listed])
 
     def in_nested_repository(self, changes):
         """Split off changes inside a folder that holds its own repository (git only):
@@ -311,7 +379,13 @@ class Staging:
 
         Said once per set of paths (status, log, a notification), then looked at
         again after a backoff: a file that becomes readable is committed then
-        (sooner, when the watcher sees its mode change). -> True if any."""
+        (sooner, when the watcher sees its mode change). A name Mercurial refuses stays
+        held while it is in the folder, with no retry (renamed, it is a batch). -> True
+        if any."""
+        self.refused = {p for p in self.refused
+                        if os.path.lexists(os.path.join(self.folder, p))}
+        named = {path for path, _ in held}
+        held = list(held) + [(p, Unrecordable()) for p in sorted(self.refused - named)]
         paths = sorted({path for path, _ in held})[:LISTED]
         told, self.held = self.held, paths
         self.report.status(held_back=paths)
@@ -324,6 +398,7 @@ class Staging:
         self.error = "commit: left out of the commit, the rest is committed: %s" % "; ".join(
             why_not_staged(self.folder, path, e) for path, e in held[:10])
         # Said once; after that only looked at again later.
-        self.report.failed("commit", self.error.partition(": ")[2], retry="commit",
+        retry = None if all(isinstance(e, Unrecordable) for _, e in held) else "commit"
+        self.report.failed("commit", self.error.partition(": ")[2], retry=retry,
                            quiet=paths == told)
         return True

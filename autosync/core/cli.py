@@ -7,6 +7,7 @@ import time
 
 from autosync import __version__
 from autosync.core import protocol
+from autosync.core.messages import escaped
 
 
 # A program's exit status that stops the whole suite instead of a restart (EX_CONFIG:
@@ -20,8 +21,22 @@ def setup_logging(verbose):
         fmt = "%(name)s: %(levelname)s %(message)s"
     else:
         fmt = "%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=fmt,
-                        stream=sys.stderr)
+    log_to_stderr(logging.DEBUG if verbose else logging.INFO, fmt)
+
+
+class _Escaping(logging.Formatter):
+    """A log line acts on no terminal: a name from another machine, or a tool's words
+    that hold one, written as messages.printable writes it (newlines kept)."""
+
+    def format(self, record):
+        return escaped(super().format(record))
+
+
+def log_to_stderr(level, fmt):
+    """logging.basicConfig(level=level, format=fmt, stream=sys.stderr), escaping."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Escaping(fmt))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 class _Parser(argparse.ArgumentParser):

@@ -20,6 +20,7 @@ import re
 import time
 import typing
 
+from autosync.core.messages import printable
 from autosync.core.paths import METADATA
 
 log = logging.getLogger("autosync.copies")
@@ -139,7 +140,8 @@ def keep_both(path, ours, theirs, place):
         return made, [copy, target]
     if ours is not None or theirs is not None:
         place.write(path, ours if ours is not None else theirs)
-        log.warning("%s was changed on one side and deleted on the other: kept", path)
+        log.warning("%s was changed on one side and deleted on the other: kept",
+                    printable(path))
         return None, [path]
     return None, []
 
@@ -147,4 +149,4 @@ def keep_both(path, ours, theirs, place):
 def told(copy):
     """The one log line of a conflict copy made ({"path", "copy", "host"})."""
     log.warning("conflict in %s: kept the newer version, the other (from %s) as %s",
-                            copy["path"], copy["host"], copy["copy"])
+                printable(copy["path"]), copy["host"], printable(copy["copy"]))

@@ -35,10 +35,63 @@ TEXT_MAX = 300
 
 
 def printable(path):
-    """A path as one printable line (a newline in a name must not split a message)."""
-    if path.isprintable():
+    r"""A name as it is shown anywhere (status, the log, notifications, commit messages,
+    every tool's output and errors): as git's core.quotePath shows it. Unchanged when
+    every character is printable and none is `"` or a backslash; else in double quotes
+    with C escapes (\n, \t, \", \\; other controls, DEL, C1 and other unprintable
+    characters as their UTF-8 bytes in octal: \033; a byte that is not UTF-8 as itself
+    in octal). So a terminal acts on nothing in it, and it stays one line."""
+    path = str(path)
+    if path.isprintable() and '"' not in path and "\\" not in path:
         return path
-    return ascii(path)
+    return '"' + "".join(map(_quoted, path)) + '"'
+
+
+_UNQUOTE = re.compile(r'\\([0-7]{3}|.)', re.S)
+_C_LETTERS = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
+
+
+def unquoted(text):
+    """A name as printable() showed it -> the name (read back from a commit message);
+    text that is not in double quotes is the name as it is."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+
+    def byte(found):
+        c = found.group(1)
+        if len(c) == 3:
+            return bytes([int(c, 8) & 0xFF])
+        return bytes([_C_LETTERS[c]]) if c in _C_LETTERS else c.encode("utf-8", "surrogateescape")
+    parts, at = [], 1
+    for found in _UNQUOTE.finditer(text, 1, len(text) - 1):
+        parts += [text[at:found.start()].encode("utf-8", "surrogateescape"), byte(found)]
+        at = found.end()
+    parts.append(text[at:-1].encode("utf-8", "surrogateescape"))
+    return b"".join(parts).decode("utf-8", "surrogateescape")
+
+
+def escaped(text):
+    """Free text (an error, a log line) that may hold a name not quoted by printable():
+    every character a terminal would act on written as printable() writes it; newlines
+    and tabs kept."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else _quoted(ch) for ch in text)
+
+
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v",
+              "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def _quoted(ch):
+    if ch in _C_ESCAPES:
+        return _C_ESCAPES[ch]
+    if ch.isprintable():
+        return ch
+    if "\udc80" <= ch <= "\udcff":  # a byte that was not UTF-8 (surrogateescape)
+        return "\\%03o" % (ord(ch) - 0xDC00)
+    return "".join("\\%03o" % b for b in ch.encode("utf-8", "surrogatepass"))
 
 
 def check_text(text):
@@ -121,14 +174,23 @@ def action_of(message, rel, folder_like):
     host = head.group("host") if head else None
     if folder_like:
         return host, head.group("summary") if head else lines[0].strip()
-    name = printable(rel)
-    for line in lines[1:]:
-        if line in ("added: " + name, "modified: " + name, "removed: " + name):
-            return host, line.partition(":")[0]
-        if line.startswith("moved: " + name + " (from "):
-            return host, "moved from " + line[len("moved: " + name + " (from "):-1]
-        if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
-            return host, "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
-        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
-            return host, "conflict " + line[len("conflict: " + name + " "):]
+    # Messages written before names were quoted as git quotes them held them raw when
+    # printable, else as Python's ascii() wrote them: those are read too.
+    for name in dict.fromkeys((printable(rel), rel if rel.isprintable() else ascii(rel))):
+        found = _action_in(lines[1:], name)
+        if found:
+            return host, found
     return host, "changed"
+
+
+def _action_in(lines, name):
+    for line in lines:
+        if line in ("added: " + name, "modified: " + name, "removed: " + name):
+            return line.partition(":")[0]
+        if line.startswith("moved: " + name + " (from "):
+            return "moved from " + line[len("moved: " + name + " (from "):-1]
+        if line.startswith("moved: ") and line.endswith(" (from %s)" % name):
+            return "moved to " + line[len("moved: "):-len(" (from %s)" % name)]
+        if line.startswith("conflict: " + name + " ("):  # a merge that kept both versions
+            return "conflict " + line[len("conflict: " + name + " "):]
+    return None

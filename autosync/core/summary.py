@@ -18,7 +18,7 @@ DESCRIBE (the desktop shows it as a "Describe..." button).
 import time
 from dataclasses import dataclass
 
-from autosync.core.messages import split_subject
+from autosync.core.messages import escaped, printable, split_subject
 
 LEVELS = ("quiet", "normal", "verbose")
 DEFAULT_LEVEL = "normal"
@@ -37,6 +37,12 @@ class Message:
     urgency: int = NORMAL
     actions: tuple = ()  # (key, label) pairs the user may pick
     rev: str = ""  # the commit DESCRIBE is for: the newest one made here that it tells of
+
+    def __post_init__(self):
+        # Names are quoted where they are put in (printable); whatever else came from
+        # another machine (a host, an error with a tool's words) acts on no terminal either.
+        object.__setattr__(self, "title", escaped(self.title))
+        object.__setattr__(self, "body", escaped(self.body))
 
     def text(self):
         """Title and body as plain text, for a chat message or a log line."""
@@ -77,7 +83,7 @@ class Changes:
 
     def listing(self):
         """'a.txt, b.txt, c.txt and 9 more'."""
-        shown = list(self.names)[:MAX_NAMES]
+        shown = [printable(name) for name in list(self.names)[:MAX_NAMES]]
         rest = self.count() - len(shown)
         if not shown:
             return ""
@@ -206,10 +212,10 @@ class Summariser:
                         "Syncing goes on.", NORMAL)]
 
     def _conflict(self, event, now):
-        path = str(event.get("path") or "a file")
+        path = printable(event["path"]) if event.get("path") else "a file"
         body = "Both versions are kept"
         if event.get("copy"):
-            body += "; the other one is %s" % event["copy"]
+            body += "; the other one is %s" % printable(event["copy"])
         if event.get("host"):
             body += " (from %s)" % event["host"]
         return [Message(_titled(self.folder, "Conflict in %s" % path), body + ".", CRITICAL)]

@@ -11,7 +11,7 @@ import time
 
 from autosync.core import underway
 from autosync.core.copies import read_copy_name
-from autosync.core.messages import SUMMARY, split_subject
+from autosync.core.messages import SUMMARY, escaped, split_subject
 
 # state -> (icon name from the freedesktop icon theme, StatusNotifierItem Status)
 LOOKS = {
@@ -182,7 +182,7 @@ class View:
         """The state in words: the tooltip's first line and the menu's first item."""
         name = self.name()
         if name == "error":
-            return "Error: " + self.error
+            return escaped("Error: " + self.error)
         if name == "conflict":
             return "%d conflict cop%s to look at" % (len(self.copies),
                                                      "y" if len(self.copies) == 1 else "ies")
@@ -191,10 +191,10 @@ class View:
             return "Paused " + ("until %s" % clock(until) if until else "until resumed")
         if name == "offline":
             if self.daemon:
-                return "Not syncing: " + self.daemon
-            return "Offline: " + (self.offline
+                return escaped("Not syncing: " + self.daemon)
+            return escaped("Offline: " + (self.offline
                                   or "no %s link: other machines' changes come by timer"
-                                  % ("ssh" if self.syncmethod == "ssh" else "XMPP"))
+                                  % ("ssh" if self.syncmethod == "ssh" else "XMPP")))
         if name == "syncing" and self.progress:  # a first sync of many files, say
             return "Syncing: " + underway.text(self.progress, when=clock)
         if name == "idle" and self.localonly:  # its commits are never pushed
@@ -210,8 +210,9 @@ class View:
         lines.append("Last push: %s" % (clock(self.last_push["time"]) if self.last_push
                                         else "none since the daemon started"))
         lines.append("Conflict copies: %d" % len(self.copies))
-        return "dvcs-autosync: %s" % os.path.basename(self.folder.rstrip("/")), "\n".join(lines)
+        return ("dvcs-autosync: %s" % escaped(os.path.basename(self.folder.rstrip("/"))),
+                "\n".join(map(escaped, lines)))
 
     def changes(self):
         """The recent changes, newest first, as menu labels."""
-        return ["%s  %s" % (clock(t), text) for t, text in reversed(self.recent)]
+        return [escaped("%s  %s" % (clock(t), text)) for t, text in reversed(self.recent)]

@@ -20,7 +20,7 @@ from autosync.vcs import git, gitmerge, guarded
 from autosync.core.copies import find_copies
 from autosync.tools.history import (History, HistoryError, ask_daemon, commit_first, note_first,
                                     relative)
-from autosync.core.messages import TEXT_MAX, printable
+from autosync.core.messages import TEXT_MAX, escaped, printable
 
 
 def mine_is_copy(cfg, copy, is_git):
@@ -159,8 +159,8 @@ def keep_one(cfg, rel, keep):
     print(keep_version(cfg, history, copy, keep))
     reply = ask_daemon(cfg, dict({"cmd": "sync"}, **({"note": owed} if owed else {})))
     if reply is None or not reply.get("ok"):
-        print("the daemon did not commit it yet: %s" % (
-            "it is not running" if reply is None else reply.get("error")), file=sys.stderr)
+        print(escaped("the daemon did not commit it yet: %s" % (
+            "it is not running" if reply is None else reply.get("error"))), file=sys.stderr)
         return 1
     print("committed%s" % (" and pushed" if reply.get("pushed") else ""))
     return 0
@@ -210,8 +210,9 @@ def main(argv):
             return 0
         return keep_one(cfg, relative(cfg.path, args.path), args.keep)
     except (HistoryError, guarded.Refused) as e:
-        print("dvcs-autosync conflicts: %s" % e, file=sys.stderr)
+        print(escaped("dvcs-autosync conflicts: %s" % e), file=sys.stderr)
         return 1
     except OSError as e:
-        print("dvcs-autosync conflicts: %s: %s" % (e.filename, e.strerror), file=sys.stderr)
+        print("dvcs-autosync conflicts: %s: %s" % (printable(e.filename), e.strerror),
+              file=sys.stderr)
         return 1

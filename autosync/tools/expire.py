@@ -38,5 +38,5 @@ def main(argv):
         return largefiles.expire(cfg, args.older_than, args.yes,
                                  progress=progress.Progress(sys.stdout))
     except largefiles.ExpireError as e:
-        print("dvcs-autosync expire: %s" % e, file=sys.stderr)
+        print(escaped("dvcs-autosync expire: %s" % e), file=sys.stderr)
         return 1

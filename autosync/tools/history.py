@@ -19,7 +19,7 @@ import time
 from autosync.core import cli
 from autosync.vcs import commands, git, gitnotes, guarded, largefiles, thin
 from autosync.core.ignore import Ignore
-from autosync.core.messages import TEXT_MAX, action_of, printable, text_of
+from autosync.core.messages import TEXT_MAX, action_of, escaped, printable, text_of
 from autosync.tools.progress import Progress
 from autosync.tools.rewind import MODES, Rewind
 from autosync.core.protocol import NoDaemon, Untrusted, ask
@@ -355,7 +355,7 @@ def restore_command(cfg, history, rel, at, dry_run):
     for change in changes + kept:
         print(SAID[change.action][dry_run] % printable(change.path))
     for path, why in failed:
-        print("could not restore %s: %s" % (printable(path), why), file=sys.stderr)
+        print(escaped("could not restore %s: %s" % (printable(path), why)), file=sys.stderr)
     name = "the whole folder" if rel == "." else printable(rel)
     but = ", but for %d kept as %s" % (held, "it is" if held == 1 else "they are") \
         if held else ""
@@ -380,12 +380,13 @@ def restore_command(cfg, history, rel, at, dry_run):
         print("no dvcs-autosync runs for %s: the restore is committed and synced when it "
               "starts" % cfg.path)
     elif reply.get("committed") or reply.get("noted"):
-        print("committed%s" % (" and pushed" if reply.get("pushed") else
-                               ", not pushed yet: %s" % reply.get("error")))
+        print(escaped("committed%s" % (" and pushed" if reply.get("pushed") else
+                                       ", not pushed yet: %s" % reply.get("error"))))
     elif reply.get("ok"):
         print("the daemon had committed the restored files already, in an ordinary change")
     else:
-        print("the daemon did not commit the restore: %s" % reply.get("error"), file=sys.stderr)
+        print(escaped("the daemon did not commit the restore: %s" % reply.get("error")),
+              file=sys.stderr)
         return 1
     return code
 
@@ -393,8 +394,10 @@ def restore_command(cfg, history, rel, at, dry_run):
 def print_versions(versions, out=sys.stdout):
     width = max([len(v.host) for v in versions] + [4])
     for v in versions:
-        out.write("%s  %s  %-*s  %s%s\n" % (cli.show_time(v.time), v.rev[:12], width, v.host,
-                                            v.action, "  -- " + v.text if v.text else ""))
+        # host, action and text are another machine's words (its commit message, author)
+        out.write(escaped("%s  %s  %-*s  %s%s" % (cli.show_time(v.time), v.rev[:12], width,
+                                                  v.host, v.action,
+                                                  "  -- " + v.text if v.text else "")) + "\n")
 
 
 def parse(argv):
@@ -448,11 +451,11 @@ def main(argv):
         if args.command == "log":
             versions = history.versions(rel)
             if not versions:
-                print("%s has no history" % rel, file=sys.stderr)
+                print("%s has no history" % printable(rel), file=sys.stderr)
                 return 1
             print_versions(versions)
             return 0
         return restore_command(cfg, history, rel, args.at, args.dry_run)
     except HistoryError as e:
-        print("dvcs-autosync %s: %s" % (args.command, e), file=sys.stderr)
+        print(escaped("dvcs-autosync %s: %s" % (args.command, e)), file=sys.stderr)
         return 1

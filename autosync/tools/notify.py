@@ -13,7 +13,7 @@ import sys
 from autosync import __version__
 from autosync.core import cli, problems, underway
 from autosync.vcs import sizes
-from autosync.core.messages import check_text
+from autosync.core.messages import check_text, escaped, printable
 from autosync.core.pause import parse_duration
 from autosync.core.paths import find_socket, runtime_dir
 from autosync.core.protocol import NoDaemon, ProtocolError, Untrusted, answers, ask
@@ -196,19 +196,21 @@ def status_text(status):
     for problem in problems.problems(status)[1:]:
         lines.append("also:        %s - %s" % (problem["error"], problem["fix"]))
     for conflict in status.get("conflicts") or []:
-        lines.append("conflict:    %s" % conflict)
+        lines.append("conflict:    %s" % printable(conflict))
     for path in status.get("writing") or []:
-        lines.append("writing:     %s (open for writing: committed once closed)" % path)
+        lines.append("writing:     %s (open for writing: committed once closed)" % printable(path))
     for path in status.get("held_back") or []:
-        lines.append("held back:   %s (cannot be committed; see last error)" % path)
+        lines.append("held back:   %s (cannot be committed; see last error)" % printable(path))
     for folder in status.get("nested_repositories") or []:
-        lines.append("nested repository: %s (not synced; see the README)" % folder)
+        lines.append("nested repository: %s (not synced; see the README)" % printable(folder))
     mass = status.get("mass_delete")
     if mass:
         lines.append("mass delete: %d of %d files removed at %s; undo: %s"
                      % (mass["count"], mass["total"], cli.show_time(mass["time"]),
                         mass["restore"]))
-    return "\n".join(lines)
+    # Names are quoted above; an error or a commit message from another machine acts on
+    # no terminal either.
+    return "\n".join(map(escaped, lines))
 
 
 def paused_text(paused):
@@ -265,13 +267,13 @@ def main(argv=None):
     if args.json:
         print(json.dumps(reply.get("status", reply), indent=2, sort_keys=True))
     elif not reply.get("ok"):
-        print("autosync-notify: %s" % reply.get("error"), file=sys.stderr)
+        print(escaped("autosync-notify: %s" % reply.get("error")), file=sys.stderr)
     elif args.message == "status":
         print(status_text(reply["status"]))
     else:
         said = reply_text(reply)
         if said:
-            print(said)
+            print(escaped(said))
     return 0 if reply.get("ok") else EXIT_ERROR
 
 

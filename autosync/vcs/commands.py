@@ -22,6 +22,11 @@ there, with the same meaning as on the command line (private forms):
 * `hg add|remove|forget|cat|files|log ... %s`, `%s` last: `listfile0:/dev/stdin`.
 Any other line (a shell line above all) gets its arguments on its command line.
 
+hg reads a name as a pattern when it begins with a kind (`re:`, `glob:`, `set:`,
+`listfile:`, `path:`...), on its command line and in a list alike: each name a plain
+hg line gives it is made literal (hg_literal): `path:NAME` in a list, `./NAME` as a
+whole argument after `--` (hg's rename takes no pattern for its destination).
+
 Many paths for one template (run_many) go into as few runs as the line allows:
 a private form gets them all on its standard input (one process, no argument
 limit); any other line that can take many gets them as arguments, in chunks
@@ -66,6 +71,15 @@ OTHER_MESSAGE = frozenset(("-m", "--message", "-F", "--file", "-C", "-c", "--reu
                            "--reedit-message", "-l", "--logfile"))
 HG_PATHS = frozenset(("add", "remove", "rm", "forget", "cat", "files", "log"))
 HG_LIST = "listfile0:/dev/stdin"   # hg reads the NUL-ended patterns there, as given
+
+
+def hg_literal(name, listed=False):
+    """A name as hg reads it verbatim, never as a pattern (`hg help patterns`): in a
+    listfile0 list each entry is a pattern of its own, `path:` makes it a path from the
+    root; on the command line `./` (no pattern kind has a `/` or `.` in its name)."""
+    if listed:
+        return "path:" + name
+    return name if name.startswith("./") else "./" + name
 LS_TREE_OPTIONS = frozenset(("-r", "-z", "-l", "--long"))
 # A failed command's lines that say why, kept in its error (at most ERROR_LINES).
 WHY = ("fatal:", "error:", "hint:", "remote:", "abort:", "! [")
@@ -253,6 +267,9 @@ class _Line:
         self.git = t[1] if (self.many and len(t) > 2 and os.path.basename(t[0]) == "git"
                             and t[-1] == _MARK) else None   # `git SUBCOMMAND ... %s`
         self.stdin = self.git in PATHSPEC_STDIN
+        # A plain hg line: the token indexes of its whole %s after `--` (names, see hg_literal).
+        self.hg_names = {i for i, a in enumerate(t) if a == _MARK and "--" in t[:i]} \
+            if t and os.path.basename(t[0]) == "hg" else set()
         self.private = "pathspec" if self.stdin else self._private_form(t)
 
     def _private_form(self, t):
@@ -306,8 +323,9 @@ class _Line:
             argv = self.tokens[:-1] + [HG_LIST]
         else:
             argv = self.tokens[:2] + PATHSPEC_OPTIONS + self.tokens[2:-1]   # options before `--`
-        return Run(argv, " ".join(map(show, argv)) + " < " + show(args[0]) + more,
-                   _nul_list(args), fallback=self.fill(args, many=True, private=False)
+        listed = [hg_literal(a, listed=True) for a in args] if self.private == "hglist" else args
+        return Run(argv, " ".join(map(show, argv)) + " < " + show(listed[0]) + more,
+                   _nul_list(listed), fallback=self.fill(args, many=True, private=False)
                    if fallback and self.private == "pathspec" else None)
 
     def fill_private(self, args):
@@ -316,9 +334,11 @@ class _Line:
         if kind in ("pathspec", "hglist"):
             rest = iter(args[:-1])   # hg cat -r %s -- %s: the revision stays an argument
             run = self.fill_stdin(args[-1:])
-            argv = [next(rest) if a == _MARK else a for a in run.argv]
+            argv = [(hg_literal(next(rest)) if i in self.hg_names else next(rest))
+                    if a == _MARK else a for i, a in enumerate(run.argv)]
             return run._replace(argv=argv, shown=" ".join(map(show, argv)) + " < "
-                                + show(args[-1]))
+                                + show(hg_literal(args[-1], True) if kind == "hglist"
+                                       else args[-1]))
         if kind == "message":
             i, taken, value, flags = self._message()
             argv = t[:i] + flags + MESSAGE_OPTIONS[os.path.basename(t[0])][2] + t[i + taken:]
@@ -348,14 +368,17 @@ class _Line:
                 return run
         if many:
             argv = (["/bin/sh", "-c", self.script_many, self.name, *args] if self.shell
-                    else [a for t in self.tokens for a in (args if t == _MARK else [t])])
+                    else [a for i, t in enumerate(self.tokens) for a in (
+                        [hg_literal(n) for n in args] if i in self.hg_names
+                        else args if t == _MARK else [t])])
             more = f" (and {len(args) - 1} more)" if len(args) > 1 else ""
             return Run(argv, self.fill(args[:1], private=False).shown + more)
         if self.shell:
             shown = "".join(_interleave(self.text.split("%s"), map(show, args)))
             return Run(["/bin/sh", "-c", self.script, self.name, *args], shown)
         it = iter(args)
-        argv = ["".join(_interleave(t.split(_MARK), it)) for t in self.tokens]
+        argv = [hg_literal(next(it)) if i in self.hg_names else
+                "".join(_interleave(t.split(_MARK), it)) for i, t in enumerate(self.tokens)]
         return Run(argv, " ".join(map(show, argv)))
 
 

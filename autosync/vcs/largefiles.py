@@ -33,6 +33,7 @@ import time
 
 from autosync.core import cli
 from autosync.core.config import AGE_EXPECTED, parse_age
+from autosync.core.messages import printable
 from autosync.vcs import sizes
 from autosync.vcs.commands import environment
 from autosync.vcs.git_environment import PLAIN
@@ -461,9 +462,10 @@ def plan(folder, remote, remote_uuid, age, now=None, gitenv=PLAIN):
 
 
 def describe(version, size):
-    return "%s as it was until %s (%s, %s)" % (version.path, cli.show_time(version.replaced),
+    return "%s as it was until %s (%s, %s)" % (printable(version.path),
+                                             cli.show_time(version.replaced),
                                              sizes.human(size) if size is not None else
-                                             "size unknown", version.key)
+                                             "size unknown", printable(version.key))
 
 
 def placed(where, remote):

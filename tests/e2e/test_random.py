@@ -56,6 +56,10 @@ KINDS = {"create": 6, "modify": 5, "append": 4, "delete": 2, "rename": 2, "renam
 # a newline, a tab, a backslash (issue 31).
 NAME_FORMS = ("f%d.txt",) * 4 + ('"q%d".txt', "new\nline %d.txt", "tab\t%d.txt",
                                  "back\\slash %d.txt")
+# Mercurial's: hg refuses to record a name with a newline (it is held back on its machine:
+# test_repository's real-hg test); in its place a name hg reads as a regular expression
+# unless the product makes it literal (the same number of forms: a seed draws as before).
+HG_NAME_FORMS = tuple("re:.*%d.txt" if "\n" in f else f for f in NAME_FORMS)
 # The last machine's folder is on a small file system ("fill" leaves it this many bytes
 # for a few operations): its pulls cannot be written meanwhile (issue 31).
 SMALL_DISK = 64 << 20
@@ -125,8 +129,8 @@ def committed(machine):
 class World:
     """The machines, what was ever written, and what is being done to them."""
 
-    def __init__(self, rng, machines, remote, cut=cut_off, join=reconnect):
-        self.rng, self.machines, self.remote = rng, machines, remote
+    def __init__(self, rng, machines, remote, cut=cut_off, join=reconnect, forms=NAME_FORMS):
+        self.rng, self.machines, self.remote, self.forms = rng, machines, remote, forms
         self.cut, self.join = cut, join  # take one machine off the remote, and back
         self.tokens = set()
         self.offline = {}  # machine name -> (url, operations left)
@@ -148,7 +152,7 @@ class World:
 
     def new_path(self):
         folder = self.rng.choice(["", "d0", "d1", "d2", "d1/e0", "d2/e1"])
-        return os.path.join(folder, self.rng.choice(NAME_FORMS) % self.rng.randrange(15))
+        return os.path.join(folder, self.rng.choice(self.forms) % self.rng.randrange(15))
 
     def fill(self):
         """The small machine's disk full (a file beside its folder), until FILLED_FOR
@@ -415,7 +419,8 @@ def test_three_mercurial_machines_random_operations_converge_and_lose_nothing(tm
         m.write_config()
     notify_hook(central, ms)
     world = World(random.Random(SEED), ms, central,
-                  cut=lambda m: m.cut_off(), join=lambda m, url: m.reconnect())
+                  cut=lambda m: m.cut_off(), join=lambda m, url: m.reconnect(),
+                  forms=HG_NAME_FORMS)
     try:
         for m in ms:
             m.start()

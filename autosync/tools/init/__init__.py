@@ -21,6 +21,8 @@ import argparse
 import logging
 import sys
 
+from autosync.core import cli
+from autosync.core.messages import escaped, printable
 from autosync.tools.init import checks, files, probe, repository, unit, words
 from autosync.tools.init.plan import Refused, Setup
 from autosync.tools.init.words import key_line  # noqa: F401  (the restricted key's line)
@@ -84,17 +86,16 @@ def run(plan):
 
 def main(argv):
     args = parser().parse_args(list(argv)[1:])  # argv[0] is "init"
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(name)s: %(levelname)s %(message)s", stream=sys.stderr)
+    cli.log_to_stderr(logging.DEBUG if args.verbose else logging.WARNING,
+                      "%(name)s: %(levelname)s %(message)s")
     try:
         return run(Setup.of(args))
     except Refused as e:
-        print("dvcs-autosync init: %s" % e, file=sys.stderr)
+        print(escaped("dvcs-autosync init: %s" % e), file=sys.stderr)
         return 1
     except (RuntimeError, OSError) as e:  # git's own lines (git.git), or the system's
-        print("dvcs-autosync init: %s" % (getattr(e, "strerror", None) and
-                                          "%s: %s" % (e.filename or "", e.strerror) or e),
-              file=sys.stderr)
+        print(escaped("dvcs-autosync init: %s" % (getattr(e, "strerror", None) and "%s: %s" % (
+            printable(e.filename or ""), e.strerror) or e)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("dvcs-autosync init: interrupted", file=sys.stderr)

@@ -9,6 +9,7 @@ import shutil
 from typing import Optional
 
 from autosync.core import config
+from autosync.core.messages import escaped
 from autosync.tools import progress
 
 
@@ -17,7 +18,7 @@ class Refused(Exception):
 
 
 def say(text):
-    print(text, flush=True)
+    print(escaped(text), flush=True)
 
 
 def local_path(remote):

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 
 from autosync.core.config import Config
-from autosync.core.messages import commit_message
+from autosync.core.messages import commit_message, printable
 from autosync.tools import progress
 from autosync.tools.init.plan import say
 from autosync.vcs import excludes, git, gitpull, thin
@@ -97,9 +97,9 @@ def join(plan):
     plan.progress.clear()
     for c in result["merged"] + result["beside"]:
         say("  %s is in both with other content: both kept, the other version as %s"
-            % (c["path"], c["copy"]))
+            % (printable(c["path"]), printable(c["copy"])))
     for path in result["kept"]:
-        say("  %s kept as it is here; the remote's version is in history" % path)
+        say("  %s kept as it is here; the remote's version is in history" % printable(path))
     if committed or result["merge"]:
         push(plan)
 

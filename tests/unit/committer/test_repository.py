@@ -648,3 +648,74 @@ def test_bytes_a_killed_write_moved_aside_are_kept_with_their_file_s_filter(repo
     assert open(kept).read() == "KEY=typed here\n"
     git("add", "-A", cwd=folder)
     assert git("cat-file", "blob", ":" + copy, cwd=folder) == b"ENC:KEY=typed here\n"
+
+
+# Names Mercurial reads as patterns when given raw (`hg help patterns`), and a name
+# every such pattern would match too.
+HG_PATTERN_NAMES = ["re:.*", "glob:*", "set:all()", "listfile:x", "path:y", "relglob:z",
+                    "rootfilesin:w", "*", "-rf", "d/re:q"]
+
+
+@pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")
+def test_mercurial_gets_every_name_literally_and_one_it_refuses_is_held_back_alone(
+        tmp_path, central, caplog):
+    """docs/examples/mercurial.autosync's commands on a real clone: each name reaches hg
+    as a path (add, rename, log, cat, files), and a name hg refuses (a newline, a
+    carriage return) is held back and said once while everything else is committed,
+    in a batch and in a rescan (hg addremove aborts on it)."""
+    from conftest import hg
+    from helpers import example_dvcs_section
+    from autosync.core import config as config_module
+    from autosync.tools.history import History
+    clone = tmp_path / "clone"
+    hg("clone", "-q", central, str(clone))
+    conf = tmp_path / "hg.autosync"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\n%s"
+                    % (clone, example_dvcs_section()))
+    conf.chmod(0o600)
+    cfg = config_module.load(str(conf))
+    reports = Reports()
+    r = Repository(cfg, reports)
+    (clone / "d").mkdir()
+    for name in HG_PATTERN_NAMES + ["untouched.txt"]:
+        (clone / name).write_text(name)
+    assert r.commit([{"action": "added", "path": n} for n in HG_PATTERN_NAMES])
+    assert sorted(hg("files", "-r", "tip", cwd=clone).splitlines()) == sorted(
+        HG_PATTERN_NAMES + ["README"])  # untouched.txt: matched by none
+    (clone / "glob:*").rename(clone / "set:moved")
+    assert r.commit([{"action": "moved", "path": "set:moved", "src": "glob:*"}])
+    assert "set:moved (glob:*)" in hg("log", "-r", "tip", "-T", "{file_copies}", cwd=clone)
+    history = History(cfg)
+    [version] = history.versions("re:.*")  # one commit touched it, not every commit
+    assert version.action == "added"
+    assert history.content(version.rev, "re:.*") == b"re:.*"
+    assert history.listing(version.rev, "set:all()") == {"set:all()": "100644"}
+
+    for name in ("new\nline", "carriage\rreturn"):
+        (clone / name).write_text("hg refuses this name")
+    (clone / "after.txt").write_text("x")
+    assert r.commit([{"action": "added", "path": n}
+                     for n in ("new\nline", "carriage\rreturn", "after.txt")])
+    assert "after.txt" in hg("files", "-r", "tip", cwd=clone)
+    assert reports.fields["held_back"] == ["carriage\rreturn", "new\nline"]
+    said = reports.named("failed")
+    assert len(said) == 1 and said[0][1] == {"retry": None, "quiet": False}
+    assert "Mercurial cannot record a name with a newline" in said[0][0][1]
+    assert '"new\\nline"' in said[0][0][1]
+    # A rescan (each start, each pull): hg addremove aborts on those names; the rest goes.
+    (clone / "later.txt").write_text("x")
+    (clone / "re:.*").unlink()
+    assert r.commit([], rescan=True)
+    files = hg("files", "-r", "tip", cwd=clone).splitlines()
+    assert "later.txt" in files and "untouched.txt" in files and "re:.*" not in files
+    assert reports.fields["held_back"] == ["carriage\rreturn", "new\nline"]
+    assert len([f for f in reports.named("failed") if not f[1]["quiet"]]) == 1  # said once
+    assert not [r for r in caplog.records if "cannot record" in r.getMessage()]  # (there)
+    # Renamed, it is synced, and nothing is held back any more.
+    (clone / "new\nline").rename(clone / "new line")
+    (clone / "carriage\rreturn").unlink()
+    assert r.commit([{"action": "moved", "path": "new line", "src": "new\nline"},
+                     {"action": "removed", "path": "carriage\rreturn"}])
+    assert "new line" in hg("files", "-r", "tip", cwd=clone).splitlines()
+    assert reports.fields["held_back"] == [] and r.commit_error is None
+    assert hg("status", cwd=clone) == ""

@@ -15,7 +15,7 @@ def test_why_names_the_path_and_gits_own_reason(tmp_path):
                           "fatal: adding files failed\n")
     assert why_not_staged(str(tmp_path), "x", error) == \
         "x (error: 'x' does not have a commit checked out)"
-    assert why_not_staged(str(tmp_path), "new\nline", error).startswith("'new\\nline' (")
+    assert why_not_staged(str(tmp_path), "new\nline", error).startswith('"new\\nline" (')
 
 
 def test_a_moved_folder_is_listed_file_by_file(tmp_path):

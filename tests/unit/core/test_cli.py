@@ -172,6 +172,25 @@ def test_verbose_logs_debug_and_the_journal_gets_no_timestamp():
     assert log_line(True, True) == ["autosync.x: DEBUG dbg", "autosync.x: INFO hello"]
 
 
+def test_a_log_line_acts_on_no_terminal():
+    """A name from another machine, quoted where it is put in (copies.told) or not (a
+    tool's words in an error), reaches the log with nothing a terminal acts on."""
+    code = ("from autosync.core import cli, copies; import logging; cli.setup_logging(False); "
+            "name = '\\033]0;owned\\007\\u009b2J\\udcff'; "
+            "copies.told({'path': name, 'copy': name + '.copy', 'host': 'b'}); "
+            "logging.getLogger('autosync.x').error('hg: %s: cannot add', name)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("JOURNAL_STREAM", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, check=True, timeout=60)
+    lines = proc.stderr.decode("utf-8").splitlines()
+    assert len(lines) == 2 and all(line.isprintable() for line in lines)
+    assert lines[0].endswith('conflict in "\\033]0;owned\\a\\302\\2332J\\377": kept the '
+                             'newer version, the other (from b) as '
+                             '"\\033]0;owned\\a\\302\\2332J\\377.copy"')
+    assert lines[1].endswith("ERROR hg: \\033]0;owned\\a\\302\\2332J\\377: cannot add")
+
+
 def test_trust_passes_no_socket_yet_and_our_own_daemon(tmp_path):
     path = str(tmp_path / "run" / "d.sock")
     cli.trust("autosync-example", path)  # no folder, no socket: nobody's yet

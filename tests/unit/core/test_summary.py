@@ -229,3 +229,19 @@ def test_a_failure_and_its_end_are_each_told_once():
     assert "works again" in m.title
     assert s.feed({"event": "recovered", "op": FAILED["op"]}, 30) == []  # nothing was told
     assert len(s.feed(FAILED, 40)) == 1  # failing again is news again
+
+
+HOSTILE = "\033]0;owned\007\u009b2J.txt"
+QUOTED = '"\\033]0;owned\\a\\302\\2332J.txt"'
+
+
+def test_names_and_other_machines_words_reach_no_notification_raw():
+    s = Summariser("verbose")
+    [changed] = s.feed(pulled(HOSTILE, host="lap\033[31mtop"), 0)
+    [conflict] = s.feed(dict(CONFLICT, path=HOSTILE, copy=HOSTILE), 1)
+    [failed] = s.feed({"event": "failed", "op": "pull", "error": "hg: %s: abort" % HOSTILE}, 2)
+    for m in (changed, conflict, failed):
+        assert m.title.isprintable() and all(line.isprintable() for line in m.body.split("\n"))
+    assert changed.body == QUOTED and changed.title == "1 file from lap\\033[31mtop"
+    assert conflict.title == "Conflict in " + QUOTED and QUOTED + " (from" in conflict.body
+    assert failed.body == "hg: \\033]0;owned\\a\\302\\2332J.txt: abort"

@@ -174,3 +174,13 @@ def test_a_long_step_is_said_in_the_tooltip_and_menu_while_it_runs(view):
                               "since %s" % traystate.clock(since)
     view.event({"event": "progress", "time": NOW, "progress": None})
     assert view.name() == "idle" and view.headline() == "Everything is synced"
+
+
+def test_another_machines_words_reach_the_tray_quoted(view):
+    hostile = "\033]0;owned\007\u009b2J"
+    view.history([Version("r1", NOW - 120, "t", "lap" + hostile, "moved from " + hostile)])
+    view.event({"event": "failed", "op": "commit", "error": "hg: %s: abort" % hostile})
+    shown = view.changes() + [view.headline()] + list(view.tooltip())
+    assert all(line.isprintable() for text in shown for line in text.split("\n"))
+    assert view.headline() == "Error: commit: hg: \\033]0;owned\\a\\302\\2332J: abort"
+    assert view.changes()[0].endswith("moved from \\033]0;owned\\a\\302\\2332J")

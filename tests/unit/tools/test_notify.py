@@ -158,6 +158,52 @@ def test_status_text_says_how_to_undo_a_mass_delete():
     assert "mass delete" not in notify.status_text(dict(STATUS, mass_delete=None))
 
 
+# A name pushed from another machine that a terminal would act on: it sets the window's
+# title, switches to red, moves the cursor up (C1 CSI), and holds a byte that is not UTF-8.
+HOSTILE = "\033]0;owned\007\033[31mred\x7f\u009b1A\udcff.txt"
+QUOTED = '"\\033]0;owned\\a\\033[31mred\\177\\302\\2331A\\377.txt"'
+
+
+def acted_on(text):
+    """The characters of `text` a terminal would act on (a newline ends a line only)."""
+    return [ch for ch in text if ch != "\n" and not ch.isprintable()]
+
+
+def test_status_text_quotes_each_name_as_git_does():
+    text = notify.status_text(dict(STATUS, conflicts=[HOSTILE], writing=[HOSTILE],
+                                   held_back=[HOSTILE], nested_repositories=[HOSTILE]))
+    assert acted_on(text) == []
+    named = {l.split(":", 1)[0]: l.split(":", 1)[1].split()[0] for l in text.splitlines()
+             if l.startswith(("conflict:", "writing:", "held back:", "nested repository:"))}
+    assert named == {"conflict": QUOTED, "writing": QUOTED, "held back": QUOTED,
+                     "nested repository": QUOTED}
+
+
+def test_every_status_line_goes_through_the_quoting():
+    """Whatever field another machine's words reach (an error with a name in it, a
+    commit message, a host), no line of `status` carries what a terminal acts on."""
+    def poisoned(value):
+        if isinstance(value, str):
+            return value + HOSTILE
+        if isinstance(value, list):
+            return [poisoned(v) for v in value] or [HOSTILE]
+        if isinstance(value, dict):
+            return {k: poisoned(v) for k, v in value.items()}
+        return value
+    status = poisoned(dict(STATUS, link="down", syncmethod="xmpp", writing=[],
+                           failing={"push": "push: refused", "link": "down"},
+                           watch={"problem": "no watch"},
+                           mass_delete={"count": 1, "total": 2, "time": 1700000000,
+                                        "restore": "dvcs-autosync restore ."},
+                           progress={"doing": "writing", "files": 3, "done": 1,
+                                     "since": 1700000000}))
+    text = notify.status_text(status)
+    assert acted_on(text) == []
+    shown = {l.split(":", 1)[0] for l in text.splitlines() if "\\033]0;owned" in l}
+    assert {"folder", "conflict", "writing", "held back", "nested repository", "mass delete",
+            "last error", "last commit", "last push", "also", "link", "watches"} <= shown
+
+
 # --- main(): requests, output and exit status -----------------------------------------
 
 def test_status_prints_the_text_and_exits_0(daemon, capsys):

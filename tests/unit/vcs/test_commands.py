@@ -492,9 +492,13 @@ def test_hg_commit_message_and_paths_go_on_stdin(fake, work):
     Template("commitcmd", f"{hg} commit -q -m %s").run("added: a b\nc", cwd=work)
     assert take() == ([b"commit", b"-q", b"-l", b"-"], b"added: a b\nc")
     assert Template("addcmd", f"{hg} add -q -- %s").run_many(["a b", "-x", "c\nd"], cwd=work) == []
-    assert take() == ([b"add", b"-q", b"--", b"listfile0:/dev/stdin"], b"a b\0-x\0c\nd\0")
+    assert take() == ([b"add", b"-q", b"--", b"listfile0:/dev/stdin"],
+                      b"path:a b\0path:-x\0path:c\nd\0")
     Template("restorecmd", f"{hg} cat -r %s -- %s").run("abc123", "secret f", cwd=work)
-    assert take() == ([b"cat", b"-r", b"abc123", b"--", b"listfile0:/dev/stdin"], b"secret f\0")
+    assert take() == ([b"cat", b"-r", b"abc123", b"--", b"listfile0:/dev/stdin"],
+                      b"path:secret f\0")
+    Template("movecmd", f"{hg} rename -q --after -- %s %s").run("re:a", "./b", cwd=work)
+    assert take() == ([b"rename", b"-q", b"--after", b"--", b"./re:a", b"./b"], b"")
 
 
 def test_real_git_commit_and_amend_read_the_message_from_stdin(repo, monkeypatch):
