@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 
+from autosync.core.messages import escaped
 from autosync.vcs import sizes
 from autosync.vcs.commands import environment, why
 from autosync.vcs.git_environment import PLAIN
@@ -32,7 +33,9 @@ class Progress:
         self.percent = None
 
     def show(self, text):
-        """`text` as the line's new state (on a terminal)."""
+        """`text` as the line's new state (on a terminal). A remote's words in it (git's
+        progress lines) act on nothing: escaped as messages.printable writes names."""
+        text = escaped(text).replace("\n", " ")
         if not self.on or text == self.shown:
             return
         width = max(20, shutil.get_terminal_size().columns - 1)

@@ -60,14 +60,13 @@ def test_two_mercurial_clones_stay_in_sync(tmp_path, central):
         in_sync(central, a, b, "the restored photo to reach b")
         assert b.files()["photo.jpg"] == photo
 
-        # A name hg refuses is held back and said; a name hg would read as a pattern
-        # made after it is committed as itself, and reaches b.
+        # A name hg refuses is held back and said; a name hg would read as a pattern,
+        # made with it, is committed as itself and reaches b.
         write(a, "new\nline", b"hg refuses this name\n")
-        wait_until(lambda: a.status().get("held_back") == ["new\nline"], 40, 0.1,
-                   "a to hold back the name hg refuses")
         write(a, "glob:*", b"a file, not a pattern\n")
         wait_until(lambda: b.files().get("glob:*") == b"a file, not a pattern\n"
-                   and a.status().get("state") == "idle", 40, 0.1, "glob:* to reach b")
+                   and a.status().get("held_back") == ["new\nline"], 40, 0.1,
+                   "glob:* to reach b, and a to hold back the name hg refuses")
         assert "new\nline" not in b.files()
         assert sorted(hg("files", "-r", "tip", cwd=central).split()) == [
             "README", "glob:*", "lists/todo.txt", "photo.jpg"]

@@ -119,6 +119,12 @@ def test_a_count_is_shown_again_only_when_its_percent_changes():
     assert out.getvalue().count(ERASE) == 102
 
 
+def test_a_remotes_words_on_the_progress_line_act_on_no_terminal():
+    out = Terminal()
+    progress.Progress(out).show("Cloning: remote: \033]0;owned\007\u009b2J done\nnext")
+    assert out.getvalue() == ERASE + "Cloning: remote: \\033]0;owned\\a\\302\\2332J done next"
+
+
 def test_nothing_is_written_where_there_is_no_terminal():
     out = io.StringIO()
     shown = progress.Progress(out)
