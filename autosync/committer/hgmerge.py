@@ -53,7 +53,7 @@ import time
 
 from autosync.vcs.commands import HG_LIST, why
 from autosync.core.copies import keep_both
-from autosync.vcs.guarded import EXECUTABLE, LINK, Expect, Writer
+from autosync.fs.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.core.messages import host_of, merge_message
 
 log = logging.getLogger("autosync.hgmerge")

@@ -28,7 +28,7 @@ import subprocess
 from autosync.vcs import git
 from autosync.vcs.commands import FILTERED, environment, filtered_request
 from autosync.vcs.git_environment import PLAIN
-from autosync.vcs.guarded import Expect, Refused, Writer
+from autosync.fs.guarded import Expect, Refused, Writer
 
 TARGETS = ("FETCH_HEAD", "@{upstream}")
 CHUNK = 1 << 16
