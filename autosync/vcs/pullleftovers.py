@@ -26,7 +26,8 @@ import stat
 import subprocess
 
 from autosync.vcs import git
-from autosync.vcs.commands import FILTERED, environment, filtered_request
+from autosync.vcs.catfile import FILTERED, filtered_request
+from autosync.vcs.commands import environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.fs.guarded import Expect, Refused, Writer
 
