@@ -21,7 +21,8 @@ def cut_off(tmp_path, monkeypatch):
     os.chmod(journal, 0o700)
     folder = os.path.join(top, "synced", "d")
     os.makedirs(folder)
-    temp, path = os.path.join(folder, ".autosync-write.%d.1~" % DEAD), os.path.join(folder, "a.txt")
+    temp = os.path.join(folder, ".autosync-write.%d.1~" % DEAD)
+    path = os.path.join(folder, "a.txt")
     with open(temp, "wb") as f:
         f.write(b"pulled\n")
     with open(path, "wb") as f:
