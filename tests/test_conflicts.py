@@ -9,7 +9,7 @@ import time
 import pytest
 
 from autosync.core import copies
-from autosync.vcs import guarded
+from autosync.fs import guarded
 from autosync.tools import conflicts as settle
 from autosync.tools.history import HistoryError
 from conftest import git, tree

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from autosync.vcs import guarded
-from autosync.vcs.guarded import Expect, Refused, Writer, blob_id
+from autosync.fs import guarded
+from autosync.fs.guarded import Expect, Refused, Writer, blob_id
 
 
 def oid(data):
@@ -200,7 +200,7 @@ def test_holds_looks_without_writing(root, tmp_path_factory):
 
 CUT_OFF = r"""
 import os, sys
-from autosync.vcs import guarded
+from autosync.fs import guarded
 root, edit = sys.argv[1], sys.argv[2] == "edit"
 writer = guarded.Writer(root)
 def inject(rel):  # the user saves by rename after the check: their bytes are at the path
@@ -326,7 +326,7 @@ def test_a_running_suite_keeps_what_a_killed_restore_moved_aside(machines, remot
 
 AS_USER = r"""
 import os, sys
-from autosync.vcs import guarded
+from autosync.fs import guarded
 root = sys.argv[1]
 old = b"committed\n"
 expect = guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40))

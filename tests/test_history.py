@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autosync.vcs import guarded
+from autosync.fs import guarded
 from autosync.tools import history
 from autosync.core.protocol import Server
 from conftest import git, tree, wait_until

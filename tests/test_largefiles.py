@@ -13,6 +13,7 @@ import time
 import pytest
 
 from autosync.core import config
+from autosync.tools import expire as expire_command
 from autosync.vcs import largefiles
 from conftest import git, wait_until
 from helpers import annex, annex_bytes, annexed_pair, save_versions
@@ -269,14 +270,14 @@ def test_expire_keeps_current_versions_and_what_only_this_machine_has(tmp_path):
     drops, kept = planned(a)
     assert v3 not in drops and v3 not in kept
     out = io.StringIO()
-    assert largefiles.expire(Cfg(a.path), "1m", True, out, now=time.time() + LATER) == 0, \
+    assert expire_command.expire(Cfg(a.path), "1m", True, out, now=time.time() + LATER) == 0, \
         out.getvalue()
     assert out.getvalue().splitlines()[-1] == "dropped 1 versions (300.0 kB on origin, " \
                                               "300.0 kB here)"
     assert v1 not in largefiles.local_keys(remote.path) and v1 not in a.held()
     assert v2 in a.held() and v3 in a.held() and v3 in largefiles.local_keys(remote.path)
     out = io.StringIO()
-    largefiles.expire(Cfg(a.path), "1m", True, out, now=time.time() + LATER)
+    expire_command.expire(Cfg(a.path), "1m", True, out, now=time.time() + LATER)
     assert out.getvalue().splitlines()[-1].startswith("nothing to expire: ")
 
 
@@ -362,12 +363,12 @@ def test_expire_takes_its_age_from_largefileskeep(tmp_path):
     a.save(os.urandom(SIZE))
     a.sync()
     out = io.StringIO()
-    largefiles.expire(Cfg(a.path, "1h"), None, False, out, now=time.time() + LATER)
+    expire_command.expire(Cfg(a.path, "1h"), None, False, out, now=time.time() + LATER)
     assert out.getvalue().splitlines()[0].startswith("would drop from origin and here: "
                                                      "video.bin as it was until ")
     assert v1 in out.getvalue()
     with pytest.raises(largefiles.ExpireError) as e:
-        largefiles.expire(Cfg(a.path), None, False, io.StringIO())
+        expire_command.expire(Cfg(a.path), None, False, io.StringIO())
     assert str(e.value) == "no age: give --older-than AGE, or set largefileskeep in [autosync]"
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autosync.vcs import guarded
+from autosync.fs import guarded
 from autosync.watcher.watcher import Watcher
 from conftest import git, wait_until
 from helpers import watches_of

@@ -54,7 +54,7 @@ import time
 from autosync.core import cli
 from autosync.vcs.commands import HG_LIST, why
 from autosync.core.copies import keep_both
-from autosync.vcs.guarded import EXECUTABLE, LINK, Expect, Writer
+from autosync.fs.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.core.messages import escaped, host_of, merge_message, printable
 
 log = logging.getLogger("autosync.hgmerge")

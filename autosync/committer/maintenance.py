@@ -118,15 +118,36 @@ class Upkeep:
         return True
 
     def expire(self):
-        """largefileskeep: expire's drops, each line logged -> an error's line, or None."""
-        said = _Lines()
+        """largefileskeep: the drops of `dvcs-autosync expire --yes`, each line logged ->
+        an error's line, or None."""
+        said = []  # (level, line): what it dropped; what it keeps, hourly, only in the debug log
         try:
-            largefiles.expire(self.committer.cfg, self.keep, True, out=said, gitenv=self.gitenv)
+            found = largefiles.expiring(self.committer.cfg, self.keep, gitenv=self.gitenv)
+            remote = found.remote
+            for version, size, where in found.drops:
+                said.append((logging.INFO, "dropping from %s: %s" % (
+                    largefiles.placed(where, remote), largefiles.describe(version, size))))
+            for version, why in found.kept:
+                said.append((logging.DEBUG, "keeping: %s: %s" % (
+                    largefiles.describe(version, largefiles.key_size(version.key)), why)))
+            if not found.drops:
+                said.append((logging.DEBUG, "nothing to expire: no annexed version replaced "
+                             "more than %s ago is on %s or here and got by every machine"
+                             % (found.age, remote)))
+            failed = []
+            for version, size, place, why in largefiles.dropping(found, gitenv=self.gitenv):
+                failed.append(version)
+                said.append((logging.WARNING, "not dropped from %s: %s: %s" % (
+                    largefiles.placed((place,), remote), largefiles.describe(version, size),
+                    why or "git-annex refused")))
+            if found.drops:
+                done = [d for d in found.drops if d[0] not in failed]
+                said.append((logging.INFO, "dropped %d versions (%s)%s" % (
+                    len(done), largefiles.freed(done, remote) or "nothing freed",
+                    "; %d refused by git-annex (above)" % len(set(failed)) if failed else "")))
         except (OSError, largefiles.ExpireError) as e:
             return "expire (largefileskeep = %s): %s" % (self.keep, e)
-        for line in said.lines:  # what it dropped; what it keeps, hourly, only in the debug log
-            level = logging.DEBUG if line.startswith(("nothing to expire", "keeping")) else \
-                logging.WARNING if line.startswith("not dropped") else logging.INFO
+        for level, line in said:
             log.log(level, "expire (largefileskeep = %s): %s", self.keep, line)
         return None
 
@@ -160,13 +181,3 @@ class Upkeep:
                                      "error": error})
         if self.measure_sizes:
             self.measure()  # what the upkeep freed
-
-
-class _Lines:
-    """A file for expire's report, kept as lines."""
-
-    def __init__(self):
-        self.lines = []
-
-    def write(self, text):
-        self.lines.extend(text.splitlines())

@@ -14,8 +14,9 @@ import time
 import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.vcs import copyrules, excludes, git, gitmerge, gitnotes, gitpull, guarded, \
-    largefiles, pullleftovers, recovery
+from autosync.fs import guarded
+from autosync.vcs import copyrules, excludes, git, gitmerge, gitnotes, gitpull, largefiles, \
+    pullleftovers, recovery
 from autosync.vcs.git_environment import GitEnvironment
 from autosync.ssh import connection as sshremote
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template

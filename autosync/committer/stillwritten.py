@@ -2,7 +2,7 @@
 
 Every commit the committer makes (a batch, the rescan at start, after a pull, on
 resume, a sync) leaves out a file that is still open for writing
-(core/stillopen.py asks the kernel): a half-written file would become a version on
+(fs/stillopen.py asks the kernel): a half-written file would become a version on
 every machine. Such a file is kept here and committed once it is closed: the
 watcher's IN_CLOSE_WRITE sends it then; should that event be missed (the file was
 opened before the watcher ran, events were lost), the committer looks at the
@@ -16,12 +16,16 @@ An empty one gets none while open (a lock file may stay open, empty, for hours).
 The times are counted from when the committer first found the file open: at or
 after its first write, so a file closed within FIRST_VERSION of its first write
 gets exactly one version, the whole one.
+
+Whether a file is open is asked only of fs/stillopen.py (the folder's floor, a fact of
+the kernel now); what is here is the committer's policy over that answer (versions while
+open, the looks again, the status' `writing`), so it stays the committer's own.
 """
 import logging
 import os
 import time
 
-from autosync.core import stillopen
+from autosync.fs import stillopen
 from autosync.core.messages import printable
 from autosync.core.retry import Backoff
 

@@ -28,7 +28,7 @@ from autosync.core import ini
 from autosync.core.ini import ConfigError
 from autosync.core.paths import NotPrivate, find_marker, socket_for
 
-# The `largefileskeep` key (vcs/largefiles.py's expire and upkeep keep to it).
+# The `largefileskeep` key (vcs/largefiles.py's expiring(), as the upkeep runs it, keeps to it).
 AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w|y)", re.I)
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
 AGE_EXPECTED = "an age such as 30d, 12w, 1y (s, m, h, d, w, y)"

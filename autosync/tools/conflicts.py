@@ -16,7 +16,8 @@ import os
 import sys
 
 from autosync.core import cli
-from autosync.vcs import git, gitmerge, guarded
+from autosync.fs import guarded
+from autosync.vcs import git, gitmerge
 from autosync.core.copies import find_copies
 from autosync.tools.history import (History, HistoryError, ask_daemon, commit_first, note_first,
                                     relative)

@@ -17,7 +17,8 @@ import sys
 import time
 
 from autosync.core import cli
-from autosync.vcs import commands, git, gitnotes, guarded, largefiles, thin
+from autosync.fs import guarded
+from autosync.vcs import commands, git, gitnotes, largefiles, thin
 from autosync.core.ignore import Ignore
 from autosync.core.messages import TEXT_MAX, action_of, escaped, printable, text_of
 from autosync.tools.progress import Progress

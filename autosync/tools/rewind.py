@@ -17,7 +17,7 @@ import shutil
 import stat
 import tempfile
 
-from autosync.vcs import guarded
+from autosync.fs import guarded
 from autosync.core.paths import METADATA
 
 MODES = ("100644", "100755", "120000")

@@ -47,6 +47,7 @@ from collections import namedtuple
 
 from autosync.core.problems import REFUSED_BY_KEY
 from autosync.vcs import daemon_identity
+from autosync.vcs.catfile import FILTERED, filtered_request
 from autosync.vcs.git_environment import PLAIN
 
 log = logging.getLogger("autosync.commands")
@@ -397,21 +398,6 @@ def _below(path):
                 keep += record + b"\0"
         return rc, keep, err
     return post
-
-
-# A blob as checked out at a path (its smudge filters): the object and the path on stdin
-# (read as %(rest)), never on the command line; git 2.39 gives the unfiltered size in
-# --batch's header, so the output is the header (the path again) and the content and a
-# newline, and the header is cut instead (filtered_request).
-FILTERED = ["git", "cat-file", "--batch=%(rest)", "--filters", "-z"]
-
-
-def filtered_request(oid, path):
-    """(FILTERED's standard input, the header its output begins with) for the object
-    `oid` (bytes or str) as checked out at `path`."""
-    oid = oid.encode() if isinstance(oid, str) else oid
-    return (oid + b" " + os.fsencode(path) + b"\0",
-            os.fsencode(path).lstrip(b" \t\n\v\f\r") + b"\n")
 
 
 def _filtered(path):

@@ -19,7 +19,8 @@ import tempfile
 
 from autosync.core.copies import copy_name, keep_both
 from autosync.vcs import copyrules
-from autosync.vcs.commands import FILTERED, environment, filtered_request, why
+from autosync.vcs.catfile import FILTERED, filtered_request
+from autosync.vcs.commands import environment, why
 from autosync.vcs.git import git
 from autosync.vcs.git_environment import PLAIN
 from autosync.core.messages import host_of
@@ -139,7 +140,7 @@ def write_blob(folder, rel, mode, blob, gitenv=PLAIN):
 def filtered(folder, rel, blob, out, gitenv=PLAIN):
     """Write blob into the file `out` through the filters of rel's attributes, streamed
     (an annexed version may be gigabytes). The name goes on stdin, never on the command
-    line (commands.FILTERED, as restorecmd's cat-file reads it); the content follows the
+    line (catfile.FILTERED, as restorecmd's cat-file reads it); the content follows the
     header and ends with one newline."""
     request, header = filtered_request(blob, rel)
     with tempfile.TemporaryFile() as errors:

@@ -62,7 +62,7 @@ from autosync.core.copies import copy_name, keep_both
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
-from autosync.vcs.guarded import Expect, Refused, Writer
+from autosync.fs.guarded import Expect, Refused, Writer
 from autosync.core.messages import host_of, merge_message, printable
 
 log = logging.getLogger("autosync.gitpull")

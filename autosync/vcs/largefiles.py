@@ -14,21 +14,20 @@ versions that no current file uses and that git-annex verifies the remote holds
 (Trimmer), then pushes the git-annex branch if it holds news (what this machine
 got and dropped): a machine keeps about one copy of each big file.
 
-expire() (the command `dvcs-autosync expire [--older-than AGE]`, tools/expire.py; AGE
-defaults to the `largefileskeep` key, which the committer's upkeep also applies at each
-run with expire()) lets versions older than the rule go for good, from the remote and
-here. It first says, version by version, what it drops and what it keeps and why; only
-with `--yes` does it drop. The rule is plan()'s docstring: never a file's current version on any
-branch here or on the remote, never one another machine has got neither of nor
-a later version of the same file (location logs), never the only copy of one
-that never left this machine.
+`dvcs-autosync expire [--older-than AGE]` (tools/expire.py, the command and what it says;
+AGE defaults to the `largefileskeep` key, which the committer's upkeep also applies at
+each run) lets versions older than the rule go for good, from the remote and here:
+expiring() finds them (plan()), dropping() drops them; describe() names a version for
+the command and the upkeep's log. The rule is plan()'s docstring: never a file's current
+version on any branch here or on the remote, never one another machine has got neither
+of nor a later version of the same file (location logs), never the only copy of one that
+never left this machine.
 """
 import collections
 import hashlib
 import os
 import re
 import subprocess
-import sys
 import time
 
 from autosync.core import cli
@@ -492,9 +491,14 @@ class _NoProgress:
         pass
 
 
-def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None, gitenv=PLAIN):
-    """The versions the rule lets go, said on `out` line by line, then dropped with `yes`.
-    progress: what it is doing meanwhile (tools/progress.Progress on a terminal)."""
+Expiry = collections.namedtuple("Expiry", "folder remote age drops kept")
+
+
+def expiring(cfg, age_text, now=None, progress=None, gitenv=PLAIN):
+    """What expire would drop now: the checks (ExpireError, one line), the remote's
+    branches and git-annex's logs fetched, then plan() -> Expiry (age: the age as given,
+    or the largefileskeep key's). progress: what it is doing meanwhile
+    (tools/progress.Progress on a terminal)."""
     progress = progress or _NoProgress()
     folder = cfg.path
     if age_text is None:
@@ -524,35 +528,24 @@ def expire(cfg, age_text, yes, out=sys.stdout, now=None, progress=None, gitenv=P
     progress.show("Reading the history of the annexed files...")
     drops, kept = plan(folder, remote, remote_uuid, age, now, gitenv=gitenv)
     progress.clear()
-    verb = "dropping" if yes else "would drop"
-    for version, size, where in drops:
-        out.write("%s from %s: %s\n" % (verb, placed(where, remote), describe(version, size)))
-    for version, why in kept:
-        out.write("keeping: %s: %s\n" % (describe(version, key_size(version.key)), why))
-    if not drops:
-        out.write("nothing to expire: no annexed version replaced more than %s ago is on %s "
-                  "or here and got by every machine\n" % (age_text, remote))
-        return 0
-    if not yes:
-        out.write("would free %s (%d versions); nothing dropped: run again with --yes to drop "
-                  "exactly these\n" % (freed(drops, remote), len(drops)))
-        return 0
-    failed, total, freeing = [], sum(size or 0 for _, size, _ in drops), 0
+    return Expiry(folder, remote, age_text, drops, kept)
+
+
+def dropping(expiry, progress=None, gitenv=PLAIN):
+    """Drop an Expiry's drops, from each place that holds them, how far shown on
+    progress; yields (version, size, place, what git-annex said) for each drop refused."""
+    progress = progress or _NoProgress()
+    drops = expiry.drops
+    total, freeing = sum(size or 0 for _, size, _ in drops), 0
     for count, (version, size, where) in enumerate(drops):
         progress.files("Dropping", count, len(drops), freeing, total, unit="versions")
         freeing += size or 0
         for p in where:  # --force: it may be the last copy, which the rule lets go
-            ok, said = drop(folder, version.key, remote if p == "remote" else None, force=True,
+            ok, said = drop(expiry.folder, version.key,
+                            expiry.remote if p == "remote" else None, force=True,
                             gitenv=gitenv)
             if not ok:
-                failed.append(version)
                 progress.clear()
-                out.write("not dropped from %s: %s: %s\n" % (
-                    placed((p,), remote), describe(version, size), said or "git-annex refused"))
+                yield version, size, p, said
     progress.files("Dropping", len(drops), len(drops), freeing, total, unit="versions")
     progress.clear()
-    done = [d for d in drops if d[0] not in failed]
-    out.write("dropped %d versions (%s)%s\n" % (
-        len(done), freed(done, remote) or "nothing freed",
-        "; %d refused by git-annex (above)" % len(set(failed)) if failed else ""))
-    return 1 if failed else 0

@@ -26,9 +26,10 @@ import stat
 import subprocess
 
 from autosync.vcs import git
-from autosync.vcs.commands import FILTERED, environment, filtered_request
+from autosync.vcs.catfile import FILTERED, filtered_request
+from autosync.vcs.commands import environment
 from autosync.vcs.git_environment import PLAIN
-from autosync.vcs.guarded import Expect, Refused, Writer
+from autosync.fs.guarded import Expect, Refused, Writer
 
 TARGETS = ("FETCH_HEAD", "@{upstream}")
 CHUNK = 1 << 16

@@ -1,12 +1,14 @@
 """The package's shape: one folder per program, over the engine, over the base; who may
 import whom.
 
-Three floors, and imports only go down (or stay on the floor's own room):
+Four floors, and imports only go down (or stay on the floor's own room):
   programs: supervisor.py and one folder per program (watcher, committer, xmpp, ssh,
             desktop, tools)
-  vcs/:     the DVCS engine (git run, pulled, merged, noted; every write into the folder)
+  vcs/:     the DVCS engine (git run, pulled, merged, noted)
+  fs/:      the folder itself (every write into it, every check of a file still open),
+            no version control
   core/:    the base (config, paths, the socket, retry, commit messages, ...)
-A program's folder imports only vcs/, core/ and itself. The exceptions, each for a
+A program's folder imports only vcs/, fs/, core/ and itself. The exceptions, each for a
 reason, are in ALLOWED; anything else fails here, with the import that crossed.
 No module cycle either, counting the imports made inside functions.
 """
@@ -18,7 +20,7 @@ import autosync
 
 ROOT = os.path.dirname(autosync.__file__)
 PROGRAMS = {"watcher", "committer", "xmpp", "ssh", "desktop", "tools", "supervisor"}
-FLOORS = {"core": 0, "vcs": 1}  # every program: 2
+FLOORS = {"core": 0, "fs": 1, "vcs": 2}  # every program: 3 (above them all)
 ALLOWED = {
     # the tray shows the recent changes at start: the log reader of `dvcs-autosync log`
     ("desktop", "tools"),
@@ -49,14 +51,14 @@ def modules():
 
 
 def room(rel):
-    """core, vcs, a program's folder, or the top-level module's own name (supervisor,
+    """core, fs, vcs, a program's folder, or the top-level module's own name (supervisor,
     __init__)."""
     first = rel.split(os.sep)[0]
     return first[:-3] if first.endswith(".py") else first
 
 
 def floor(room_):
-    return FLOORS.get(room_, 2)
+    return FLOORS.get(room_, len(FLOORS))
 
 
 def imported(path):
@@ -145,14 +147,18 @@ def cycles(edges):
 
 def test_the_package_is_the_base_the_engine_and_one_folder_per_program():
     rooms = {room(rel) for rel, _ in modules()}
-    assert rooms == PROGRAMS | {"core", "vcs", "__init__"}
+    assert rooms == PROGRAMS | {"core", "fs", "vcs", "__init__"}
 
 
 def test_the_base_imports_nothing_outside_core():
     assert [c for c in crossings() if c[0] == "core"] == []
 
 
-def test_the_engine_imports_only_the_base():
+def test_the_folder_floor_imports_only_the_base():
+    assert [c for c in crossings() if c[0] == "fs"] == []
+
+
+def test_the_engine_imports_only_the_folder_floor_and_the_base():
     assert [c for c in crossings() if c[0] == "vcs"] == []
 
 
@@ -190,16 +196,21 @@ def test_one_class_per_name():
 
 def test_the_check_sees_a_crossing(tmp_path, monkeypatch):
     # the check itself: a watcher module that imports the committer, an engine module
-    # that imports a program, and a base module that imports the engine are caught
+    # that imports a program, a folder-floor module that imports the engine and a base
+    # module that imports the folder floor are caught; the engine's import of the folder
+    # floor is not
     fake = tmp_path / "autosync"
-    for folder in ("watcher", "vcs", "core"):
+    for folder in ("watcher", "vcs", "fs", "core"):
         (fake / folder).mkdir(parents=True)
     (fake / "watcher" / "x.py").write_text("from autosync.committer import repository\n")
-    (fake / "vcs" / "y.py").write_text("def f():\n    from autosync.tools import history\n")
-    (fake / "core" / "z.py").write_text("import autosync.vcs.git\n")
+    (fake / "vcs" / "y.py").write_text("def f():\n    from autosync.tools import history\n"
+                                       "from autosync.fs import guarded\n")
+    (fake / "fs" / "w.py").write_text("from autosync.vcs.git import git\n")
+    (fake / "core" / "z.py").write_text("import autosync.fs.guarded\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(fake))
     assert sorted(crossings()) == [
-        ("core", "vcs", os.path.join("core", "z.py"), "vcs.git"),
+        ("core", "fs", os.path.join("core", "z.py"), "fs.guarded"),
+        ("fs", "vcs", os.path.join("fs", "w.py"), "vcs.git.git"),
         ("vcs", "tools", os.path.join("vcs", "y.py"), "tools.history"),
         ("watcher", "committer", os.path.join("watcher", "x.py"), "committer.repository")]
 

@@ -1,4 +1,4 @@
-"""Files held open for writing (core/stillopen.py), and the committer's files left out of
+"""Files held open for writing (fs/stillopen.py), and the committer's files left out of
 its commits until they are closed (committer/stillwritten.py)."""
 import os
 
@@ -6,7 +6,7 @@ import pytest
 
 from autosync.committer import stillwritten
 from autosync.committer.stillwritten import FIRST_VERSION, StillWritten
-from autosync.core import stillopen
+from autosync.fs import stillopen
 from fakes import Reports
 from helpers import Writer
 

@@ -2,7 +2,7 @@
 import os
 from types import SimpleNamespace
 
-from autosync.vcs import guarded
+from autosync.fs import guarded
 from autosync.core.ignore import Ignore
 from autosync.tools.rewind import EXECUTABLE, LINK, Rewind, same
 

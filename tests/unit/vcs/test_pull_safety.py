@@ -340,7 +340,7 @@ def test_a_journal_folder_others_can_write_is_not_followed(tmp_path, state, capl
 
 KILLED = r"""
 import os, signal, sys
-from autosync.vcs import guarded
+from autosync.fs import guarded
 root, rel, expect = sys.argv[1], sys.argv[2], sys.argv[3]
 writer = guarded.Writer(root)
 def source(fd):  # a 300 MB version; the writer is killed 8 MB into it

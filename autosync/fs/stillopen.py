@@ -20,7 +20,7 @@ import os
 import signal
 import stat
 
-F_SETLEASE, F_SETSIG = 1024, 10  # <linux/fcntl.h> (as vcs/guarded.py)
+F_SETLEASE, F_SETSIG = 1024, 10  # <linux/fcntl.h> (as fs/guarded.py)
 WRITING = (os.O_WRONLY, os.O_RDWR)
 
 

@@ -23,7 +23,7 @@ Between the swap and the swap back, the user's bytes live under the temporary
 name. So that a crash there loses nothing, each swap or remove is first written down
 in a journal of its own (`$XDG_STATE_HOME/autosync/writing/PID.N`: the
 temporary path and the path, NUL-separated) and the entry removed after;
-`recovery.leftover_writes` finds the entries of processes that died and keeps
+`leftovers.leftover_writes` finds the entries of processes that died and keeps
 what their temporary files hold.
 
 Folders are entered one at a time with O_NOFOLLOW, never through a symbolic
