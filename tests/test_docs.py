@@ -10,7 +10,9 @@ argparse parsers, caught as docs/generate.py catches them for the man pages.
 * docs/commands.md has a section for every program, and for every subcommand of
   dvcs-autosync, whose text names each of its options, the choices its arguments take
   and its positional arguments;
-* a section that a page names (`docs/PAGE.md`, "Title" or README, "Title") is there.
+* a section that a page names (`docs/PAGE.md`, "Title" or README, "Title") is there, and
+  so is each page and section the code names (docs/PAGE.md, "Title" in a comment or a
+  docstring of autosync/, tests/benchmarks/JOURNAL.md's sections too).
 """
 import argparse
 import glob
@@ -229,3 +231,45 @@ def test_every_section_named_by_a_page_is_there():
     broken = broken_references(docs)
     assert broken and all(b.endswith("docs/behaviour.md, Conflict copies") for b in broken)
     assert "docs/original.md: docs/behaviour.md, Conflict copies" in broken
+
+
+# --- a page or section named by the code is there ---------------------------------------
+
+def code():
+    """{path: text} of every module of autosync/, comment lines joined as one text."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True)):
+        path = os.path.relpath(path, ROOT)
+        found[path] = re.sub(r"\s*\n\s*(#\s?)?", " ", read(path))
+    return found
+
+
+def broken_code_references(sources, docs):
+    """Each docs/PAGE.md (or tests/benchmarks/JOURNAL.md) the code names that is not
+    there, and each such page followed by "Section" that has no section starting with
+    that title."""
+    broken = []
+    for path, text in sources.items():
+        for m in re.finditer(r'(?<![\w/.-])((?:docs|tests/benchmarks)/[\w.-]+\.md)(,? "([^"]+)")?',
+                             text):
+            target, title = m.group(1), m.group(3)
+            if target not in docs:
+                broken.append("%s: %s" % (path, target))
+            elif title and not any(h.startswith(title) for h in headings(target, docs[target])):
+                broken.append("%s: %s, %s" % (path, target, title))
+    return broken
+
+
+def test_every_page_and_section_named_by_the_code_is_there():
+    docs = documentation()
+    docs["tests/benchmarks/JOURNAL.md"] = read("tests/benchmarks/JOURNAL.md")
+    sources = code()
+    assert broken_code_references(sources, docs) == []
+    assert any('docs/protocol.md, "Status"' in text for text in sources.values())
+    docs["docs/protocol.md"] = docs["docs/protocol.md"].replace("\n### Status", "\n### State")
+    assert broken_code_references(sources, docs) == ["autosync/committer/status.py: "
+                                                     "docs/protocol.md, Status"]
+    del docs["docs/service.md"]
+    assert "autosync/tools/history.py: docs/beyond-git.md" not in broken_code_references(
+        sources, docs)
+    assert any(b.endswith(": docs/service.md") for b in broken_code_references(sources, docs))
