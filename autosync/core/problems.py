@@ -15,7 +15,7 @@ FIX = {
               "dvcs-autosync, run dvcs-autosync init REMOTE NEWFOLDER --force (with --config "
               "FILE if it runs on one) and start it again; syncing resumes by itself once "
               "the folder is back",
-    "paused": "autosync-notify resume",
+    "paused": "dvcs-autosync resume",
     "commit": "see the error (git's own hint is in it); tried again by itself",
     "merge": "see the error; tried again by itself",
     "watch": "see the error; folders without a watch are rescanned meanwhile",
