@@ -226,11 +226,11 @@ def broken_references(docs):
 def test_every_section_named_by_a_page_is_there():
     docs = documentation()
     assert broken_references(docs) == []
-    docs["docs/behaviour.md"] = docs["docs/behaviour.md"].replace(
+    docs["docs/conflicts.md"] = docs["docs/conflicts.md"].replace(
         "\n## Conflict copies\n", "\n## Copies of conflicts\n")
     broken = broken_references(docs)
-    assert broken and all(b.endswith("docs/behaviour.md, Conflict copies") for b in broken)
-    assert "docs/original.md: docs/behaviour.md, Conflict copies" in broken
+    assert broken and all(b.endswith("docs/conflicts.md, Conflict copies") for b in broken)
+    assert "docs/original.md: docs/conflicts.md, Conflict copies" in broken
 
 
 # --- a page or section named by the code is there ---------------------------------------
@@ -246,10 +246,13 @@ def code():
 
 def broken_code_references(sources, docs):
     """Each docs/PAGE.md (or tests/benchmarks/JOURNAL.md) the code names that is not
-    there, and each such page followed by "Section" that has no section starting with
-    that title."""
+    there, each such page followed by "Section" that has no section starting with
+    that title, and each (README, Section) whose section is not in the README."""
     broken = []
     for path, text in sources.items():
+        for m in re.finditer(r'(?<![\w/.-])README, "?([A-Z][^)"]*)"?\)', text):
+            if not any(h.startswith(m.group(1)) for h in headings("README", docs["README"])):
+                broken.append("%s: README, %s" % (path, m.group(1)))
         for m in re.finditer(r'(?<![\w/.-])((?:docs|tests/benchmarks)/[\w.-]+\.md)(,? "([^"]+)")?',
                              text):
             target, title = m.group(1), m.group(3)
@@ -269,7 +272,51 @@ def test_every_page_and_section_named_by_the_code_is_there():
     docs["docs/protocol.md"] = docs["docs/protocol.md"].replace("\n### Status", "\n### State")
     assert broken_code_references(sources, docs) == ["autosync/committer/status.py: "
                                                      "docs/protocol.md, Status"]
+    readme = docs["README"]
+    docs["README"] = readme.replace("\nInstall\n-------\n", "\nGetting it\n----------\n")
+    assert any(b.endswith(": README, Install") for b in broken_code_references(sources, docs))
+    docs["README"] = readme
     del docs["docs/service.md"]
     assert "autosync/tools/history.py: docs/beyond-git.md" not in broken_code_references(
         sources, docs)
     assert any(b.endswith(": docs/service.md") for b in broken_code_references(sources, docs))
+
+
+# --- one page per topic ----------------------------------------------------------------
+
+# Pages for developers: the others are a user's, and name no test.
+DEVELOPERS = ("docs/internals.md", "docs/benchmark.md")
+TEST_FILE = re.compile(r"tests/[\w/]*test_\w+\.py")
+
+
+def pages_naming_tests(docs):
+    return sorted(path for path, text in docs.items()
+                  if path.startswith("docs/") and path not in DEVELOPERS
+                  and TEST_FILE.search(text))
+
+
+def test_the_test_lists_are_in_internals_not_in_a_user_s_page():
+    docs = documentation()
+    assert TEST_FILE.search(docs["docs/internals.md"])
+    assert pages_naming_tests(docs) == []
+    docs["docs/ssh.md"] += "\nTest: `tests/e2e/test_sync.py`.\n"
+    assert pages_naming_tests(docs) == ["docs/ssh.md"]
+
+
+def test_the_set_up_and_the_conflicts_each_have_one_page():
+    """The README gives the set-up's commands and points to docs/ssh.md and docs/xmpp.md,
+    which hold the steps; docs/behaviour.md points to docs/conflicts.md for the copies."""
+    docs = documentation()
+    readme = docs["README"]
+    assert "docs/ssh.md" in readme and "docs/xmpp.md" in readme
+    assert "## Setting it up" in docs["docs/ssh.md"] and "## Setting it up" in docs["docs/xmpp.md"]
+    for step in ("`~/Sync` may be missing, empty", "(start from `.autosync-example`)"):
+        assert [path for path, text in docs.items() if step in re.sub(r"\s+", " ", text)] \
+            == ["docs/ssh.md" if "Sync" in step else "docs/xmpp.md"], step
+    behaviour = [title for title, _ in sections(docs["docs/behaviour.md"])]
+    conflicts = [title for title, _ in sections(docs["docs/conflicts.md"])]
+    assert "Conflict copies" in conflicts and "Pulls that never overwrite your writes" in conflicts
+    assert not set(behaviour) & set(conflicts)
+    # the README's first screen: what it is, then the two commands
+    first = readme[:readme.index("tests/run.sh")]
+    assert "dvcs-autosync watches a folder" in first and "tests/demo.sh" in first

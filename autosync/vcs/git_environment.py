@@ -5,7 +5,7 @@ these through git's GIT_CONFIG_COUNT/KEY/VALUE environment variables, which
 git reads after the system, global and repository files: they override all
 three, and `-c` on a command line still overrides them. Anything not listed
 stays the user's: identity, signing, hooks, credential helpers, filters
-(lfs, annex, gcrypt), remotes. The README lists these with the same reasons.
+(lfs, annex, gcrypt), remotes. docs/behaviour.md lists these with the same reasons.
 """
 import dataclasses
 import os
