@@ -320,3 +320,44 @@ def test_the_set_up_and_the_conflicts_each_have_one_page():
     # the README's first screen: what it is, then the two commands
     first = readme[:readme.index("tests/run.sh")]
     assert "dvcs-autosync watches a folder" in first and "tests/demo.sh" in first
+
+
+# --- the module map: a row for every module, a module for every row ---------------------
+
+def module_map(text):
+    """The module names of docs/internals.md's tables under "Rooms" (`core/cli.py`; a
+    package's folder `tools/init/`), and the folders its headings name."""
+    rooms = text[text.index("\n## Rooms"):]
+    rooms = rooms[:rooms.index("\n## ", 1)]
+    rows = re.findall(r"^\| `([^`]+)` \|", rooms, re.M)
+    folders = re.findall(r"^### `autosync/([^`]*)`", rooms, re.M)
+    return rows, folders
+
+
+def map_mismatches(rows, folders, modules):
+    """What the map and the tree disagree on: a module without a row (a package's
+    __init__ and __main__ are its folder's), a row or a folder without a module."""
+    def covered(module):
+        return module in rows or any(r.endswith("/") and module.startswith(r) for r in rows)
+    missing = ["no row: %s" % m for m in modules if not covered(m)
+               and os.path.basename(m) not in ("__init__.py", "__main__.py")]
+    gone = ["no module: %s" % r for r in rows if not any(
+        m == r or (r.endswith("/") and m.startswith(r)) for m in modules)]
+    gone += ["no folder: autosync/%s" % f for f in folders if f and not any(
+        m.startswith(f) for m in modules)]
+    return missing + gone
+
+
+def test_the_module_map_has_a_row_for_every_module_and_a_module_for_every_row():
+    base = os.path.join(ROOT, "autosync")
+    modules = sorted(os.path.relpath(p, base) for p in glob.glob(
+        os.path.join(base, "**", "*.py"), recursive=True))
+    rows, folders = module_map(read("docs/internals.md"))
+    assert len(rows) > 60 and "core/cli.py" in rows and "core/" in folders
+    assert map_mismatches(rows, folders, modules) == []
+    assert map_mismatches([r for r in rows if r != "core/cli.py"], folders, modules) == [
+        "no row: core/cli.py"]
+    assert map_mismatches(rows + ["core/gone.py"], folders, modules) == [
+        "no module: core/gone.py"]
+    assert map_mismatches(rows, folders, [m for m in modules if not m.startswith(
+        "tools/init/")]) == ["no module: tools/init/"]
