@@ -80,8 +80,8 @@ def annex_through_git_ssh(folder):
     """Whether git-annex may reach the remote through git's ssh (GIT_ANNEX_USE_GIT_SSH=1,
     the committer's GitEnvironment `annex_git_ssh`), which the daemon points at its held
     connection: git-annex's own ssh logs in again for every push and pull (it stops its
-    cached connection when the command ends), 0.4-1 s each over ssh here
-    (tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
+    cached connection when the command ends), a login's time each (the figures:
+    tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
     ssh options of their own (remote.NAME.annex-ssh-options), which git-annex ignores
     with git's ssh. A remote on another ssh server takes git's ssh too: the held
     connection's control socket is per destination (ssh/connection.py, control_pattern),
