@@ -245,17 +245,20 @@ def code():
 
 
 def broken_code_references(sources, docs):
-    """Each docs/PAGE.md (or tests/benchmarks/JOURNAL.md) the code names that is not
-    there, each such page followed by "Section" that has no section starting with
-    that title, and each (README, Section) whose section is not in the README."""
+    """Each page the code names (docs/PAGE.md, tests/benchmarks/JOURNAL.md: any PATH.md
+    of the checkout) that is not there, each such page followed by "Section" that has
+    no section starting with that title, and each (README, Section) whose section is
+    not in the README. docs: {path: text}, read from the checkout where a path is not
+    in it."""
     broken = []
     for path, text in sources.items():
         for m in re.finditer(r'(?<![\w/.-])README, "?([A-Z][^)"]*)"?\)', text):
             if not any(h.startswith(m.group(1)) for h in headings("README", docs["README"])):
                 broken.append("%s: README, %s" % (path, m.group(1)))
-        for m in re.finditer(r'(?<![\w/.-])((?:docs|tests/benchmarks)/[\w.-]+\.md)(,? "([^"]+)")?',
-                             text):
+        for m in re.finditer(r'(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.md)(,? "([^"]+)")?', text):
             target, title = m.group(1), m.group(3)
+            if target not in docs and os.path.isfile(os.path.join(ROOT, target)):
+                docs[target] = read(target)
             if target not in docs:
                 broken.append("%s: %s" % (path, target))
             elif title and not any(h.startswith(title) for h in headings(target, docs[target])):
@@ -265,7 +268,6 @@ def broken_code_references(sources, docs):
 
 def test_every_page_and_section_named_by_the_code_is_there():
     docs = documentation()
-    docs["tests/benchmarks/JOURNAL.md"] = read("tests/benchmarks/JOURNAL.md")
     sources = code()
     assert broken_code_references(sources, docs) == []
     assert any('docs/protocol.md, "Status"' in text for text in sources.values())
@@ -276,10 +278,13 @@ def test_every_page_and_section_named_by_the_code_is_there():
     docs["README"] = readme.replace("\nInstall\n-------\n", "\nGetting it\n----------\n")
     assert any(b.endswith(": README, Install") for b in broken_code_references(sources, docs))
     docs["README"] = readme
-    del docs["docs/service.md"]
-    assert "autosync/tools/history.py: docs/beyond-git.md" not in broken_code_references(
-        sources, docs)
-    assert any(b.endswith(": docs/service.md") for b in broken_code_references(sources, docs))
+    docs["docs/protocol.md"] = read("docs/protocol.md")
+    named = {"autosync/x.py": '# (docs/gone.md; tests/benchmarks/JOURNAL.md, "No such one") '
+                              '(docs/service.md, "Installing")'}
+    assert broken_code_references(named, docs) == [
+        "autosync/x.py: docs/gone.md",
+        "autosync/x.py: tests/benchmarks/JOURNAL.md, No such one",
+        "autosync/x.py: docs/service.md, Installing"]
 
 
 # --- one page per topic ----------------------------------------------------------------
