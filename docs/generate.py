@@ -30,6 +30,10 @@ from autosync import __version__  # noqa: E402
 from autosync.core import config  # noqa: E402
 
 SOURCE = "dvcs-autosync " + __version__
+# What `pause` takes (autosync/core/pause.py's parse_duration reads each), offered after it.
+DURATIONS = ("30m", "1h", "2h", "1d")
+# A message that takes a value of its own: the values completed after it.
+AFTER = {"pause": DURATIONS}
 # The programs' modules, by their name in pyproject.toml's [project.scripts].
 DESCRIBED_ELSEWHERE = {"autosync-remote"}  # no parser: see remote_page()
 
@@ -56,10 +60,15 @@ def caught(call):
     raise RuntimeError("%r parsed no command line" % call)
 
 
+def project():
+    """pyproject.toml's [project] table."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]
+
+
 def scripts():
     """{program: "module:function"} as pyproject.toml installs them."""
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        return tomllib.load(f)["project"]["scripts"]
+    return project()["scripts"]
 
 
 def entry(target):
@@ -95,6 +104,12 @@ def programs():
         main = entry("autosync.%s:main" % module)
         commands.append((word, subparser(caught(lambda: main([word])), word)))
     return found, commands
+
+
+def delegated(word, parser):
+    """Whether `dvcs-autosync WORD` is autosync-notify's (status, pause, sync, ...): its
+    parser is autosync-notify's whole one, the message being WORD itself."""
+    return not parser.prog.endswith(" " + word)
 
 
 # --- roff ------------------------------------------------------------------------------
@@ -172,12 +187,16 @@ def usage(parser):
 
 
 def what(parser, name):
-    """A parser's description for NAME: without the "PROGRAM: " a module docstring starts
-    with, and without its full stop."""
+    """A parser's description for NAME: without the "PROGRAM: " (or "PROGRAM [ARGS]: ") a
+    module docstring starts with, and without its full stop. dvcs-autosync's is the
+    package's own (pyproject.toml's description): its docstring is for developers."""
+    if name == "dvcs-autosync":
+        text = project()["description"]
+        return (text[:1].lower() + text[1:]).rstrip(".")
     text = parser.description or name
-    if text.startswith(name + ": "):
-        text = text[len(name) + 2:]
-    return text.rstrip(".")
+    if text.startswith(name + " ") or text.startswith(name + ":"):
+        text = text.partition(": ")[2] or text
+    return text.split("\n")[0].rstrip(".")
 
 
 def synopsis(lines):
@@ -207,9 +226,12 @@ def options(parser):
 def program_page(name, parser, commands=()):
     out = header(name, "1", "the program's argparse parser")
     out += [".SH NAME", "%s \\- %s" % (roff(name), roff(what(parser, name)))]
-    out += synopsis([usage(parser)] + [usage(sub) if word != "status" else
-                                       "dvcs-autosync status [autosync-notify's options]"
-                                       for word, sub in commands])
+    # autosync-notify's messages (status, pause, ...) in one line: their parser is its own.
+    notify = [word for word, sub in commands if delegated(word, sub)]
+    lines = [usage(sub) for word, sub in commands if not delegated(word, sub)]
+    if notify:
+        lines.append("dvcs-autosync {%s} [ARG] [autosync-notify's options]" % ",".join(notify))
+    out += synopsis([usage(parser)] + lines)
     out += [".SH DESCRIPTION", ".PP", roff(parser.description or name)]
     if parser.epilog:
         out += [".PP", roff(parser.epilog)]
@@ -316,10 +338,14 @@ def function_name(name, prefix="_autosync_"):
     return prefix + re.sub(r"\W", "_", name)
 
 
-def completion_function(name, parser, positional=True, commands=()):
+def completion_function(name, parser, positional=True, commands=(), after=None):
+    """`after`: {word: the values completed after it} (a message's own value)."""
     flags, takes, choices = words(parser)
     choices = (choices if positional else []) + list(commands)
     out = ["%s() {" % function_name(name), "    local cur=$1 prev=$2", "    case $prev in"]
+    for word, values in (after or {}).items():
+        out.append("        %s) [[ $cur == -* ]] || { COMPREPLY=($(compgen -W %s -- \"$cur\"));"
+                   " return; } ;;" % (word, shlex.quote(" ".join(values))))
     for option, values in takes.items():
         if values:
             out.append("        %s) COMPREPLY=($(compgen -W %s -- \"$cur\")); return ;;"
@@ -342,11 +368,15 @@ def completion():
     words_ = [word for word, _ in commands]
     for name, parser in found:
         out += completion_function(name, parser, commands=words_ if name == "dvcs-autosync"
-                                   else ()) + [""]
+                                   else (), after=AFTER if name == "autosync-notify"
+                                   else None) + [""]
     for word, parser in commands:
-        # `dvcs-autosync status` is autosync-notify's parser, its message already given.
-        out += completion_function("dvcs-autosync " + word, parser,
-                                   positional=word != "status") + [""]
+        # `dvcs-autosync status` (pause, sync, ...) is autosync-notify's parser, its
+        # message already given: only the message's own value follows (pause's duration).
+        own = not delegated(word, parser)
+        out += completion_function("dvcs-autosync " + word, parser, positional=own,
+                                   after=None if own else {
+                                       w: v for w, v in AFTER.items() if w == word}) + [""]
     out += ["# The word after the program (or after dvcs-autosync's subcommand) names the",
             "# function; for dvcs-autosync, the first word that is a subcommand.",
             "_autosync_complete() {",
@@ -392,8 +422,9 @@ def zsh_values(action):
     return "_files" if FILE_LIKE.search("%s %s" % (action.metavar, action.dest)) else " "
 
 
-def zsh_specs(parser, positional=True):
-    """_arguments' specs, each shell-quoted, for every option string and argument."""
+def zsh_specs(parser, positional=True, after=None):
+    """_arguments' specs, each shell-quoted, for every option string and argument;
+    `after`: {message: the values its argument takes} (pause's duration)."""
     formatter = parser._get_formatter()
     specs = []
     for action in parser._actions:
@@ -415,16 +446,25 @@ def zsh_specs(parser, positional=True):
         elif positional:
             name = zsh_words(action.metavar or action.dest)
             many = {"*": "*", "+": "*", "?": ":"}.get(action.nargs, "")
-            specs.append("%s:%s:%s" % (many, name, zsh_values(action)))
+            values = zsh_values(action)
+            if after and many == "*" and not action.choices:  # the message's value
+                values = "{%s else %s; fi}" % (" ".join(
+                    "if [[ $words[CURRENT-1] == %s ]]; then compadd -- %s;" % (
+                        word, " ".join(shlex.quote(v) for v in vals))
+                    for word, vals in after.items()), values.strip() or ":")
+            specs.append("%s:%s:%s" % (many, name, values))
     return [shlex.quote(s) for s in specs]
 
 
-def zsh_function(name, parser, positional=True, commands=()):
+def zsh_function(name, parser, positional=True, commands=(), after=None, value=None):
     """A function completing one program (or `dvcs-autosync WORD`) with _arguments;
     with `commands`, the first word may also be one of them, and once one is on the
-    line its own function takes over from it."""
+    line its own function takes over from it. `after`: as zsh_specs; `value`: the values
+    of the one argument of an autosync-notify message given as `dvcs-autosync WORD`."""
     out = ["%s() {" % function_name(name, "_autosync_zsh_")]
-    specs = zsh_specs(parser, positional)
+    specs = zsh_specs(parser, positional, after)
+    if value:
+        specs.append(shlex.quote("::duration:(%s)" % " ".join(value)))
     if commands:
         out += ["    local i",
                 "    for (( i = 2; i < CURRENT; i++ )); do",
@@ -457,12 +497,15 @@ def zsh_completion():
            "# the programs' own argparse parsers: do not edit.", ""]
     for name, parser in found:
         out += zsh_function(name, parser, commands=commands if name == "dvcs-autosync"
-                            else ()) + [""]
+                            else (), after=AFTER if name == "autosync-notify"
+                            else None) + [""]
     for word, parser in commands:
         # `dvcs-autosync status` (pause, sync, ...) is autosync-notify's parser, its
-        # message already given: its arguments are not those of the word.
+        # message already given: its arguments are not those of the word, but the
+        # message's own value (pause's duration) follows.
         out += zsh_function("dvcs-autosync " + word, parser,
-                            positional=parser.prog.endswith(" " + word)) + [""]
+                            positional=not delegated(word, parser),
+                            value=AFTER.get(word) if delegated(word, parser) else None) + [""]
     out += ["# The program being completed names the function (zsh's $service).",
             "_autosync_zsh_${service//[^a-zA-Z0-9]/_} \"$@\""]
     return "\n".join(out) + "\n"

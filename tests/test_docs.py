@@ -10,7 +10,9 @@ argparse parsers, caught as docs/generate.py catches them for the man pages.
 * docs/commands.md has a section for every program, and for every subcommand of
   dvcs-autosync, whose text names each of its options, the choices its arguments take
   and its positional arguments;
-* a section that a page names (`docs/PAGE.md`, "Title" or README, "Title") is there.
+* a section that a page names (`docs/PAGE.md`, "Title" or README, "Title") is there, and
+  so is each page and section the code names (docs/PAGE.md, "Title" in a comment or a
+  docstring of autosync/, tests/benchmarks/JOURNAL.md's sections too).
 """
 import argparse
 import glob
@@ -224,8 +226,143 @@ def broken_references(docs):
 def test_every_section_named_by_a_page_is_there():
     docs = documentation()
     assert broken_references(docs) == []
-    docs["docs/behaviour.md"] = docs["docs/behaviour.md"].replace(
+    docs["docs/conflicts.md"] = docs["docs/conflicts.md"].replace(
         "\n## Conflict copies\n", "\n## Copies of conflicts\n")
     broken = broken_references(docs)
-    assert broken and all(b.endswith("docs/behaviour.md, Conflict copies") for b in broken)
-    assert "docs/original.md: docs/behaviour.md, Conflict copies" in broken
+    assert broken and all(b.endswith("docs/conflicts.md, Conflict copies") for b in broken)
+    assert "docs/original.md: docs/conflicts.md, Conflict copies" in broken
+
+
+# --- a page or section named by the code is there ---------------------------------------
+
+def code():
+    """{path: text} of every module of autosync/, comment lines joined as one text."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True)):
+        path = os.path.relpath(path, ROOT)
+        found[path] = re.sub(r"\s*\n\s*(#\s?)?", " ", read(path))
+    return found
+
+
+def broken_code_references(sources, docs):
+    """Each page the code names (docs/PAGE.md, tests/benchmarks/JOURNAL.md: any PATH.md
+    of the checkout) that is not there, each such page followed by "Section" that has
+    no section starting with that title, and each (README, Section) whose section is
+    not in the README. docs: {path: text}, read from the checkout where a path is not
+    in it."""
+    broken = []
+    for path, text in sources.items():
+        for m in re.finditer(r'(?<![\w/.-])README, "?([A-Z][^)"]*)"?\)', text):
+            if not any(h.startswith(m.group(1)) for h in headings("README", docs["README"])):
+                broken.append("%s: README, %s" % (path, m.group(1)))
+        for m in re.finditer(r'(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.md)(,? "([^"]+)")?', text):
+            target, title = m.group(1), m.group(3)
+            if target not in docs and os.path.isfile(os.path.join(ROOT, target)):
+                docs[target] = read(target)
+            if target not in docs:
+                broken.append("%s: %s" % (path, target))
+            elif title and not any(h.startswith(title) for h in headings(target, docs[target])):
+                broken.append("%s: %s, %s" % (path, target, title))
+    return broken
+
+
+def test_every_page_and_section_named_by_the_code_is_there():
+    docs = documentation()
+    sources = code()
+    assert broken_code_references(sources, docs) == []
+    assert any('docs/protocol.md, "Status"' in text for text in sources.values())
+    docs["docs/protocol.md"] = docs["docs/protocol.md"].replace("\n### Status", "\n### State")
+    assert broken_code_references(sources, docs) == ["autosync/committer/status.py: "
+                                                     "docs/protocol.md, Status"]
+    readme = docs["README"]
+    docs["README"] = readme.replace("\nInstall\n-------\n", "\nGetting it\n----------\n")
+    assert any(b.endswith(": README, Install") for b in broken_code_references(sources, docs))
+    docs["README"] = readme
+    docs["docs/protocol.md"] = read("docs/protocol.md")
+    named = {"autosync/x.py": '# (docs/gone.md; tests/benchmarks/JOURNAL.md, "No such one") '
+                              '(docs/service.md, "Installing")'}
+    assert broken_code_references(named, docs) == [
+        "autosync/x.py: docs/gone.md",
+        "autosync/x.py: tests/benchmarks/JOURNAL.md, No such one",
+        "autosync/x.py: docs/service.md, Installing"]
+
+
+# --- one page per topic ----------------------------------------------------------------
+
+# Pages for developers: the others are a user's, and name no test.
+DEVELOPERS = ("docs/internals.md", "docs/benchmark.md")
+TEST_FILE = re.compile(r"tests/[\w/]*test_\w+\.py")
+
+
+def pages_naming_tests(docs):
+    return sorted(path for path, text in docs.items()
+                  if path.startswith("docs/") and path not in DEVELOPERS
+                  and TEST_FILE.search(text))
+
+
+def test_the_test_lists_are_in_internals_not_in_a_user_s_page():
+    docs = documentation()
+    assert TEST_FILE.search(docs["docs/internals.md"])
+    assert pages_naming_tests(docs) == []
+    docs["docs/ssh.md"] += "\nTest: `tests/e2e/test_sync.py`.\n"
+    assert pages_naming_tests(docs) == ["docs/ssh.md"]
+
+
+def test_the_set_up_and_the_conflicts_each_have_one_page():
+    """The README gives the set-up's commands and points to docs/ssh.md and docs/xmpp.md,
+    which hold the steps; docs/behaviour.md points to docs/conflicts.md for the copies."""
+    docs = documentation()
+    readme = docs["README"]
+    assert "docs/ssh.md" in readme and "docs/xmpp.md" in readme
+    assert "## Setting it up" in docs["docs/ssh.md"] and "## Setting it up" in docs["docs/xmpp.md"]
+    for step in ("`~/Sync` may be missing, empty", "(start from `.autosync-example`)"):
+        assert [path for path, text in docs.items() if step in re.sub(r"\s+", " ", text)] \
+            == ["docs/ssh.md" if "Sync" in step else "docs/xmpp.md"], step
+    behaviour = [title for title, _ in sections(docs["docs/behaviour.md"])]
+    conflicts = [title for title, _ in sections(docs["docs/conflicts.md"])]
+    assert "Conflict copies" in conflicts and "Pulls that never overwrite your writes" in conflicts
+    assert not set(behaviour) & set(conflicts)
+    # the README's first screen: what it is, then the two commands
+    first = readme[:readme.index("tests/run.sh")]
+    assert "dvcs-autosync watches a folder" in first and "tests/demo.sh" in first
+
+
+# --- the module map: a row for every module, a module for every row ---------------------
+
+def module_map(text):
+    """The module names of docs/internals.md's tables under "Rooms" (`core/cli.py`; a
+    package's folder `tools/init/`), and the folders its headings name."""
+    rooms = text[text.index("\n## Rooms"):]
+    rooms = rooms[:rooms.index("\n## ", 1)]
+    rows = re.findall(r"^\| `([^`]+)` \|", rooms, re.M)
+    folders = re.findall(r"^### `autosync/([^`]*)`", rooms, re.M)
+    return rows, folders
+
+
+def map_mismatches(rows, folders, modules):
+    """What the map and the tree disagree on: a module without a row (a package's
+    __init__ and __main__ are its folder's), a row or a folder without a module."""
+    def covered(module):
+        return module in rows or any(r.endswith("/") and module.startswith(r) for r in rows)
+    missing = ["no row: %s" % m for m in modules if not covered(m)
+               and os.path.basename(m) not in ("__init__.py", "__main__.py")]
+    gone = ["no module: %s" % r for r in rows if not any(
+        m == r or (r.endswith("/") and m.startswith(r)) for m in modules)]
+    gone += ["no folder: autosync/%s" % f for f in folders if f and not any(
+        m.startswith(f) for m in modules)]
+    return missing + gone
+
+
+def test_the_module_map_has_a_row_for_every_module_and_a_module_for_every_row():
+    base = os.path.join(ROOT, "autosync")
+    modules = sorted(os.path.relpath(p, base) for p in glob.glob(
+        os.path.join(base, "**", "*.py"), recursive=True))
+    rows, folders = module_map(read("docs/internals.md"))
+    assert len(rows) > 60 and "core/cli.py" in rows and "core/" in folders
+    assert map_mismatches(rows, folders, modules) == []
+    assert map_mismatches([r for r in rows if r != "core/cli.py"], folders, modules) == [
+        "no row: core/cli.py"]
+    assert map_mismatches(rows + ["core/gone.py"], folders, modules) == [
+        "no module: core/gone.py"]
+    assert map_mismatches(rows, folders, [m for m in modules if not m.startswith(
+        "tools/init/")]) == ["no module: tools/init/"]

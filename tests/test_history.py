@@ -63,7 +63,7 @@ def test_a_config_file_named_log_is_still_a_config(tmp_path):
     ({"ok": False, "committed": False, "pushed": False,
       "error": "commit: left out of the commit, the rest is committed: big.iso (too large)"}, False),
     ({"ok": False, "error": "syncing is paused since 2026-12-04 18:00:00: nothing is committed, "
-                            "pushed or pulled until autosync-notify resume"}, False),
+                            "pushed or pulled until dvcs-autosync resume"}, False),
 ])
 def test_restore_goes_on_only_once_the_daemon_committed_the_folder(tmp_path, reply, goes_on):
     """The daemon's replies to `sync` (committer/committer.py's wording), from a socket server."""

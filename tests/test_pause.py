@@ -78,7 +78,7 @@ def test_pause_outlives_a_restart_and_another_machines_push_is_pulled_on_resume(
     a, b = machines("a", "b")
     before = head(a)
     out = a.notify("pause").stdout
-    assert out.startswith("paused since ") and out.strip().endswith("until resumed")
+    assert out.startswith("paused %s: since " % a.path) and out.strip().endswith("until resumed")
     status = a.status()
     assert status["state"] == "paused" and status["paused"]["until"] is None
     assert "paused:      since" in a.notify("status").stdout
@@ -88,7 +88,7 @@ def test_pause_outlives_a_restart_and_another_machines_push_is_pulled_on_resume(
     wait_until(lambda: b.settled(remote), 30, what="b to push")
     a.notify("pushed")  # as the post-receive hook or the XMPP listener would say
     refused = a.notify("sync", check=False)
-    assert refused.returncode == 1 and "autosync-notify resume" in refused.stderr
+    assert refused.returncode == 1 and "dvcs-autosync resume" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     time.sleep(1.5)  # several readfrequencies: nothing may happen
     assert head(a) == before and a.read("there.txt") is None
@@ -184,7 +184,7 @@ def test_a_pause_given_while_the_start_pulls_holds_back_everything_after_the_pul
     assert pause.poll() is None  # not answered while the pull runs
     open(released, "w").close()
     os.close(writer)  # the pull goes on, and ends
-    assert pause.communicate(timeout=60)[0].startswith("paused since ")
+    assert pause.communicate(timeout=60)[0].startswith("paused %s: since " % a.path)
     status = a.status()
     assert status["state"] == "paused" and status["paused"]
     assert git("--git-dir", remote.path, "rev-parse", "main") == pushed

@@ -397,7 +397,8 @@ def test_pause_typed_in_home_pauses_the_default_config_s_daemon(machines, remote
     os.symlink(a.config, str(private_home / ".autosync"))  # the default config
     before = git("--git-dir", remote.path, "rev-parse", "main")
     paused = run_module("supervisor", "pause", cwd=str(private_home))
-    assert paused.returncode == 0 and paused.stdout.startswith("paused since "), paused.stderr
+    assert paused.returncode == 0 and paused.stdout.startswith(
+        "paused %s: since " % a.path), paused.stderr
     assert a.status()["paused"]
     with open(os.path.join(a.path, "while-paused.txt"), "w") as f:
         f.write("not yet\n")

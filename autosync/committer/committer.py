@@ -381,7 +381,7 @@ class Committer:
                      "and pull every 300 s, add pullinterval = 300 to [autosync]",
                      self.cfg.file)
         if self.pausing.active():
-            log.info("paused since %s: nothing is synced until autosync-notify resume",
+            log.info("paused since %s: nothing is synced until dvcs-autosync resume",
                      cli.show_time(self.pausing.paused.since))
         else:
             # Pulled first, as on resume, whenever this machine pulls at all: an edit made

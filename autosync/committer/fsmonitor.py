@@ -38,12 +38,10 @@ from autosync.vcs.commands import Template, environment
 log = logging.getLogger("autosync.fsmonitor")
 
 HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fsmonitor_hook.py")
-# fsmonitor = auto: on from this many files in the index. Measured (tests/benchmarks/JOURNAL.md):
-# one change's add + commit at 10,000 files 25 -> 39 ms (the hook's start-up, 8-10 ms
-# a run, costs more than the lstat()s saved), at 50,000 114 -> 100 ms, at 100,000
-# 212 -> 115 ms, at 300,000 496 -> 314 ms; end to end at 100,000 the commit on A is
-# about 35 ms faster, the other machine's pull about 25 ms slower (its index update
-# runs the hook): no gain in the time until the change is there, below this.
+# fsmonitor = auto: on from this many files in the index. Below it the hook's start-up
+# costs more than the lstat()s it saves, and end to end the other machine's pull (its
+# index update runs the hook) loses what the commit gains (the figures:
+# tests/benchmarks/JOURNAL.md, "git's fsmonitor answered by the product").
 AUTO_FROM = 100_000
 # Paths remembered (the state file is written whole at every batch); beyond, older
 # tokens answer "/": git looks at every file once, which is only slower.

@@ -28,9 +28,8 @@ Every hg run costs about a quarter of a CPU second (Python starting hg), so hg
 is asked about all the conflicting files at once: per side one `files`, one
 `cat` (into a scratch folder in .hg) and one `log`, then one `add` and one
 `resolve -m`; a rename or a deletion adds one `status` and one `files` on
-the side without the path. 14 hg runs a merge, whatever the number of files
-(before: 19 for one file and 8 more for each other one); 3 a pull that is
-only an update, 1 a pull that brought nothing (before: 5 and 2). File names
+the side without the path. 14 hg runs a merge, whatever the number of files;
+3 a pull that is only an update, 1 a pull that brought nothing. File names
 reach hg only as `path:` patterns on stdin or in a file in the scratch
 folder, never on its command line.
 

@@ -19,6 +19,7 @@ class Pausing:
     def __init__(self, cfg, cond, status):
         self.cond, self.status = cond, status
         self.paused = Pause(state_file(cfg.path))
+        self.folder = cfg.path  # named in the answer to a pause
         self.resuming = False  # the pause was lifted: the worker catches up ("pull": pull too)
         self.replan = False  # a pause began: the worker's wait must end at its end
         # The commit, pull or push the worker runs now (Committer.working), or None. Each
@@ -53,7 +54,7 @@ class Pausing:
         log.info("paused %s", "until %s" % cli.show_time(fields["until"])
                  if fields["until"] else "until resumed")
         self.status.event("paused", **fields)
-        return {"ok": True, "paused": fields}
+        return {"ok": True, "paused": fields, "path": self.folder}
 
     def resume_request(self, message):
         return {"ok": True, "resumed": self.lift()}
@@ -75,7 +76,7 @@ class Pausing:
     def refused(self):
         """The sync request's answer while paused."""
         return {"ok": False, "error": "syncing is paused since %s: nothing is committed, "
-                                      "pushed or pulled until autosync-notify resume"
+                                      "pushed or pulled until dvcs-autosync resume"
                                       % cli.show_time(self.paused.since)}
 
     def owe_pull(self):

@@ -350,7 +350,7 @@ def _folder_given(folder):
         shlex.quote(folder), default)
     return ("%s: a folder, where a config file is expected; to sync it, write the config "
             "file: %s, then run `dvcs-autosync` (to have changes pulled at once rather than "
-            "every %g s, add [xmpp] with username and password: README, Set up); or set it "
+            "every %g s, add [xmpp] with username and password: docs/xmpp.md); or set it "
             "all up with `%s` (README, Set up with init)"
             % (folder, write, _A["pullinterval"], init))
 

@@ -15,7 +15,7 @@ FIX = {
               "dvcs-autosync, run dvcs-autosync init REMOTE NEWFOLDER --force (with --config "
               "FILE if it runs on one) and start it again; syncing resumes by itself once "
               "the folder is back",
-    "paused": "autosync-notify resume",
+    "paused": "dvcs-autosync resume",
     "commit": "see the error (git's own hint is in it); tried again by itself",
     "merge": "see the error; tried again by itself",
     "watch": "see the error; folders without a watch are rescanned meanwhile",
@@ -36,7 +36,7 @@ FIX = {
 LINK_FIX = {
     "xmpp": FIX["link"],
     "ssh": "check that this machine can log in to the remote's server with ssh without a "
-           "password, and that autosync-remote is installed there (README); until then "
+           "password, and that autosync-remote is installed there (docs/ssh.md); until then "
            "other machines' changes come only every pullinterval",
 }
 # The `folder` problem that is a rebase left half-done in the repository, not a folder away.
@@ -62,7 +62,7 @@ SSH_FIX = (
      "check that this machine can log in to the server with ssh without a password "
      "(its key in the server's authorized_keys, the server in known_hosts)" + UNTIL),
     (("autosync-remote: not found", "autosync-remote: command not found", "exit 127"),
-     "install autosync-remote on the server (README), or set syncmethod = none" + UNTIL),
+     "install autosync-remote on the server (docs/ssh.md), or set syncmethod = none" + UNTIL),
 )
 
 

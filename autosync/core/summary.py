@@ -270,7 +270,7 @@ class Summariser:
             body = "Syncing starts again at %s." % time.strftime("%Y-%m-%d %H:%M",
                                                                   time.localtime(until))
         else:
-            body = "Syncing starts again when you run autosync-notify resume."
+            body = "Syncing starts again when you run dvcs-autosync resume."
         return [Message(_titled(self.folder, "Paused"), body + " Changes are kept and "
                         "committed then, in one commit.", NORMAL)]
 

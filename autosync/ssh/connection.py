@@ -63,11 +63,11 @@ CHECK_TIMEOUT = 3.0  # seconds a control socket's master has to answer `ssh -O c
 # What in an ssh command line means the user chose multiplexing themselves.
 OWN_MUX = ("controlmaster", "controlpath", "controlpersist")
 # The held connection's ciphers where this machine's CPU has AES instructions and the
-# user chose none (`ssh -G` lists OpenSSH's default): the same ones, AES-GCM first. The
-# default's first, chacha20-poly1305, took 6.7 CPU s per GB at the two ends of an ssh
-# here against 2.8-4.2 s for aes128-gcm with AES-NI (big files through git-annex go
-# through this connection; tests/benchmarks/JOURNAL.md, "Big files over ssh"). Without
-# AES instructions chacha20 is the faster one: left as it is.
+# user chose none (`ssh -G` lists OpenSSH's default): the same ones, AES-GCM first. With
+# AES-NI, aes128-gcm costs less CPU per GB than the default's first, chacha20-poly1305
+# (big files through git-annex go through this connection; the figures:
+# tests/benchmarks/JOURNAL.md, "Big files over ssh"). Without AES instructions chacha20
+# is the faster one: left as it is.
 DEFAULT_CIPHERS = ("chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr,"
                    "aes128-gcm@openssh.com,aes256-gcm@openssh.com")
 AES_FIRST = ("aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,"

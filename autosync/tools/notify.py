@@ -221,8 +221,9 @@ def paused_text(paused):
 
 def reply_text(reply):
     """What a pause, resume, describe or deferred pull did, in one line (or "")."""
-    if "paused" in reply:
-        return "paused %s" % paused_text(reply["paused"])
+    if "paused" in reply:  # which folder: the one of ~/.autosync, or of the folder you are in
+        return "paused %s%s" % (printable(reply["path"]) + ": " if reply.get("path") else "",
+                                paused_text(reply["paused"]))
     if "resumed" in reply:
         return "resumed: syncing again" if reply["resumed"] else "not paused"
     if reply.get("to") == "last":

@@ -1,6 +1,6 @@
 """How a command the daemon runs is told from the user's: AUTOSYNC_DAEMON=1 in its environment.
 
-The one place that knows the variable (docs/internals.md, "The daemon's identity"):
+The one place that knows the variable (docs/internals.md, "Parts handed in"):
 * set: commands.environment() adds it to every command the suite runs (git, the
   configured command strings), and so to whatever those start: the hooks git runs
   under them, git-annex, a shell line's programs;

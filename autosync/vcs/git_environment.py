@@ -5,7 +5,7 @@ these through git's GIT_CONFIG_COUNT/KEY/VALUE environment variables, which
 git reads after the system, global and repository files: they override all
 three, and `-c` on a command line still overrides them. Anything not listed
 stays the user's: identity, signing, hooks, credential helpers, filters
-(lfs, annex, gcrypt), remotes. The README lists these with the same reasons.
+(lfs, annex, gcrypt), remotes. docs/behaviour.md lists these with the same reasons.
 """
 import dataclasses
 import os
@@ -50,9 +50,9 @@ SETTINGS = (
                                      "with the old one at every push and pull); such files "
                                      "merge as binary, which keeps both versions"),
     ("pack.compression", "0", "a big file is stored as it is, not deflated at every step "
-                              "(zlib ran at 14 MB/s on this loaded machine, storing at 111 "
-                              "MB/s); git has no per-size level, so text in packs (pushes, "
-                              "fetches, git gc) takes about 2.4 times its compressed size; "
+                              "(storing is several times faster than zlib on data that "
+                              "does not compress); git has no per-size level, so text in "
+                              "packs (pushes, fetches, git gc) is stored uncompressed; "
                               "small files added or pulled one by one stay compressed "
                               "(core.looseCompression)"),
     ("fetch.unpackLimit", "1", "a pulled pack is kept as it came, not unpacked and deflated "
@@ -67,15 +67,14 @@ SETTINGS = (
 # changes nothing for the user's command strings and tools would go into SETTINGS.
 NOT_SET = (
     ("core.splitIndex", "true",
-     "helps (one change's add + commit 204 -> 142 ms at 100,000 files) but the index it "
+     "helps (one change's add + commit at 100,000 files) but the index it "
      "writes carries git's mandatory 'link' extension, which libgit2 (shell prompts, GUIs, "
      "cargo...) refuses to read; it stays the user's choice"),
     ("core.untrackedCache", "true",
-     "speeds up `git status` only (185 -> 118 ms); the commands syncing runs (diff --cached, "
+     "speeds up `git status` only; the commands syncing runs (diff --cached, "
      "add, commit, ls-files --others) do not use it, and it trusts folder mtimes"),
     ("index.version", "4",
-     "applies only to a new index, never to an existing clone's; converted by hand it saves "
-     "about 5 %"),
+     "applies only to a new index, never to an existing clone's, and saves little"),
     ("feature.manyFiles", "true",
      "index.version=4 plus core.untrackedCache: the same as those two"),
 )

@@ -50,8 +50,8 @@ def rule(size):
 # The key git-annex makes of a big file, unless the user chose one (annex.backend in git's
 # config, or .gitattributes, which git-annex puts first anyway). Its hash is computed up
 # to 3 times per version (the add; the copy to the remote and the other machine's get,
-# each checked): BLAKE2b hashes 1 GB in 2.2 CPU s here against 4.1 s for git-annex's
-# default SHA-256 and is as strong (docs/benchmark.md, "Big files"). Older git-annex
+# each checked): BLAKE2b is as strong as git-annex's default SHA-256 and about twice as
+# fast (tests/benchmarks/JOURNAL.md, "Big files through git-annex"). Older git-annex
 # (before 6.20170228) cannot read such keys; the README asks for 8 or later.
 BACKEND = "BLAKE2B256E"
 
@@ -79,8 +79,8 @@ def annex_through_git_ssh(folder):
     """Whether git-annex may reach the remote through git's ssh (GIT_ANNEX_USE_GIT_SSH=1,
     the committer's GitEnvironment `annex_git_ssh`), which the daemon points at its held
     connection: git-annex's own ssh logs in again for every push and pull (it stops its
-    cached connection when the command ends), 0.4-1 s each over ssh here
-    (tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
+    cached connection when the command ends), a login's time each (the figures:
+    tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
     ssh options of their own (remote.NAME.annex-ssh-options), which git-annex ignores
     with git's ssh. A remote on another ssh server takes git's ssh too: the held
     connection's control socket is per destination (ssh/connection.py, control_pattern),

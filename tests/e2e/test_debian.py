@@ -17,6 +17,7 @@ import glob
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,19 @@ def test_each_package_holds_its_part(built):
                  "/usr/share/zsh/vendor-completions/_dvcs-autosync"):
         assert path in suite, path
     assert "/usr/bin/autosync-remote" not in suite
+    # Every page debian/ lists is installed as documentation, under its own name (a doc
+    # named history* is not a changelog), and the changelog is debian/changelog.
+    doc = "/usr/share/doc/dvcs-autosync/"
+    with open(os.path.join(ROOT, "debian", "dvcs-autosync.docs")) as f:
+        for page in f.read().split():
+            name = doc + os.path.basename(page)
+            assert name in suite or name + ".gz" in suite, name
+    assert doc + "changelog.gz" in suite
+    changelog = subprocess.run("dpkg-deb --fsys-tarfile %s | tar -xO .%schangelog.gz | gzip -d"
+                               % (shlex.quote(debs["dvcs-autosync"]), doc), shell=True,
+                               env=system_env(), stdout=subprocess.PIPE, check=True).stdout
+    with open(os.path.join(ROOT, "debian", "changelog"), "rb") as f:
+        assert changelog == f.read()
     remote = contents(debs["autosync-remote"])
     assert {"/usr/bin/autosync-remote", "/usr/share/man/man1/autosync-remote.1.gz"} <= remote
     assert "/usr/lib/python3/dist-packages/autosync/ssh/remote.py" in contents(

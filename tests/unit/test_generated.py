@@ -61,6 +61,25 @@ def test_a_page_holds_every_option_and_subcommand_of_its_parser(pages):
             assert "\n\\fB%s\\fR " % name in text, (section, name)
 
 
+def test_dvcs_autosync_s_page_names_it_in_a_user_s_words_and_each_usage_once(pages):
+    page = open(os.path.join(pages, "dvcs-autosync.1")).read()
+    name = page.split(".SH NAME\n")[1].split("\n")[0]
+    # the package's description, not the module docstring's developer line
+    assert name == "dvcs\\-autosync \\- " + generate.roff(
+        "keep a folder in sync between machines through git (or any DVCS)")
+    synopsis = page.split(".SH SYNOPSIS\n")[1].split(".SH ")[0]
+    lines = [line for line in synopsis.split("\n") if line and line != ".PP"]
+    assert len(lines) == len(set(lines)) and all(
+        line.startswith("dvcs\\-autosync") for line in lines), lines
+    _, commands = generate.programs()
+    notify = [word for word, parser in commands if generate.delegated(word, parser)]
+    assert "pause" in notify and "log" not in notify
+    assert sum(1 for line in lines if "{%s}" % ",".join(notify) in line) == 1
+    for name in ("autosync-sshlink", "autosync-xmpp"):  # no usage in the NAME line
+        page = open(os.path.join(pages, name + ".1")).read()
+        assert "[CONFIG]" not in page.split(".SH NAME\n")[1].split("\n")[0], name
+
+
 def test_man_reads_every_page_without_a_warning(pages):
     man = shutil.which("man")
     if man is None:
@@ -105,6 +124,16 @@ def test_bash_completes_the_values_an_option_or_argument_takes(completion):
     assert complete(completion, "autosync-notify", "--config", "") == set()  # a file: bash's own
     # `dvcs-autosync status` already has its message: only options follow.
     assert complete(completion, "dvcs-autosync", "status", "") == set()
+    assert complete(completion, "dvcs-autosync", "resume", "") == set()
+    # pause takes a duration, as autosync/core/pause.py reads it
+    assert complete(completion, "dvcs-autosync", "pause", "") == set(generate.DURATIONS)
+    assert complete(completion, "autosync-notify", "pause", "") == set(generate.DURATIONS)
+    assert complete(completion, "autosync-notify", "--json", "pause", "1") == {"1h", "1d"}
+
+
+def test_the_durations_offered_after_pause_are_ones_pause_takes():
+    from autosync.core.pause import parse_duration
+    assert generate.DURATIONS and all(parse_duration(d) > 0 for d in generate.DURATIONS)
 
 
 def test_a_parser_is_caught_before_it_parses():
@@ -242,3 +271,6 @@ def test_zsh_completes_the_values_an_option_or_argument_takes(zsh):
     assert zsh.complete("autosync-notify", "") == messages
     # `dvcs-autosync status` already has its message: none is offered again.
     assert not zsh.complete("dvcs-autosync", "status", "") & messages
+    # pause takes a duration, whichever way it is typed
+    assert zsh.complete("dvcs-autosync", "pause", "") == set(generate.DURATIONS)
+    assert zsh.complete("autosync-notify", "pause", "") == set(generate.DURATIONS)

@@ -51,7 +51,7 @@ def closing(plan):
     elif plan.xmpp is None:
         say("Other machines' pushes are pulled every %g minutes (pullinterval): the "
             "remote cannot be watched (%s). Install autosync-remote on the server "
-            "(README, Without XMPP) and set syncmethod = ssh, or give --account, for "
+            "(docs/ssh.md) and set syncmethod = ssh, or give --account, for "
             "them to arrive at once."
             % (config.KEYS["autosync"]["pullinterval"].default / 60, plan.watch_why))
     args = plan.args

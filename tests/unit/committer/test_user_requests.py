@@ -13,6 +13,7 @@ def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_u
     committer.status.state("idle")  # started
     reply = committer.handle({"cmd": "pause"}, None)
     assert reply["ok"] and reply["paused"]["until"] is None
+    assert reply["path"] == committer.cfg.path  # the answer names the folder it paused
     assert committer.status["state"] == "paused"
     assert committer.handle({"cmd": "status"}, None)["status"]["paused"] == reply["paused"]
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
@@ -20,7 +21,7 @@ def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_u
         "ok": True, "pulled": False, "deferred": "paused: pulled on resume"}
     assert committer.handle({"cmd": "pushed", "url": "x"}, None)["ok"]
     refused = committer.handle({"cmd": "sync"}, None)
-    assert not refused["ok"] and "autosync-notify resume" in refused["error"]
+    assert not refused["ok"] and "dvcs-autosync resume" in refused["error"]
     committer.schedule.push_at = 0.0  # even a push that is due waits
     committer.step()  # the worker only learns when to wake next: never
     assert not committer.has_work() and committer.sleep_time() is None

@@ -704,12 +704,12 @@ def test_the_examples_placeholder_account_is_told_to_be_filled_in(tmp_path, fold
     assert cfg.syncmethod == "none"
 
 
-def test_the_example_file_and_the_readme_agree():
+def test_the_example_file_and_the_xmpp_page_agree():
     example = os.path.join(os.path.dirname(HERE), ".autosync-example")
-    with open(os.path.join(os.path.dirname(HERE), "README"), encoding="utf-8") as f:
-        readme = f.read()
-    setup = readme[readme.index("\nSet up with an XMPP account\n"):readme.index(
-        "\nEveryday commands\n")]
+    with open(os.path.join(os.path.dirname(HERE), "docs", "xmpp.md"), encoding="utf-8") as f:
+        page = f.read()
+    setup = page[page.index("\n## Setting it up\n"):page.index("\n## ", page.index(
+        "\n## Setting it up\n") + 1)]
     with open(example, encoding="utf-8") as f:
         text = f.read()
     shown = {}

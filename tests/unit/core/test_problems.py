@@ -25,7 +25,7 @@ def test_each_failing_operation_is_named_with_what_to_do():
 def test_a_pause_is_a_problem_with_its_end():
     status = {"state": "paused", "paused": {"since": 1, "until": 100}}
     assert problems.headline(status, when=lambda t: "at %d" % t) == \
-        "NOT syncing: paused by the user until at 100 - autosync-notify resume"
+        "NOT syncing: paused by the user until at 100 - dvcs-autosync resume"
 
 
 def test_every_name_has_a_fix_and_a_place_in_the_order():

@@ -201,7 +201,7 @@ def test_a_mass_delete_is_told_at_every_level_with_its_undo(level):
 def test_a_pause_and_its_end_are_told_once_each_but_not_when_quiet():
     s = Summariser("normal", folder="notes")
     [paused] = s.feed({"event": "paused", "since": 1.0, "until": None}, 0.0)
-    assert paused.title == "notes: Paused" and "autosync-notify resume" in paused.body
+    assert paused.title == "notes: Paused" and "dvcs-autosync resume" in paused.body
     [until] = s.feed({"event": "paused", "since": 1.0, "until": 1700000000}, 0.0)
     assert "starts again at 20" in until.body
     [resumed] = s.feed({"event": "resumed"}, 0.0)

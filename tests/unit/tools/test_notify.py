@@ -84,7 +84,7 @@ def test_status_text_starts_with_in_sync_or_what_stops_it_and_always_says_the_li
     assert notify.status_text(dict(quiet, link=None)).count("syncmethod = none") == 1
     assert notify.status_text(dict(quiet, unpushed=1)).splitlines()[0] == "syncing"
     paused = notify.status_text(dict(quiet, paused={"since": 1700000000, "until": None}))
-    assert paused.splitlines()[0] == "NOT syncing: paused by the user - autosync-notify resume"
+    assert paused.splitlines()[0] == "NOT syncing: paused by the user - dvcs-autosync resume"
 
 
 def test_status_text_of_local_history_only_says_so_whatever_is_unpushed():
@@ -395,9 +395,9 @@ def test_describe_dash_reads_the_text_from_stdin(monkeypatch):
 
 # --- typed anywhere: ~/.autosync's daemon, else the only one ---------------------------
 
-def paused_reply(message):
-    return {"ok": True, "paused": {"since": 1700000000, "until": None}} \
-        if message["cmd"] == "pause" else {"ok": True, "status": STATUS}
+def paused_reply(message, folder=STATUS["path"]):
+    return {"ok": True, "paused": {"since": 1700000000, "until": None}, "path": folder} \
+        if message["cmd"] == "pause" else {"ok": True, "status": dict(STATUS, path=folder)}
 
 
 def test_outside_any_synced_folder_the_only_daemon_is_meant(tmp_path, capsys):
@@ -437,9 +437,11 @@ def test_outside_any_synced_folder_the_default_config_s_daemon_is_meant(
     conf.chmod(0o600)
     requests = []
     with serving(own, lambda m, c: requests.append(m) or paused_reply(m)), \
-            serving(socket_for(str(tmp_path / "Photos")), paused_reply):
+            serving(socket_for(str(tmp_path / "Photos")),
+                    lambda m, c: paused_reply(m, "/home/u/Photos")):
         assert notify.main(["pause", "1h"]) == 0
-    assert capsys.readouterr().out.startswith("paused since ")
+    # The answer names the folder it paused.
+    assert capsys.readouterr().out.startswith("paused /home/u/Sync: since ")
     assert requests == [{"cmd": "pause", "seconds": 3600}]
 
 
