@@ -18,8 +18,8 @@ import sys
 from autosync.core import cli
 from autosync.vcs import git, gitmerge, guarded
 from autosync.core.copies import find_copies
-from autosync.tools.history import (History, HistoryError, ask_daemon, commit_first, note_first,
-                                    relative)
+from autosync.tools.history import ask_daemon, commit_first, note_first, relative
+from autosync.vcs.history import History, HistoryError
 from autosync.core.messages import TEXT_MAX, printable
 
 
