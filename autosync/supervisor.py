@@ -21,7 +21,7 @@ from autosync.core import cli, config
 from autosync.core import daemons, protocol
 from autosync.core.protocol import Untrusted
 from autosync.core.retry import Backoff
-from autosync.tools import COMMANDS  # `dvcs-autosync WORD ...`: the main() taking it
+from autosync.tools.commands import COMMANDS  # `dvcs-autosync WORD ...`: its main()
 
 log = logging.getLogger("autosync")
 

@@ -83,8 +83,8 @@ def subparser(parser, word):
 
 def programs():
     """[(program, parser)] for every program with a parser, and [(word, parser)] for
-    each `dvcs-autosync WORD` (tools.COMMANDS, the supervisor's router)."""
-    from autosync.tools import COMMANDS
+    each `dvcs-autosync WORD` (tools/commands.py, the supervisor's router)."""
+    from autosync.tools.commands import COMMANDS
     found = []
     for name, target in sorted(scripts().items()):
         if name not in DESCRIBED_ELSEWHERE:

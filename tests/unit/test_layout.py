@@ -29,10 +29,10 @@ ALLOWED = {
     # ... and the XMPP account's login once.
     ("tools", "xmpp.session.probe"),
     # The supervisor is the top program: `dvcs-autosync WORD ...` goes to the tool's main()
-    # (tools/__init__.py's COMMANDS, the subcommand router).
-    ("supervisor", "tools.COMMANDS"),
+    # (tools/commands.py, the subcommand router).
+    ("supervisor", "tools.commands.COMMANDS"),
 }
-ROUTER = ("supervisor", "tools.COMMANDS")
+ROUTER = ("supervisor", "tools.commands.COMMANDS")
 # Class names the package still defines more than once (one class per name, issue 34):
 SAME_NAME = {
     # guarded's (a write refused) and init's (init refuses to start): init's is renamed
