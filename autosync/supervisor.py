@@ -21,6 +21,7 @@ from autosync.core import cli, config
 from autosync.core import daemons, protocol
 from autosync.core.protocol import Untrusted
 from autosync.core.retry import Backoff
+from autosync.tools.commands import COMMANDS  # `dvcs-autosync WORD ...`: its main()
 
 log = logging.getLogger("autosync")
 
@@ -212,13 +213,6 @@ def stop(running):
             program.proc.wait()
 
 
-# `dvcs-autosync WORD ...`: the module whose main() takes it (with WORD first).
-COMMANDS = {"log": "tools.history", "restore": "tools.history",
-            "conflicts": "tools.conflicts", "status": "tools.notify", "init": "tools.init",
-            "expire": "tools.expire", "pause": "tools.notify", "resume": "tools.notify",
-            "sync": "tools.notify", "pull": "tools.notify", "describe": "tools.notify"}
-
-
 def command(argv):
     """argv for one of COMMANDS, its word first (a `--config FILE` before it is moved after
     it); None when argv names none, or when the word names a file (a config file that is
@@ -236,8 +230,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     routed = command(argv)
     if routed:
-        import importlib
-        return importlib.import_module("autosync." + COMMANDS[routed[0]]).main(routed)
+        return COMMANDS[routed[0]](routed)
     if argv and argv[0] in COMMANDS:  # and a file of that name is here (command())
         print("dvcs-autosync: %s is a file here: read as the config file, as the original "
               "dvcs-autosync CONFIG did; for the command, run it in another folder"

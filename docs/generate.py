@@ -92,16 +92,15 @@ def subparser(parser, word):
 
 def programs():
     """[(program, parser)] for every program with a parser, and [(word, parser)] for
-    each `dvcs-autosync WORD` (supervisor.COMMANDS)."""
-    from autosync import supervisor
+    each `dvcs-autosync WORD` (tools/commands.py, the supervisor's router)."""
+    from autosync.tools.commands import COMMANDS
     found = []
     for name, target in sorted(scripts().items()):
         if name not in DESCRIBED_ELSEWHERE:
             main = entry(target)
             found.append((name, caught(lambda: main([]))))
     commands = []
-    for word, module in supervisor.COMMANDS.items():
-        main = entry("autosync.%s:main" % module)
+    for word, main in COMMANDS.items():
         commands.append((word, subparser(caught(lambda: main([word])), word)))
     return found, commands
 

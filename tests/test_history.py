@@ -15,6 +15,7 @@ import pytest
 
 from autosync.fs import guarded
 from autosync.tools import history
+from autosync.vcs import history as vhistory
 from autosync.core.protocol import Server
 from conftest import git, tree, wait_until
 from helpers import share
@@ -30,22 +31,22 @@ def run(*args, cwd=None):
 def test_parse_log_falls_back_to_the_author_for_manual_commits():
     out = ("abc123 1700000000 Ann Smith\nFix typo\n\0"
            "def456 1690000000 Test\nautosync on pc: 1 added\n\nadded: f\n\0")
-    assert history.parse_log(out, "f", False) == [
-        history.Version("abc123", 1700000000.0, "Ann Smith", "Ann Smith", "changed"),
-        history.Version("def456", 1690000000.0, "Test", "pc", "added")]
+    assert vhistory.parse_log(out, "f", False) == [
+        vhistory.Version("abc123", 1700000000.0, "Ann Smith", "Ann Smith", "changed"),
+        vhistory.Version("def456", 1690000000.0, "Test", "pc", "added")]
 
 
 def test_parse_when():
     now = 1_700_000_000.0
-    assert history.parse_when("@1690000000", now) == 1690000000.0
-    assert history.parse_when("3 hours ago", now) == now - 3 * 3600
-    assert history.parse_when("2 days ago", now) == now - 2 * 86400
-    assert history.parse_when("yesterday", now) == now - 86400
+    assert vhistory.parse_when("@1690000000", now) == 1690000000.0
+    assert vhistory.parse_when("3 hours ago", now) == now - 3 * 3600
+    assert vhistory.parse_when("2 days ago", now) == now - 2 * 86400
+    assert vhistory.parse_when("yesterday", now) == now - 86400
     local = time.mktime((2024, 5, 1, 14, 30, 0, 0, 0, -1))
-    assert history.parse_when("2024-05-01 14:30", now) == local
-    assert history.parse_when("2024-05-01T14:30:00", now) == local
+    assert vhistory.parse_when("2024-05-01 14:30", now) == local
+    assert vhistory.parse_when("2024-05-01T14:30:00", now) == local
     with pytest.raises(history.HistoryError):
-        history.parse_when("last tuesday-ish", now)
+        vhistory.parse_when("last tuesday-ish", now)
 
 
 def test_a_config_file_named_log_is_still_a_config(tmp_path):
@@ -176,19 +177,19 @@ def test_parse_list_takes_git_ls_tree_and_plain_records():
     git_style = b"\0".join([b"100644 blob 1f2e\tphotos/a b.jpg", b"100755 blob 3c4d\tphotos/run.sh",
                             b"120000 blob 5e6f\tphotos/link", b"160000 commit 7a8b\tphotos/nested",
                             b""])
-    assert history.parse_list(git_style) == {"photos/a b.jpg": "100644",
+    assert vhistory.parse_list(git_style) == {"photos/a b.jpg": "100644",
                                              "photos/run.sh": "100755",
                                              "photos/link": "120000"}
-    assert history.parse_list(b"100644\tx\n100755\ty z\n") == {"x": "100644", "y z": "100755"}
-    assert history.parse_list(b"") == {}
-    assert history.parse_entries(b"100644 blob " + b"1f" * 20 + b"\tx\x00100755\ty\x00") == {
+    assert vhistory.parse_list(b"100644\tx\n100755\ty z\n") == {"x": "100644", "y z": "100755"}
+    assert vhistory.parse_list(b"") == {}
+    assert vhistory.parse_entries(b"100644 blob " + b"1f" * 20 + b"\tx\x00100755\ty\x00") == {
         "x": ("100644", "1f" * 20), "y": ("100755", None)}
     with pytest.raises(history.HistoryError):
-        history.parse_list(b"photos/a.jpg\0")
+        vhistory.parse_list(b"photos/a.jpg\0")
 
 
 def test_restore_note_is_one_short_printable_line():
-    version = history.Version("ab" * 20, 1700000000.0, "Test", "pc", "removed")
+    version = vhistory.Version("ab" * 20, 1700000000.0, "Test", "pc", "removed")
     note = history.restore_note("photos", version)
     assert note.startswith("restore of photos as it was at ") and note.endswith("(abababababab)")
     long = history.restore_note("x/" * 400 + "new\nline", version)

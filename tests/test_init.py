@@ -405,20 +405,21 @@ def test_a_remote_that_cannot_be_watched_is_said_with_why_and_polled(monkeypatch
     falls back to syncmethod none. A server that cannot run the watch (its own exit: no
     autosync-remote nor python3, a hosted git without a shell): syncmethod ssh, polled
     with git ls-remote, and said so. (A unit test: the real sshd cases are test_link.py's.)"""
+    from autosync.ssh import watch
     from autosync.tools.init import files, plan, probe
     refused = ["sh", "-c", "echo 'me@server: Permission denied (publickey).' >&2; exit 255"]
-    monkeypatch.setattr(probe.sshremote, "default_watch", lambda *a: refused)
+    monkeypatch.setattr(watch, "default_watch", lambda *a: refused)
     step = plan.Setup(args=None, config="/home/me/.autosync", folder="/home/me/Sync",
                      remote="server:sync.git", host="here", program=None)
     step.watch_why = probe.watch(step)
     assert "exit 255" in step.watch_why and "Permission denied" in step.watch_why
     assert "syncmethod = none" in files.config_text(step)
     fails = ["sh", "-c", "echo 'sh: 1: autosync-remote: not found' >&2; exit 127"]
-    monkeypatch.setattr(probe.sshremote, "default_watch", lambda *a: fails)
+    monkeypatch.setattr(watch, "default_watch", lambda *a: fails)
     step.watch_why = probe.watch(step)
     assert step.watch_why is None and "syncmethod = ssh" in files.config_text(step)
     assert "exit 127" in step.watch_how and "autosync-remote: not found" in step.watch_how
-    monkeypatch.setattr(probe.sshremote, "default_watch",
+    monkeypatch.setattr(watch, "default_watch",
                         lambda *a: ["sh", "-c", "sleep 30"])  # an empty remote: no line yet
     monkeypatch.setattr(probe, "WATCH_PROBE", 0.5)
     step.watch_how = None

@@ -427,7 +427,7 @@ def test_the_daemon_keys_big_files_with_blake2b_unless_the_user_chose_a_backend(
     and the other machine's get; BLAKE2b takes half git-annex's SHA-256's CPU here, so the
     daemon's commands use it. A backend the user set (annex.backend) stays theirs."""
     import types
-    from autosync.committer.repository import git_environment_for
+    from autosync.vcs.remote import git_environment_for
     from autosync.vcs.commands import environment
     folder = str(tmp_path / "f")
     git("init", "-q", folder)
@@ -456,7 +456,7 @@ def test_git_annex_takes_git_s_held_ssh_unless_the_user_gave_it_ssh_options(tmp_
     ssh server takes it too: the held connection's socket is per destination, that
     remote's ssh logs in by itself (tests/test_link.py, the other server's test)."""
     import types
-    from autosync.committer.repository import git_environment_for
+    from autosync.vcs.remote import git_environment_for
     folder = str(tmp_path / "f")
     git("init", "-q", folder)
     cfg = types.SimpleNamespace(path=folder, largefiles="")

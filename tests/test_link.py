@@ -18,7 +18,8 @@ from conftest import git, wait_until
 from fakes import FakeCommitter, config
 
 from autosync.core import paths, problems
-from autosync.ssh import connection as sshremote
+from autosync.ssh import watch as sshwatch
+from autosync.vcs import remote as sshremote
 from autosync.ssh import link as sshlink
 
 OPTIONS = sshremote.SSH_OPTIONS
@@ -40,12 +41,12 @@ REV_A, REV_B = "a" * 40, "b" * 40
     ("ssh://me@[::1]:22/r.git", ["-p", "22", "--", "me@::1"], "/r.git"),
 ])
 def test_an_ssh_remote_is_watched_over_ssh(url, argv, path):
-    assert sshremote.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
-        ["ssh", "-F", "cfg"] + OPTIONS + argv + [sshremote.remote_command(path)]
+    assert sshwatch.default_watch(url, "/work", ("ssh", "-F", "cfg")) == \
+        ["ssh", "-F", "cfg"] + OPTIONS + argv + [sshwatch.remote_command(path)]
     # The server's login shell gets the path as one word, never parsed.
-    words = shlex.split(sshremote.remote_command(path))
-    assert words[:5] == ["sh", "-c", sshremote.REMOTE_SCRIPT, "autosync-remote", path]
-    assert words[5] == sshremote.watch_program() and words[6] == sshremote.BOOT
+    words = shlex.split(sshwatch.remote_command(path))
+    assert words[:5] == ["sh", "-c", sshwatch.REMOTE_SCRIPT, "autosync-remote", path]
+    assert words[5] == sshwatch.watch_program() and words[6] == sshwatch.BOOT
 
 
 @pytest.mark.parametrize("url, path", [
@@ -53,7 +54,7 @@ def test_an_ssh_remote_is_watched_over_ssh(url, argv, path):
     ("../r.git", "/home/me/r.git"), ("./sub:dir/r.git", "/home/me/Sync/sub:dir/r.git"),
 ])
 def test_a_local_remote_is_watched_here_without_ssh(url, path):
-    assert sshremote.default_watch(url, "/home/me/Sync") == \
+    assert sshwatch.default_watch(url, "/home/me/Sync") == \
         [sys.executable, "-m", "autosync.ssh.remote", "watch", path]
 
 
@@ -68,7 +69,7 @@ def test_a_local_remote_is_watched_here_without_ssh(url, path):
 ])
 def test_a_remote_that_cannot_be_watched_is_one_line(url, error):
     with pytest.raises(sshremote.BadRemote) as raised:
-        sshremote.default_watch(url, "/work")
+        sshwatch.default_watch(url, "/work")
     assert str(raised.value) == error
 
 
@@ -87,18 +88,18 @@ def test_watchcmd_gets_the_remote_path_as_one_argument(tmp_path):
     git("remote", "add", "origin", "host:" + odd, cwd=str(tmp_path))
     cfg = config(str(tmp_path))
     cfg.commands = dict(cfg.commands, watchcmd="ssh -J jump host autosync-remote watch %s")
-    argv = sshremote.watch_argv(cfg)[0]
+    argv = sshwatch.watch_argv(cfg).argv
     assert argv == ["ssh", "-J", "jump", "host", "autosync-remote", "watch", odd]
     cfg.commands["watchcmd"] = "my-watch | cat"  # no %s, shell syntax: through /bin/sh
-    assert sshremote.watch_argv(cfg)[0][:2] == ["/bin/sh", "-c"]
+    assert sshwatch.watch_argv(cfg).argv[:2] == ["/bin/sh", "-c"]
 
 
 def test_why_it_ended_keeps_ssh_s_words_and_not_its_notices():
     said = b"Warning: Permanently added '[h]:22' (ED25519) to the list of known hosts.\r\n" \
            b"me@h: Permission denied (publickey).\r\n"
-    assert sshremote.why_it_ended(255, said) == \
+    assert sshwatch.why_it_ended(255, said) == \
         "the watch command ended (exit 255): me@h: Permission denied (publickey)."
-    assert sshremote.why_it_ended(-9, b"") == "the watch command ended (killed by signal 9)"
+    assert sshwatch.why_it_ended(-9, b"") == "the watch command ended (killed by signal 9)"
 
 
 # --- the link's decisions, against a fake committer ------------------------------------
@@ -123,7 +124,8 @@ class Scripted:
     def argv(self, cfg):
         script = self.scripts[min(self.starts, len(self.scripts) - 1)]
         self.starts += 1
-        return ["sh", "-c", script.replace("FIFO", shlex.quote(self.fifo))], "script"
+        return sshwatch.WatchCommand(["sh", "-c", script.replace("FIFO", shlex.quote(self.fifo))],
+                                     "script")
 
     def say(self, text):
         """Lines for a script that runs `cat FIFO` (the writer's close ends it)."""
@@ -249,7 +251,7 @@ def test_stopping_ends_the_watch_command_and_says_down(scripted, tmp_path):
 
 
 def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
-    s = scripted(argv=lambda cfg: sshremote.default_watch("https://example.org/r.git", "/"))
+    s = scripted(argv=lambda cfg: sshwatch.default_watch("https://example.org/r.git", "/"))
     wait_until(lambda: any("error" in m for m in s.requests("link")), what="the problem")
     error = [m for m in s.requests("link") if "error" in m][0]["error"]
     assert error.startswith("cannot make the watch command: https://example.org/r.git: a "
@@ -462,8 +464,9 @@ def test_the_watch_command_ends_with_a_killed_link(tmp_path):
     # A link killed outright (SIGKILL) must not leave its ssh running on the server.
     pidfile = tmp_path / "pid"
     code = ("import sys; from autosync.ssh import link as sshlink; from fakes import config\n"
-            "link = sshlink.Link(config(%r), argv=lambda cfg: (['sh', '-c', 'echo $$ > %s; "
-            "exec sleep 60'], 'x'))\nlink.start()\nimport time; time.sleep(60)\n"
+            "from autosync.ssh.watch import WatchCommand\n"
+            "link = sshlink.Link(config(%r), argv=lambda cfg: WatchCommand(['sh', '-c', "
+            "'echo $$ > %s; exec sleep 60'], 'x'))\nlink.start()\nimport time; time.sleep(60)\n"
             % (str(tmp_path), pidfile))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -695,8 +698,9 @@ def test_a_stale_control_socket_does_not_block(sshd, ssh_machines, remote, kind)
 def test_after_a_sleep_the_watch_is_made_again_over_a_new_connection(scripted):
     slept = [0.0]
     released = []
-    s = scripted(argv=lambda cfg: (["sh", "-c", "echo 'refs/heads/main %s'; exec sleep 60"
-                                    % REV_A], "script", lambda: released.append(True)))
+    s = scripted(argv=lambda cfg: sshwatch.WatchCommand(
+        ["sh", "-c", "echo 'refs/heads/main %s'; exec sleep 60" % REV_A], "script",
+        lambda: released.append(True)))
     s.link.asleep = lambda: slept[0]
     s.link.slept_until = 0.0
     wait_until(lambda: s.up() == [True], what="link up")
@@ -773,10 +777,10 @@ def test_a_server_with_python3_only_gets_the_watch_sent(tmp_path, monkeypatch, s
             wait_until(lambda: m.status().get("link") == "up", what="%s's link up" % m.name)
         sent = [pid for pid in descendants(sshd.proc.pid)
                 if open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")[1:3] ==
-                [b"-c", sshremote.BOOT.encode()]]
+                [b"-c", sshwatch.BOOT.encode()]]
         assert len(sent) == 2  # a watch per machine, run by the server's python3
-        assert "watching the remote: " in b.logtext() and sshremote.SENT in b.logtext()
-        assert sshremote.watch_program() not in b.logtext()  # not 7 kB of base64 in the log
+        assert "watching the remote: " in b.logtext() and sshwatch.SENT in b.logtext()
+        assert sshwatch.watch_program() not in b.logtext()  # not 7 kB of base64 in the log
         edit_and_wait(a, b, remote, "sent.txt", "watched by the sent program\n")
         assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
         assert "polling the remote" not in b.logtext()

@@ -22,11 +22,11 @@ def watch(spawn, path, how="installed"):
         env = dict(os.environ, PYTHONPATH=ROOT)
         return spawn([sys.executable, "-m", "autosync.ssh.remote", "watch", str(path)],
                      env=env, stderr=subprocess.PIPE)
-    from autosync.ssh import connection as sshremote
+    from autosync.ssh import watch as sshwatch
     if subprocess.run([SYSTEM_PYTHON, "-I", "-c", "import autosync"], cwd="/",
                       stderr=subprocess.DEVNULL).returncode == 0:
         pytest.skip("%s can import autosync: no server without it here" % SYSTEM_PYTHON)
-    return spawn([SYSTEM_PYTHON, "-I", "-c", sshremote.BOOT, sshremote.watch_program(),
+    return spawn([SYSTEM_PYTHON, "-I", "-c", sshwatch.BOOT, sshwatch.watch_program(),
                   "watch", str(path)], cwd="/", stderr=subprocess.PIPE)
 
 
@@ -178,7 +178,7 @@ def test_serve_allows_git_s_fetch_and_push_and_the_watch_of_its_repository_only(
     repo = Remote(tmp_path / "sync.git").path
     Remote(tmp_path / "other.git")
     home = str(tmp_path)
-    from autosync.ssh.connection import default_watch
+    from autosync.ssh.watch import default_watch
     link_sends = default_watch("host:" + repo, "/")[-1]  # the link's own watch command
     for command, what in (("git-upload-pack '%s'" % repo, "upload-pack"),
                           ("git-receive-pack '%s'" % repo, "receive-pack"),
@@ -241,6 +241,6 @@ def test_poll_of_a_remote_it_cannot_read_is_one_line(tmp_path):
 def test_the_poll_interval_is_the_one_core_states():
     """remote.py runs alone on a server (no core there): its interval is written twice,
     and must agree with the one init and the link tell the user."""
-    from autosync.ssh import connection as sshremote
+    from autosync.ssh import watch as sshwatch
     from autosync.ssh import remote
-    assert remote.POLL == sshremote.POLL
+    assert remote.POLL == sshwatch.POLL

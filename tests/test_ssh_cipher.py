@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from autosync.ssh import connection
+from autosync.vcs import remote as connection
 from conftest import wait_until
 from sshd import Sshd, missing
 

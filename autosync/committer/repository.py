@@ -15,10 +15,9 @@ import typing
 
 from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
 from autosync.fs import guarded
-from autosync.vcs import copyrules, excludes, git, gitmerge, gitnotes, gitpull, largefiles, \
+from autosync.vcs import copyrules, excludes, git, gitmerge, gitnotes, gitpull, \
     pullleftovers, recovery
-from autosync.vcs.git_environment import GitEnvironment
-from autosync.ssh import connection as sshremote
+from autosync.vcs.remote import git_environment_for
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.core import underway
 from autosync.core.config import shipped_form
@@ -92,27 +91,6 @@ class Report(typing.Protocol):
 
     def last_error(self):
         """The last failure said, for a request's reply."""
-
-
-def held_ssh(folder, remote):
-    """GIT_SSH_COMMAND holding one ssh connection to the remote (`remote(folder)`: its
-    address, vcs/folder.py's remote_of), or None (not over ssh, or the user's own)."""
-    url = remote(folder) if remote else ""
-    return sshremote.git_ssh_command(url, folder) if url else None
-
-
-def git_environment_for(cfg, gitdir, excludes_file, remote):
-    """The one GitEnvironment every git command of the committer runs with, made once at
-    its start (vcs/git_environment.py): the excludes file it writes, the `largefiles`
-    rule and its git-annex key, and in git (and git-annex) the one ssh connection held to
-    the remote (push, fetch, notes; `remote`: vcs/folder.py's remote_of)."""
-    ssh_command = held_ssh(cfg.path, remote) if gitdir else None
-    return GitEnvironment(excludes=excludes_file.where if excludes_file else None,
-                          largefiles=largefiles.rule_of(cfg),
-                          annex_backend=largefiles.backend_of(cfg),
-                          ssh_command=ssh_command,
-                          annex_git_ssh=bool(ssh_command) and
-                          largefiles.annex_through_git_ssh(cfg.path))
 
 
 class Repository:

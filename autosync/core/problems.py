@@ -43,7 +43,7 @@ LINK_FIX = {
 REBASE_FIX = "finish the rebase or abort it, as the error says; syncing resumes by itself"
 UNTIL = "; until then other machines' changes come only every pullinterval"
 # A restricted key's forced command refused what was asked (its words, the same in
-# ssh/connection.py's REFUSED_BY_KEY and autosync-remote serve's).
+# ssh/watch.py's REFUSED_BY_KEY and autosync-remote serve's).
 REFUSED_BY_KEY = "this key may only sync"
 FORCED_FIX = ("refused by the forced command of this key's line in the server's "
               "authorized_keys (it allows another repository, or another version's watch): "

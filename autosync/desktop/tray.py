@@ -22,7 +22,7 @@ from autosync.core import cli, client, protocol
 from autosync.vcs import commands
 from autosync.desktop import traystate
 from autosync.core.copies import find_copies
-from autosync.tools.history import History, HistoryError
+from autosync.vcs.history import History, HistoryError
 from autosync.core.retry import one_line
 from autosync.desktop.describer import Describer
 from autosync.desktop.sni import Bus, Item

@@ -27,7 +27,7 @@ The same guarantees as the XMPP listener (autosync/xmpp/listener.py):
   watch is started again at once over a new connection: the old one may be
   dead without knowing it for up to the keep-alives' 45 s.
 Each folder (config) runs its own link, with its own watch. The ssh connection
-under it is held and shared (ssh/connection.py): the same one carries this
+under it is held and shared (vcs/remote.py): the same one carries this
 machine's pushes and fetches to that server.
 """
 import ctypes
@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 from autosync.core import client
 from autosync.vcs import commands
-from autosync.ssh.connection import BadRemote, cannot_watch, watch_argv, why_it_ended
+from autosync.ssh.watch import POLL, cannot_watch, watch_argv, why_it_ended
 from autosync.core.retry import Backoff, Trouble, one_line
-from autosync.ssh.connection import POLL
+from autosync.vcs.remote import BadRemote
 
 log = logging.getLogger("autosync.sshlink")
 
@@ -107,7 +107,7 @@ class Link(client.CommitterLink):
         self.have = have
         self.asleep = asleep
         self.slept_until = asleep()  # asleep() when last looked at
-        self.release = None       # lets the held ssh connection go (sshremote.let_go)
+        self.release = None       # lets the held ssh connection go (vcs/remote.py's let_go)
         self.poll = None          # -> (argv, shown, env) polling the remote instead
         self.held = None          # the held connection's control socket, or None
         self.polling = False      # the server cannot run the watch: polled instead
@@ -172,12 +172,10 @@ class Link(client.CommitterLink):
     def start(self):
         self.out, self.err, self.up_since = b"", b"", None
         try:
-            made = self.argv(self.cfg)
-            argv, self.shown, env = made[0], made[1], None
-            self.release = made[2] if len(made) > 2 else None
-            self.poll = made[3] if len(made) > 3 else None
-            self.held = made[5] if len(made) > 5 else None
-            if len(made) > 4 and made[4] is not None and not self._connected(made[4]):
+            made = self.argv(self.cfg)  # a WatchCommand (ssh/watch.py)
+            argv, self.shown, env = made.argv, made.shown, None
+            self.release, self.poll, self.held = made.release, made.poll, made.held
+            if made.master is not None and not self._connected(made.master):
                 return  # stopping
             if self.polling and self.poll:
                 argv, self.shown, env = self.poll()

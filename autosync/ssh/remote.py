@@ -41,7 +41,7 @@ import sys
 
 ZERO = "0" * 40
 # How every refusal of a restricted key begins (NotAllowed's, and the plain sh forced
-# command's of ssh/connection.py): status names the forced command by these words.
+# command's of ssh/watch.py): status names the forced command by these words.
 REFUSED_BY_KEY = "this key may only sync"
 USAGE = "usage: autosync-remote watch REPO | autosync-remote serve REPO | " \
         "autosync-remote poll URL"
@@ -68,7 +68,7 @@ ANNEX_UUID = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,99}\Z")  # never an option
 ANNEX_OPTIONS = ("--debug",)
 NETWORK_POLL = 2.0  # seconds between reads of the refs on a network filesystem
 POLL = 10.0  # seconds between `git ls-remote`s of `poll` (a server that cannot watch); the
-# same as ssh.connection.POLL (this file also runs alone on a server: test_remote checks)
+# same as ssh.watch.POLL (this file also runs alone on a server: test_remote checks)
 # Filesystems whose files other machines change without this kernel knowing (no inotify).
 NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "lustre",
                         "ncpfs", "coda", "gfs2", "ocfs2", "glusterfs", "davfs"))
@@ -137,7 +137,7 @@ def changes(old, new):
 class LibcWatch:
     """The same as Watch with the C library's inotify (ctypes) and nothing else: for
     this file sent to a server's python3 that has neither this package nor pyinotify
-    (connection.py's watch command does so when autosync-remote is not there)."""
+    (watch.py's watch command does so when autosync-remote is not there)."""
     MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800  # every change
     # (IN_MODIFY ATTRIB CLOSE_WRITE MOVED_FROM MOVED_TO CREATE DELETE DELETE_SELF MOVE_SELF)
 
@@ -266,11 +266,11 @@ def asked(original, repo, home=None):
     except ValueError:
         raise NotAllowed("this key may only sync %s: not a command of git's, git-annex's or "
                          "the watch" % repo)
-    from autosync.ssh.connection import REMOTE_SCRIPT
+    from autosync.ssh.watch import REMOTE_SCRIPT
     if len(words) == 2 and words[0] in GIT_SERVICES:  # what git sends: git-upload-pack 'PATH'
         what, path = GIT_SERVICES[words[0]], words[1]
     elif len(words) in (5, 7) and words[:4] == ["sh", "-c", REMOTE_SCRIPT, "autosync-remote"]:
-        what, path = "watch", words[4]  # the watch the link sends (connection.py): ours is run
+        what, path = "watch", words[4]  # the watch the link sends (watch.py): ours is run
     elif len(words) == 3 and words[:2] == ["autosync-remote", "watch"]:  # a watchcmd's
         what, path = "watch", words[2]
     elif words and words[0] == ANNEX_SHELL:

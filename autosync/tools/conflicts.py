@@ -19,8 +19,8 @@ from autosync.core import cli
 from autosync.fs import guarded
 from autosync.vcs import git, gitmerge
 from autosync.core.copies import find_copies
-from autosync.tools.history import (History, HistoryError, ask_daemon, commit_first, note_first,
-                                    relative)
+from autosync.tools.history import ask_daemon, commit_first, note_first, relative
+from autosync.vcs.history import History, HistoryError
 from autosync.core.messages import TEXT_MAX, escaped, printable
 
 

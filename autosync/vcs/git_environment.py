@@ -103,7 +103,7 @@ class GitEnvironment:
     key, vcs/largefiles.py's rule).
     annex_backend: annex.backend beside it (vcs/largefiles.py's BACKEND unless the user
     chose one).
-    ssh_command: GIT_SSH_COMMAND reaching the remote (ssh/connection.py, git_ssh_command:
+    ssh_command: GIT_SSH_COMMAND reaching the remote (vcs/remote.py, git_ssh_command:
     the held connection).
     annex_git_ssh: git-annex takes that ssh too (GIT_ANNEX_USE_GIT_SSH=1), not a login of
     its own per command (vcs/largefiles.py's annex_through_git_ssh)."""

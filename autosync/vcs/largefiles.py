@@ -83,7 +83,7 @@ def annex_through_git_ssh(folder):
     tests/benchmarks/JOURNAL.md, "Big files over ssh"). Not where the user gave git-annex
     ssh options of their own (remote.NAME.annex-ssh-options), which git-annex ignores
     with git's ssh. A remote on another ssh server takes git's ssh too: the held
-    connection's control socket is per destination (ssh/connection.py, control_pattern),
+    connection's control socket is per destination (vcs/remote.py, control_pattern),
     so that remote's ssh finds none and logs in by itself."""
     proc = subprocess.run(["git", "config", "--name-only", "--get-regexp",
                            r"^remote\..*\.annex-ssh-options$"], cwd=folder,

@@ -17,6 +17,8 @@ import hashlib
 import socket
 import ssl
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import xmpp
 from xmpp import transports
@@ -279,6 +281,47 @@ def open_session(xcfg, timeout, handler):
         raise
     transport.deadline = None
     return Session(client, transport, handler, xcfg.username.lower(), where)
+
+
+LOGIN_TIMEOUT = 20.0  # seconds probe() may take
+
+
+@dataclass
+class LoginVerdict:
+    """Would the XMPP link work for an account (probe())? `why`: None when it logged in,
+    else why not (one line); `untrusted`: the server's certificate is not trusted by this
+    machine, `fingerprint` its SHA-256 (None when it could not be read), for the user to
+    pin exactly it."""
+    why: Optional[str] = None
+    untrusted: bool = False
+    fingerprint: Optional[str] = None
+
+
+def probe(xcfg, timeout=LOGIN_TIMEOUT):
+    """Log in once as `xcfg` (config.Xmpp) says, and out again, nothing processed: the
+    one function a tool may ask of this program (init, before it chooses syncmethod).
+    -> LoginVerdict."""
+    try:
+        session = open_session(xcfg, timeout, _Quiet())
+    except UntrustedServer as e:
+        return LoginVerdict(str(e), True, e.fingerprint)
+    except LoginError as e:
+        return LoginVerdict(str(e))
+    session.close(goodbye=True)
+    return LoginVerdict()
+
+
+class _Quiet:
+    """The session's handler for the one probe login: nothing is processed."""
+
+    def on_presence(self, jid, type):
+        pass
+
+    def on_message(self, jid, type, body):
+        pass
+
+    def on_pong(self, ping_id):
+        return False
 
 
 class Session:

@@ -9,7 +9,9 @@ Four floors, and imports only go down (or stay on the floor's own room):
             no version control
   core/:    the base (config, paths, the socket, retry, commit messages, ...)
 A program's folder imports only vcs/, fs/, core/ and itself. The exceptions, each for a
-reason, are in ALLOWED; anything else fails here, with the import that crossed.
+reason, are in ALLOWED, by the one name imported: a door is one function (`from
+autosync.ssh.watch import probe`), never a whole program; anything else fails here,
+with the import that crossed.
 No module cycle either, counting the imports made inside functions.
 """
 import ast
@@ -22,17 +24,17 @@ ROOT = os.path.dirname(autosync.__file__)
 PROGRAMS = {"watcher", "committer", "xmpp", "ssh", "desktop", "tools", "supervisor"}
 FLOORS = {"core": 0, "fs": 1, "vcs": 2}  # every program: 3 (above them all)
 ALLOWED = {
-    # the tray shows the recent changes at start: the log reader of `dvcs-autosync log`
-    ("desktop", "tools"),
-    # init tries the XMPP account once (xmpp/session.py) and the remote's watch once
-    # (ssh/connection.py) before it chooses syncmethod
-    ("tools", "xmpp"),
-    ("tools", "ssh"),
-    # the committer's git commands use the one ssh connection held to the remote
-    # (ssh/connection.py, git_ssh_command)
-    ("committer", "ssh"),
+    # A tool may ask a link whether it would work (one function each link program offers,
+    # the link's own judgement): init tries the remote's watch once before it chooses
+    # syncmethod (and prints the restricted key's line the watch allows) ...
+    ("tools", "ssh.watch.probe"),
+    # ... and the XMPP account's login once.
+    ("tools", "xmpp.session.probe"),
+    # The supervisor is the top program: `dvcs-autosync WORD ...` goes to the tool's main()
+    # (tools/commands.py, the subcommand router).
+    ("supervisor", "tools.commands.COMMANDS"),
 }
-# (dvcs-autosync's subcommands are loaded by name: supervisor.COMMANDS, not an import.)
+ROUTER = ("supervisor", "tools.commands.COMMANDS")
 # Class names the package still defines more than once (one class per name, issue 34):
 SAME_NAME = {
     # guarded's (a write refused) and init's (init refuses to start): init's is renamed
@@ -164,14 +166,26 @@ def test_the_engine_imports_only_the_folder_floor_and_the_base():
 
 def test_a_program_imports_only_the_engine_the_base_and_itself():
     bad = ["%s imports autosync.%s" % (rel, name) for here, there, rel, name in crossings()
-           if (here, there) not in ALLOWED]
+           if (here, name) not in ALLOWED]
     assert bad == []
 
 
 def test_the_exceptions_are_still_needed():
     # an exception nobody uses any more is a door left open: close it
-    used = {(here, there) for here, there, _, _ in crossings()}
+    used = {(here, name) for here, _, _, name in crossings()}
     assert ALLOWED <= used
+
+
+def test_at_most_two_doors_each_one_function():
+    # between program folders (the supervisor's router aside): "would this link work?"
+    doors = ALLOWED - {ROUTER}
+    assert len(doors) <= 2
+    for _, name in doors:
+        module, _, function = name.rpartition(".")
+        path = os.path.join(ROOT, *module.split(".")) + ".py"
+        tree = ast.parse(open(path).read(), path)
+        assert function in {node.name for node in tree.body
+                            if isinstance(node, ast.FunctionDef)}, name
 
 
 def test_no_module_cycle():

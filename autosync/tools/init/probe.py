@@ -2,14 +2,11 @@
 (with --account), else the remote's own watch (syncmethod = ssh)."""
 import getpass
 import os
-import select
-import subprocess
 import sys
 
 from autosync.core import config
-from autosync.ssh import connection as sshremote
+from autosync.ssh.watch import probe as watch_probe
 from autosync.tools.init.plan import Refused, say
-from autosync.vcs.commands import environment
 
 LOGIN_TIMEOUT = 20.0  # seconds the XMPP check may take
 WATCH_PROBE = 5.0  # seconds the remote's watch (syncmethod = ssh) is tried for
@@ -24,50 +21,17 @@ def link(plan):
 
 def watch(plan):
     """Without an XMPP account: can the remote itself say when it moves (syncmethod =
-    ssh: autosync-remote on the server, or here for a local path)? Tried once: a
-    line, or the command still running after WATCH_PROBE seconds (an empty remote
-    prints nothing yet), is yes. -> None, or why not (its own words); plan.watch_how
-    says how it is watched."""
-    here = os.getcwd()
-    try:
-        argv = sshremote.default_watch(plan.remote, here, sshremote.ssh_program(os.environ, here))
-    except sshremote.BadRemote as e:
-        return str(e)
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=environment())
-    except OSError as e:
-        return "%s: %s" % (argv[0], e.strerror)
+    ssh: autosync-remote on the server, or here for a local path)? Tried once, for
+    WATCH_PROBE seconds, by the ssh link's own probe (ssh/watch.py). -> None, or why not
+    (its own words); plan.watch_how says how it is watched."""
     plan.progress.show("Trying whether the remote can be watched (autosync-remote)...")
     try:
-        if select.select([proc.stdout], [], [], WATCH_PROBE)[0] and \
-                not proc.stdout.readline().strip():
-            proc.wait(WATCH_PROBE)
-            why = sshremote.why_it_ended(proc.returncode, proc.stderr.read())
-            if over_ssh(plan.remote) and sshremote.cannot_watch(proc.returncode):
-                plan.watch_how = why  # the link polls it instead (sshlink)
-                return None
-            return why
-        proc.kill()
-        proc.wait()
-        os.set_blocking(proc.stderr.fileno(), False)  # what it said so far, no more
-        if sshremote.SENT_NOTICE.encode() in (proc.stderr.read() or b""):
-            plan.watch_how = "sent"
-        return None
+        verdict = watch_probe(plan.remote, os.getcwd(), WATCH_PROBE)
     finally:
         plan.progress.clear()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-
-
-def over_ssh(remote):
-    try:
-        return sshremote.parse_remote(remote)[0] == "ssh"
-    except sshremote.BadRemote:
-        return False
+    if verdict.how is not None:
+        plan.watch_how = verdict.how
+    return verdict.why
 
 
 def account(plan):
@@ -102,27 +66,26 @@ def password(args):
 
 
 def login(plan):
-    """Log in once; an untrusted certificate is shown for the user to confirm."""
-    from autosync.xmpp import session as xmpp_session
+    """Log in once (the XMPP link's own probe, xmpp/session.py); an untrusted certificate
+    is shown for the user to confirm."""
+    from autosync.xmpp.session import probe as login_probe  # xmpppy: only with --account
     x = plan.xmpp
     plan.progress.show("Logging in to %s:%s as %s..." % (x.host, x.port, x.username))
     try:
-        session = xmpp_session.open_session(x, LOGIN_TIMEOUT, _Quiet())
-    except xmpp_session.UntrustedServer as e:
-        plan.progress.clear()
-        if not e.fingerprint:
-            raise Refused("XMPP: %s (its certificate could not be read)" % e) from None
-        if not confirm_certificate(str(e), e.fingerprint):
-            raise Refused("XMPP: the server's certificate was not trusted; if %s is your "
-                          "server's, run again with --fingerprint %s"
-                          % (e.fingerprint, e.fingerprint)) from None
-        x.fingerprint = e.fingerprint
-        return login(plan)
-    except xmpp_session.LoginError as e:
-        raise Refused("XMPP: %s; nothing touched" % e) from None
+        verdict = login_probe(x, LOGIN_TIMEOUT)
     finally:
         plan.progress.clear()
-    session.close(goodbye=True)
+    if verdict.untrusted:
+        if not verdict.fingerprint:
+            raise Refused("XMPP: %s (its certificate could not be read)" % verdict.why)
+        if not confirm_certificate(verdict.why, verdict.fingerprint):
+            raise Refused("XMPP: the server's certificate was not trusted; if %s is your "
+                          "server's, run again with --fingerprint %s"
+                          % (verdict.fingerprint, verdict.fingerprint))
+        x.fingerprint = verdict.fingerprint
+        return login(plan)
+    if verdict.why is not None:
+        raise Refused("XMPP: %s; nothing touched" % verdict.why)
     say("Logged in to %s:%s as %s: the account works%s." % (
         x.host, x.port, x.username,
         " (certificate pinned by its fingerprint)" if x.fingerprint else ""))
@@ -137,16 +100,3 @@ def confirm_certificate(why, fingerprint):
         % (why, fingerprint))
     answer = input("Trust exactly this certificate? [y/N] ").strip().lower()
     return answer in ("y", "yes")
-
-
-class _Quiet:
-    """The session's handler for the one check login: nothing is processed."""
-
-    def on_presence(self, jid, type):
-        pass
-
-    def on_message(self, jid, type, body):
-        pass
-
-    def on_pong(self, ping_id):
-        return False

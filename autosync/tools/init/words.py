@@ -8,10 +8,10 @@ import shutil
 import subprocess
 
 from autosync.core import config, daemons
-from autosync.ssh import connection as sshremote
-from autosync.ssh.connection import POLL
+from autosync.ssh.watch import probe as watch_probe
 from autosync.tools.init.files import tilde
 from autosync.tools.init.plan import say
+from autosync.vcs.remote import BadRemote, parse_remote
 
 # The original dvcs-autosync's example statuscmd: a config holding it is the original's.
 ORIGINAL_STATUSCMD = "nothing to commit"
@@ -37,17 +37,18 @@ def start_command(plan):
 
 
 def closing(plan):
+    watch = watch_probe(plan.remote, ".", run=False)  # what the ssh link says of itself
     if not plan.started:
         say("Start syncing with:\n    %s" % start_command(plan))
     if plan.xmpp is None and plan.watch_why is None and plan.watch_how not in (None, "sent"):
         say("Other machines' pushes arrive within %g s: the server cannot run the watch "
             "(%s), so the remote is polled with git ls-remote (syncmethod = ssh)."
-            % (POLL, plan.watch_how))
+            % (watch.every, plan.watch_how))
     elif plan.xmpp is None and plan.watch_why is None:
         say("Other machines' pushes arrive at once: the remote is watched "
             "(syncmethod = ssh, %s)." % ("autosync-remote" if plan.watch_how is None else
                                          "the server has no autosync-remote: " +
-                                         sshremote.SENT_NOTICE))
+                                         watch.notice))
     elif plan.xmpp is None:
         say("Other machines' pushes are pulled every %g minutes (pullinterval): the "
             "remote cannot be watched (%s). Install autosync-remote on the server "
@@ -117,13 +118,13 @@ def merges_on_pull(folder):
 
 def key_line(remote, installed=True):
     """The authorized_keys options that let a key only sync `remote` (autosync-remote
-    serve where the server has it, `installed`; else plain sh, sshremote.forced_line), or
-    None for a remote not over ssh."""
+    serve where the server has it, `installed`; else plain sh, the ssh link's
+    forced_line), or None for a remote not over ssh."""
     if not installed:
-        return sshremote.forced_line(remote)
+        return watch_probe(remote, ".", run=False).forced
     try:
-        parsed = sshremote.parse_remote(remote)
-    except sshremote.BadRemote:
+        parsed = parse_remote(remote)
+    except BadRemote:
         return None
     if parsed[0] != "ssh":
         return None

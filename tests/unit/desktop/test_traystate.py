@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from autosync.tools.history import Version
+from autosync.vcs.history import Version
 from autosync.desktop import traystate
 from autosync.desktop.traystate import LOOKS, View, summary
 

@@ -1,8 +1,9 @@
-"""A remote's address, the command that watches it (`watchcmd`), and the one ssh
-connection held to it.
+"""A remote's address, and the one ssh connection held to it: git's transport (as
+git's connect.c is), used by the committer's git commands and by the ssh link's watch
+(ssh/watch.py).
 
-Shared by autosync-sshlink, which runs the command for as long as the daemon
-runs, and `dvcs-autosync init`, which tries it once to choose `syncmethod`.
+The address: parse_remote reads git's forms of it; ssh_text/ssh_program the ssh git
+itself uses.
 
 The held connection: every ssh the daemon starts for a remote (the watch, and
 git's push, fetch and notes fetch through GIT_SSH_COMMAND, git_ssh_command)
@@ -21,6 +22,8 @@ when the user's ssh config (`ssh -G`) or ssh command sets its own
 ControlMaster/ControlPath, or when the ssh is not OpenSSH's. A socket whose
 master is gone, or does not answer within CHECK_TIMEOUT (frozen), is removed
 before a master is made (stale()), so it never blocks a command.
+
+The committer's git environment (git_environment_for) is made here from it.
 """
 import atexit
 import ctypes
@@ -29,36 +32,15 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 
-from autosync.core import paths, problems
-from autosync.vcs import commands
+from autosync.core import paths
+from autosync.vcs import largefiles
 from autosync.vcs.git_environment import GitEnvironment
-
-POLL = 10.0  # seconds between `git ls-remote`s of a server that cannot watch (remote.poll)
 
 # Keep-alives: a dead connection is noticed within about 45 s; no password prompt ever.
 SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
                "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=20"]
-# Run by the server's login shell: autosync-remote from PATH, or from ~/.local/bin,
-# where `pip install --user` and pipx put it but which a non-interactive ssh
-# session's PATH often lacks; without it, the watch itself (autosync/ssh/remote.py,
-# "$2": compressed, base64; "$3" unpacks it) run by the server's python3. The path is
-# "$1": never parsed by a shell.
-REMOTE_SCRIPT = ('PATH="$PATH:$HOME/.local/bin"; '
-                 'if command -v autosync-remote >/dev/null 2>&1; then '
-                 'exec autosync-remote watch "$1"; fi; '
-                 'if command -v python3 >/dev/null 2>&1; then echo "%s" >&2; '
-                 'exec python3 -c "$3" "$2" watch "$1"; fi; '
-                 'echo "autosync-remote: not found on the server, nor python3" >&2; exit 127'
-                 ) % ("autosync-remote: not found on the server: its python3 runs the watch "
-                      "sent over ssh")
-SENT_NOTICE = "its python3 runs the watch sent over ssh"
-# python3's program: the watch, out of its argument (left out of sys.argv before it runs).
-BOOT = "import base64,sys,zlib;exec(zlib.decompress(base64.b64decode(sys.argv.pop(1))))"
-SENT = "(the watch program)"  # what the log shows in place of the program sent
-NOISE = ("Warning: Permanently added",)  # ssh's stderr lines that say nothing wrong
 CHECK_TIMEOUT = 3.0  # seconds a control socket's master has to answer `ssh -O check`
 # What in an ssh command line means the user chose multiplexing themselves.
 OWN_MUX = ("controlmaster", "controlpath", "controlpersist")
@@ -156,139 +138,6 @@ def ssh_program(env, cwd):
     return shlex.split(ssh_text(env, cwd))
 
 
-def default_watch(url, base, ssh=("ssh",), held=()):
-    """argv watching the remote at `url`: over ssh (`held`: held()'s options), or here
-    for a local path."""
-    remote = parse_remote(url, base)
-    if remote[0] == "local":
-        return [sys.executable, "-m", "autosync.ssh.remote", "watch", remote[1]]
-    _, destination, port, path = remote
-    return list(ssh) + SSH_OPTIONS + list(held) + (["-p", str(port)] if port else []) + \
-        ["--", destination, remote_command(path)]
-
-
-def watch_program():
-    """autosync/ssh/remote.py, compressed and in base64: one word on any shell."""
-    import base64
-    import zlib
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "ssh", "remote.py"), "rb") as f:
-        return base64.b64encode(zlib.compress(f.read(), 9)).decode("ascii")
-
-
-def remote_command(path, program=None):
-    """What the server's login shell runs to watch `path` (REMOTE_SCRIPT)."""
-    return "sh -c %s autosync-remote %s %s %s" % (
-        shlex.quote(REMOTE_SCRIPT), shlex.quote(path), program or watch_program(),
-        shlex.quote(BOOT))
-
-
-# What a restricted key's forced command says when it refuses a command (autosync-remote
-# serve's words begin the same way): status names the forced command by these words.
-REFUSED_BY_KEY = problems.REFUSED_BY_KEY
-# The forced command of a restricted key for a server with nothing of ours installed
-# (forced_line): plain sh runs the client's command only when its SHA-256 is one of the
-# allowed commands' (this repository's git-upload-pack and git-receive-pack, as git
-# spells them, and the watch command this version sends), byte for byte; sha256sum is
-# coreutils'. No path or word of the client's is ever parsed by a shell before that.
-FORCED_SCRIPT = ('c=$SSH_ORIGINAL_COMMAND; case $(printf %%s "$c" | sha256sum) in %s) '
-                 'exec sh -c "$c";; esac; echo "error: autosync: %s one repository (refused by '
-                 'the forced command of its line in authorized_keys)" >&2; exit 1')
-
-
-def git_command(service, path):
-    """The command git's ssh transport sends for `service` (git-upload-pack,
-    git-receive-pack) of `path`: the path in single quotes, ' and ! quoted as git's
-    sq_quote_buf does."""
-    quoted = "".join("'\\%s'" % c if c in "'!" else c for c in path)
-    return "%s '%s'" % (service, quoted)
-
-
-def forced_line(url, base="."):
-    """The authorized_keys options that let a key only fetch, push and watch the
-    repository at `url` on a server with nothing of ours installed (FORCED_SCRIPT run by
-    the server's sh), or None for a remote not over ssh. The watch allowed is this
-    version's: after an upgrade its line is printed again (until then the link polls
-    the remote with git ls-remote, which the line allows)."""
-    try:
-        remote = parse_remote(url, base)
-    except BadRemote:
-        return None
-    if remote[0] != "ssh":
-        return None
-    import hashlib
-    path = remote[3]
-    allowed = [git_command("git-upload-pack", path), git_command("git-receive-pack", path),
-               remote_command(path)]
-    script = FORCED_SCRIPT % ("|".join(hashlib.sha256(c.encode()).hexdigest() + "*"
-                                       for c in allowed), REFUSED_BY_KEY)
-    # The login shell runs it: one single-quoted word for sh (the script holds no '), and
-    # sshd's only escape, \", for the quotes inside.
-    return 'command="sh -c \'%s\'",restrict' % script.replace('"', '\\"')
-
-
-def remote_path(url, base):
-    """What watchcmd's %s stands for: the remote's path (as its server sees it)."""
-    remote = parse_remote(url, base)
-    return remote[1] if remote[0] == "local" else remote[3]
-
-
-def cannot_watch(returncode):
-    """Whether a watch command that ended before its first line with `returncode` means a
-    server that cannot run the watch (a hosted git without a shell, no python3: its own
-    exit) rather than ssh failing (255: no connection, a refused login) or a kill."""
-    return returncode is not None and 0 < returncode != 255
-
-
-def poll_command(url, base):
-    """(argv, shown, env) polling the remote at `url` here with git ls-remote
-    (autosync-remote poll), through the held connection."""
-    argv = [sys.executable, "-m", "autosync.ssh.remote", "poll", url]
-    gitenv = GitEnvironment(ssh_command=git_ssh_command(url, base))
-    return argv, " ".join(map(commands.show, argv)), commands.environment(gitenv=gitenv)
-
-
-def watch_argv(cfg):
-    """(argv, shown, release, poll, master, held) of the watch command for this config;
-    release(): let the held connection go (let_go), or None when there is none; poll():
-    poll_command for a server that cannot run the watch, or None; master: connect()'s
-    Master making the held connection, to wait for before the watch starts, or None;
-    held: its control socket, False when none could be had (a login per command), None
-    where the user's own multiplexing or a watchcmd is used."""
-    url = commands.Template("remoteurlcmd", cfg.commands["remoteurlcmd"]).output(cwd=cfg.path)
-    text = cfg.commands.get("watchcmd") or ""
-    if text.strip():
-        template = commands.Template("watchcmd", text)
-        run = template._fill([remote_path(url, cfg.path)] if template.nargs else [])[0]
-        return run.argv, run.shown, None, None, None, None
-    ssh, options, release, poll, master = ssh_program(os.environ, cfg.path), [], None, None, None
-    control = None
-    remote = parse_remote(url, cfg.path)
-    if remote[0] == "ssh":
-        config = configuration(ssh, remote[1], remote[2])  # read by held() and connect()
-        options, path = held(ssh, remote[1], remote[2], config=config, owner=cfg.path)
-        control = path or (False if config and not _own_mux_config(config) else None)
-        if path:
-            master = connect(ssh, remote[1], remote[2], path, config)
-            release = lambda: let_go(ssh, remote[1], path)  # noqa: E731
-        poll = lambda: poll_command(url, cfg.path)  # noqa: E731
-    argv = default_watch(url, cfg.path, ssh, options)
-    return argv, shown(argv), release, poll, master, control
-
-
-def shown(argv):
-    """A watch command for the log: the program it sends over left out."""
-    return " ".join(map(commands.show, argv)).replace(watch_program(), SENT)
-
-
-def why_it_ended(returncode, stderr):
-    """The command's end in one line: its exit, and its own last words on stderr."""
-    lines = [" ".join(l.split()) for l in stderr.decode("utf-8", "replace").splitlines()]
-    said = [l for l in lines if l and not l.startswith(NOISE)][-3:]
-    how = "killed by signal %d" % -returncode if returncode < 0 else "exit %d" % returncode
-    return "the watch command ended (%s)%s" % (how, ": " + "; ".join(said) if said else "")
-
-
 def _own_mux(ssh):
     """Whether the ssh command line itself sets up multiplexing (-M, -S, -o Control...)."""
     for i, arg in enumerate(ssh[1:], 1):
@@ -301,7 +150,7 @@ def _own_mux(ssh):
     return False
 
 
-def _own_mux_config(config):
+def own_mux_config(config):
     """Whether `ssh -G`'s {key: value} sets multiplexing up (the user's own)."""
     return config.get("controlmaster", "false") not in ("false", "no") or \
         config.get("controlpath", "none") != "none"
@@ -388,7 +237,7 @@ def held(ssh, destination, port=None, words=None, config=None, owner=None):
     OpenSSH's. `config`: configuration()'s for destination, when the caller has it;
     `owner`: the synced folder whose connection it is (control_pattern)."""
     config = configuration(ssh, destination, port, words) if config is None else config
-    if not config or _own_mux_config(config):
+    if not config or own_mux_config(config):
         return [], None
     try:
         folder = control_folder()
@@ -622,3 +471,24 @@ def git_ssh_command(url, base, env=None):
     # The user's line as it is (a shell runs it: $HOME, ~ and quotes keep their meaning),
     # then ours; keep-alives too: the connection may be made by git's ssh and outlive it.
     return text + " " + " ".join(map(shlex.quote, options + SSH_OPTIONS[2:]))
+
+
+def held_ssh(folder, remote):
+    """GIT_SSH_COMMAND holding one ssh connection to the remote (`remote(folder)`: its
+    address, vcs/folder.py's remote_of), or None (not over ssh, or the user's own)."""
+    url = remote(folder) if remote else ""
+    return git_ssh_command(url, folder) if url else None
+
+
+def git_environment_for(cfg, gitdir, excludes_file, remote):
+    """The one GitEnvironment every git command of the committer runs with, made once at
+    its start (vcs/git_environment.py): the excludes file it writes, the `largefiles`
+    rule and its git-annex key, and in git (and git-annex) the one ssh connection held to
+    the remote (push, fetch, notes; `remote`: vcs/folder.py's remote_of)."""
+    ssh_command = held_ssh(cfg.path, remote) if gitdir else None
+    return GitEnvironment(excludes=excludes_file.where if excludes_file else None,
+                          largefiles=largefiles.rule_of(cfg),
+                          annex_backend=largefiles.backend_of(cfg),
+                          ssh_command=ssh_command,
+                          annex_git_ssh=bool(ssh_command) and
+                          largefiles.annex_through_git_ssh(cfg.path))
