@@ -618,8 +618,9 @@ def test_log_lines_carry_nothing_a_terminal_acts_on():
     """`log` prints another machine's words (host, author, commit message): quoted."""
     out = io.StringIO()
     hostile = "\033]0;owned\007\u009b2J"
-    history.print_versions([history.Version("a" * 40, 1700000000, "t", "lap" + hostile,
-                                            "moved from \"%s\"" % hostile, "text" + hostile)],
+    from autosync.vcs.history import Version
+    history.print_versions([Version("a" * 40, 1700000000, "t", "lap" + hostile,
+                                    "moved from \"%s\"" % hostile, "text" + hostile)],
                            out=out)
     line = out.getvalue()
     assert line.endswith("\n") and line[:-1].isprintable()
