@@ -1,7 +1,7 @@
 """One synced folder's DVCS operations: commit, merge, push, pull.
 
 Runs the configured command strings (any DVCS) plus the few git-only
-safeguards (vcs/gitmerge.py, vcs/folder.py, vcs/recovery.py). It decides nothing about when: the
+safeguards (vcs/pull/finish.py, vcs/folder.py, vcs/recovery.py). It decides nothing about when: the
 committer calls it from its worker thread and hears back through `report`,
 a Report (below; reports.Reports in the committer, tests/fakes.Reports in tests).
 """
@@ -13,9 +13,11 @@ import signal
 import time
 import typing
 
-from autosync.committer import fsmonitor, hgmerge, massdelete, quickcommit
-from autosync.vcs import copyrules, excludes, git, gitmerge, gitnotes, gitpull, guarded, \
-    largefiles, pullleftovers, recovery
+from autosync.committer import fsmonitor, massdelete, quickcommit
+from autosync.vcs import copyrules, excludes, git, gitnotes, guarded, largefiles, \
+    pullleftovers, recovery
+from autosync.vcs.pull import finish, hg
+from autosync.vcs.pull import git as gitpull
 from autosync.vcs.git_environment import GitEnvironment
 from autosync.ssh import connection as sshremote
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
@@ -257,7 +259,7 @@ class Repository:
         problem = self.where.problem()
         if problem is None and self.where.marker != marker:
             self.follow_clone()
-        if problem is None and self.gitdir and gitmerge.rebasing(self.gitdir):
+        if problem is None and self.gitdir and finish.rebasing(self.gitdir):
             problem = ("the repository is in the middle of a rebase: finish it (git rebase "
                        "--continue) or abort it (git rebase --abort); nothing is committed "
                        "until then")
@@ -303,9 +305,9 @@ class Repository:
         # Whether or not a leftover was seen: a killed pull may have died before we
         # started. A recorded merge (MERGE_HEAD) is finished by merge_cleared instead.
         # (No commit yet, as in a clone of an empty remote: no pull can have run.)
-        if self.gitdir and not gitmerge.merging(self.gitdir) and self.head():
+        if self.gitdir and not finish.merging(self.gitdir) and self.head():
             try:
-                gitmerge.undo_killed_pull(self.folder, gitenv=self.gitenv)
+                finish.undo_killed_pull(self.folder, gitenv=self.gitenv)
             except RuntimeError as e:
                 log.error("%s", e)
         self.keep_leftover_writes()
@@ -565,13 +567,13 @@ class Repository:
         (index_mine), since they make no conflict entries; any other writer of the
         index (the user's git, a pullcmd of the user's) replaces the file, and the
         next look reads it."""
-        if gitmerge.merging(self.gitdir):
+        if finish.merging(self.gitdir):
             return self.finish_merge()
         seen = git.index_stat(self.gitdir)
         if seen is not None and seen == self.clean_index:
             return True
         try:
-            gitmerge.undo_interrupted_merge(self.folder, gitenv=self.gitenv)
+            finish.undo_interrupted_merge(self.folder, gitenv=self.gitenv)
         except RuntimeError as e:
             self.report.failed("merge", e, retry="commit")
             return False
@@ -588,7 +590,7 @@ class Repository:
     def finish_merge(self):
         """A merge stopped on conflicts: keep both versions of each file and commit it."""
         try:
-            copies = gitmerge.resolve(self.folder, gitenv=self.gitenv)
+            copies = finish.resolve(self.folder, gitenv=self.gitenv)
             message = merge_message(self.host, copies)
             self.cmd["commitcmd"].run(message, cwd=self.folder)
         except (CommandFailed, RuntimeError, OSError) as e:
@@ -818,12 +820,12 @@ class Repository:
                     error = None
                 except CommandFailed as e:
                     error = e
-            if self.gitdir and gitmerge.merging(self.gitdir):
+            if self.gitdir and finish.merging(self.gitdir):
                 return self.finish_merge()
             if error is None:
                 self.pull_leftovers = {}
                 # A pullcmd's helper (autosync-hgmerge) that merged and kept both versions.
-                self.merge_committed(hgmerge.reported(output))
+                self.merge_committed(hg.reported(output))
                 self.report.succeeded("pull")
                 return True
             # What the failed pull wrote is its own, never a change of the user's.
