@@ -1,7 +1,7 @@
 """autosync-committer: batches -> commits, pushes and pulls.
 
 The only program of the suite that runs DVCS commands (through
-committer/repository.py). It owns the control socket (docs/protocol.md): the watcher
+committer/repository/). It owns the control socket (docs/protocol.md): the watcher
 sends it batches, the XMPP listener asks it to pull, and everyone may
 subscribe to what it does.
 

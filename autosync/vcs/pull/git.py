@@ -60,7 +60,6 @@ import time
 from autosync.vcs import copyrules, thin
 from autosync.vcs.pull import finish
 from autosync.core.copies import copy_name
-from autosync.vcs.pull.keep_both import keep_both
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
