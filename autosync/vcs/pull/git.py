@@ -165,9 +165,10 @@ class InObjects:
 
 
 class GitPull:
-    """One folder's guarded pull. `fetch_args`: from plain_pull(pullcmd); `gitenv`: the
-    git_environment.GitEnvironment its git commands run with; `index_env`: -> variables
-    for the index's update (the committer's fsmonitor setting, committer/fsmonitor.py)."""
+    """One folder's git pull, every write through the guarded writer (vcs/guarded.py).
+    `fetch_args`: from plain_pull(pullcmd); `gitenv`: the git_environment.GitEnvironment
+    its git commands run with; `index_env`: -> variables for the index's update (the
+    committer's fsmonitor setting, committer/fsmonitor.py)."""
 
     def __init__(self, folder, gitdir, host, fetch_args, gitenv=PLAIN, index_env=dict):
         self.gitdir, self.host, self.gitenv = gitdir, host, gitenv
