@@ -120,7 +120,7 @@ def make_repo(path, fsmonitor_key="yes", quick=True, **commands):
     cfg = config(path, fsmonitor=fsmonitor_key, commands=dict(GIT_COMMANDS, **commands))
     r = Repository(cfg, Reports())
     if not quick:  # the usual path: `git add` and `git commit`, which ask the hook
-        r.quick = None
+        r.quick = r.commits.quick = r.index.quick = None
     return r
 
 
@@ -157,7 +157,7 @@ def test_only_the_staging_commands_and_the_pulls_index_get_the_setting(clone):
         assert isinstance(r.cmd[name], fsmonitor.Monitored), name
     for name in ("pullcmd", "pushcmd", "statuscmd", "remoteurlcmd", "maintenancecmd"):
         assert not isinstance(r.cmd[name], fsmonitor.Monitored), name
-    assert r.guarded.index_env == r.fsmonitor.env
+    assert r.git_pull.index_env == r.fsmonitor.env
     env = r.fsmonitor.env()
     assert env["GIT_CONFIG_VALUE_%d" % (int(env["GIT_CONFIG_COUNT"]) - 2)] == r.fsmonitor.value
     # ...and no other command of the daemon's: git's plain environment has no such key

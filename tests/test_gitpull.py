@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from autosync.vcs import git as gitrepo, gitpull
+from autosync.vcs import git as gitrepo
+from autosync.vcs.pull import git as gitpull
 from autosync.core.copies import read_copy_name
 from conftest import Remote, git, wait_until, write_during_checkout
 

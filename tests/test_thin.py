@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from autosync.vcs import gitpull, thin
+from autosync.vcs import thin
+from autosync.vcs.pull import git as gitpull
 from autosync.vcs.commands import Template
 from conftest import Machine, git, tree
 from helpers import Joined, listing, ok
@@ -202,7 +203,7 @@ def test_the_promisor_remote_is_found_however_git_named_it(tmp_path, thin_remote
 
 def test_a_folder_of_files_joins_thin(tmp_path, thin_remote):
     """init --thin on a folder of files: they are committed and merged with the remote's
-    (vcs/gitpull.py on a partial clone: the contents it writes come in one fetch)."""
+    (vcs/pull/git.py on a partial clone: the contents it writes come in one fetch)."""
     m = Joined(tmp_path, "thin")
     os.makedirs(os.path.join(m.path, "mine"))
     with open(os.path.join(m.path, "mine", "a.txt"), "w") as f:

@@ -222,7 +222,7 @@ def test_the_rescan_after_a_pull_says_why(watcher):
 
 
 def test_after_the_own_guarded_pull_the_paths_it_touched_are_sent_not_a_rescan(watcher):
-    """conservative, after vcs/gitpull.py's pull (pull-finished says guarded): the pull
+    """conservative, after vcs/pull/git.py's pull (pull-finished says guarded): the pull
     batch's paths (the pull's writes and a local edit made meanwhile) are sent as a
     batch; a file still open waits in the open batch. No rescan of the whole folder
     (issue 21): it is asked for only after any other pullcmd, or when the pull touched

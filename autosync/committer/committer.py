@@ -1,7 +1,7 @@
 """autosync-committer: batches -> commits, pushes and pulls.
 
 The only program of the suite that runs DVCS commands (through
-committer/repository.py). It owns the control socket (docs/protocol.md): the watcher
+committer/repository/). It owns the control socket (docs/protocol.md): the watcher
 sends it batches, the XMPP listener asks it to pull, and everyone may
 subscribe to what it does.
 
@@ -386,7 +386,7 @@ class Committer:
         else:
             # Pulled first, as on resume, whenever this machine pulls at all: an edit made
             # while stopped then meets the other machines' newer versions by the README's
-            # rule (gitpull.keep_beside: the newer at its place); committed first, it
+            # rule (vcs/pull/git.py, keep_beside: the newer at its place); committed first, it
             # would count as made now.
             self.catch_up("changes found at start-up", self.cfg.syncmethod != "none"
                           or bool(self.cfg.pullinterval))

@@ -10,7 +10,7 @@ clock.
 
 Safety, which decides where the setting goes:
 * Only the commit's staging commands get it (addcmd, rmcmd, modifycmd, movecmd,
-  startupcmd, commitcmd, when all are plain git lines) and the guarded pull's
+  startupcmd, commitcmd, when all are plain git lines) and the git pull's (vcs/pull/git.py)
   `update-index`: they write the index but never the working tree. A file answered
   unchanged too early (its batch not sent yet) is staged by its own batch, which
   follows with a higher number.
@@ -308,7 +308,7 @@ def monitor_for(cfg, gitdir, at_top, own_commands, gitenv=PLAIN):
     `gitdir`), a folder inside a larger working tree (not `at_top`: the watcher sees
     only the folder), or command strings other than plain git (not `own_commands`: a
     user's command keeps its meaning). The repository makes its staging commands
-    (template()) and its guarded pull's index update with it."""
+    (template()) and its git pull's index update with it."""
     if cfg.fsmonitor == "no":
         return None
     if not (gitdir and at_top and own_commands):

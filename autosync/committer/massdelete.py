@@ -1,7 +1,7 @@
 """A commit that removes many files: said loudly, with the command that undoes it.
 
 Many files removed at once may be an accident (rm -rf in the wrong place), and
-it reaches every machine. committer/repository.py asks after each commit; the notice
+it reaches every machine. committer/repository/commit.py asks after each commit; the notice
 goes to the status, an event (a notification at every level) and the log.
 """
 import logging

@@ -1,6 +1,6 @@
 """The committer's side of the repository's reports.
 
-committer/repository.py reports through a small interface (repository.Report: state,
+committer/repository/ reports through a small interface (repository.Report: state,
 status, failed, succeeded, look_again, committed, pulled, event, last_error)
 so that it decides nothing about when. Reports is that interface for
 committer.Committer, made of the parts it owns:

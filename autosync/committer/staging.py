@@ -5,7 +5,7 @@ Also what must stay out of it, said once each: a path that cannot be staged
 while the rest goes in, and a folder that holds a git repository of its own
 is left out of every scan (git would record an empty link to it, or fail the
 whole scan). Reports through the committer's reporter (see
-committer/repository.py).
+committer/repository/).
 """
 import logging
 import os

@@ -18,7 +18,7 @@ What "how far" honestly means, step by step:
     made; at the first push after a start, one diff of the upstream and HEAD), and since
     when; git's own `--progress` is not read: pushcmd is a command string run whole
     (vcs/commands.py gives its output at its end), which may not even be git;
-  * writing (the pull's new versions, written by vcs/gitpull.py's guarded writer, our
+  * writing (the pull's new versions, written by vcs/pull/git.py's guarded writer, our
     own code): DONE of TOTAL files, counted as each is made complete.
 """
 

@@ -17,7 +17,8 @@ import sys
 
 from autosync.core import cli
 from autosync.fs import guarded
-from autosync.vcs import git, gitmerge
+from autosync.vcs import git
+from autosync.vcs.pull import finish
 from autosync.core.copies import find_copies
 from autosync.tools.history import ask_daemon, commit_first, note_first, relative
 from autosync.vcs.history import History, HistoryError
@@ -27,13 +28,13 @@ from autosync.core.messages import TEXT_MAX, escaped, printable
 def mine_is_copy(cfg, copy, is_git):
     """Is the version in the copy the one this machine made? True, False, or None when
     that cannot be told. Never by the host name the copy's name carries alone: cloned
-    machines share one. In git the repository says (gitmerge.copy_made_here: which
+    machines share one. In git the repository says (finish.copy_made_here: which
     side of the merge that made the copy was committed here); a copy no merge made
     (or in another DVCS) is this machine's only if its name is not another host's,
     and cannot be told when it names this machine's host."""
     if is_git:
-        made = gitmerge.copy_made_here(cfg.path, copy.copy, copy.path)
-        if made != gitmerge.NO_MERGE:
+        made = finish.copy_made_here(cfg.path, copy.copy, copy.path)
+        if made != finish.NO_MERGE:
             return made
     return None if copy.host == cfg.hostname else False
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from autosync.core import cli
+from autosync.core.messages import escaped
 from autosync.tools import progress
 from autosync.vcs import largefiles
 from autosync.vcs.git_environment import PLAIN

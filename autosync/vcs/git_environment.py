@@ -39,7 +39,7 @@ SETTINGS = (
     ("annex.resolvemerge", "false", "git-annex's pull (`git annex sync`) leaves a merge "
                                     "that stopped on conflicts to the daemon, which keeps "
                                     "both versions of a big file as of any other, newer at "
-                                    "the path, and says so (vcs/gitmerge.py); git-annex's "
+                                    "the path, and says so (vcs/pull/finish.py); git-annex's "
                                     "own renamed both to NAME.variant-XXXX, unannounced"),
     # Big files (issue 32; tests/benchmark.py `bigfile`, tests/benchmarks/JOURNAL.md): each step
     # git takes on a big file (add, push, the server's receive, its send, the pull) spent

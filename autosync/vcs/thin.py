@@ -10,7 +10,7 @@ trip per object (git 2.39's `cat-file --batch`, as a restore or a pull read
 them, asks for each on its own). So those who know up front which contents they
 will read ask for them here, all in one fetch:
 
-  * the daemon's pull (vcs/gitpull.py): the new versions of the changed paths,
+  * the daemon's pull (vcs/pull/git.py): the new versions of the changed paths,
     before anything is written; the remote away at that instant is a failed
     pull like any other (nothing written, tried again);
   * restore (tools/history.py): the versions it will write, before anything is

@@ -273,7 +273,7 @@ class Watcher:
                 # it again changes nothing; local changes made meanwhile are kept.
                 self.send(settled)
             elif event.get("guarded") and not gone and not _ignore_rules_touched(changes):
-                # conservative, after the committer's own git pull (vcs/gitpull.py, every
+                # conservative, after the committer's own git pull (vcs/pull/git.py, every
                 # write made through the guarded writer): every path written during the
                 # pull, by it or by anyone, is in this batch, so staging exactly these
                 # paths as they are now is what a rescan would find, without reading

@@ -204,6 +204,6 @@ def test_autosync_hgmerge_keeps_names_off_command_lines(tmp_path, central, recor
     x, y = clones
     hg("pull", "-q", y, cwd=x)
     spy = Spy(SECRET)
-    spy.run([sys.executable, "-m", "autosync.committer.hgmerge", "--host", "merger", x])
+    spy.run([sys.executable, "-m", "autosync.vcs.pull.hg", "--host", "merger", x])
     assert len([n for n in os.listdir(x) if n.startswith(SECRET)]) == 2   # it merged
     assert_private(spy, recorded)

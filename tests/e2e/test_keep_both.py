@@ -5,7 +5,7 @@ import time
 import pytest
 
 
-from autosync.vcs import gitmerge as conflicts
+from autosync.vcs.pull import finish as conflicts
 from conftest import git, tree
 from helpers import settle, write
 from helpers import committed, copies, cut_off, every_kind_kept, never_mid_merge_nor_markers
@@ -96,7 +96,7 @@ def test_merging_side_keeps_its_newer_version(machines, remote, commands):
 
 def test_both_sides_pick_the_same_winner(tmp_path, remote):
     """The winner depends on the commits only, not on which machine merges."""
-    from autosync.vcs import gitmerge as conflicts
+    from autosync.vcs.pull import finish as conflicts
     clones = []
     for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
         path = str(tmp_path / name)

@@ -4,7 +4,7 @@ FOLDER, whatever it holds now:
   missing or empty      cloned from REMOTE (an empty remote is fine);
   files, no repository  becomes a working tree of REMOTE without losing a file: its
                         files are committed as they are, then merged with what REMOTE
-                        has by the daemon's own pull (vcs/gitpull.py), so a path in both
+                        has by the daemon's own pull (vcs/pull/git.py), so a path in both
                         with other content keeps both versions (a conflict copy);
   a clone of REMOTE     taken as it is;
   anything else         refused in one line, nothing touched.

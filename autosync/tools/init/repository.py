@@ -12,7 +12,8 @@ from autosync.core.config import Config
 from autosync.core.messages import commit_message, printable
 from autosync.tools import progress
 from autosync.tools.init.plan import say
-from autosync.vcs import excludes, git, gitpull, thin
+from autosync.vcs import excludes, git, thin
+from autosync.vcs.pull.git import GitPull, PullFailed
 from autosync.vcs.git_environment import PLAIN, GitEnvironment
 
 # A line of git's own progress ("Receiving objects:  45% (900/2000), 1.2 MiB | ...").
@@ -87,8 +88,8 @@ def join(plan):
         return
     plan.progress.show("Merging this folder's files with the remote's...")
     try:
-        result = gitpull.GitPull(plan.folder, gitdir, plan.host, []).run()
-    except (gitpull.PullFailed, RuntimeError, OSError) as e:
+        result = GitPull(plan.folder, gitdir, plan.host, []).run()
+    except (PullFailed, RuntimeError, OSError) as e:
         plan.progress.clear()
         # The folder's files are committed: the daemon's pull merges them later.
         say("Not merged with %s yet: %s; dvcs-autosync merges when it starts (both "

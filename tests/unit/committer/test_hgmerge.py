@@ -15,14 +15,14 @@ pytestmark = pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial 
 
 
 def hgmerge(path, *args, env=None):
-    return subprocess.run([sys.executable, "-m", "autosync.committer.hgmerge"] + list(args), cwd=path,
+    return subprocess.run([sys.executable, "-m", "autosync.vcs.pull.hg"] + list(args), cwd=path,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def test_mercurial_both_sides_pick_the_same_winner(tmp_path, central):
     """The winner depends on the changesets only, not on which machine merges; what is
     printed is read back by hgmerge.reported, one entry per conflict copy."""
-    from autosync.committer import hgmerge as module
+    from autosync.vcs.pull import hg as module
     clones = []
     for name, text in (("x", b"from x\n"), ("y", b"from y\n")):
         path = str(tmp_path / name)
@@ -65,7 +65,7 @@ def test_mercurial_half_done_merge_is_finished(tmp_path, central):
         clones.append(path)
     x, y = clones
     hg("pull", "-q", y, cwd=x)
-    from autosync.committer.hgmerge import MERGE
+    from autosync.vcs.pull.hg import MERGE
     merge = subprocess.run(("hg",) + MERGE, cwd=x,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert merge.returncode == 1  # unresolved: markers in README
@@ -99,7 +99,7 @@ def test_mercurial_update_refuses_to_merge_uncommitted_changes(tmp_path, central
 
 
 def hgmerge_reported(output):
-    from autosync.committer.hgmerge import reported
+    from autosync.vcs.pull.hg import reported
     return reported(output)
 
 
@@ -167,7 +167,7 @@ def test_mercurial_every_kind_of_conflict_keeps_both_versions(tmp_path, central)
 
 
 def test_the_working_copy_is_found_from_a_folder_inside_it_as_hg_root_finds_it(tmp_path):
-    from autosync.committer import hgmerge as module
+    from autosync.vcs.pull import hg as module
     root = tmp_path / "wc"
     (root / ".hg").mkdir(parents=True)
     (root / "a" / "b").mkdir(parents=True)
@@ -416,7 +416,7 @@ def test_mercurial_hg_runs_do_not_grow_with_the_conflicting_files(tmp_path, cent
 def test_a_scratch_folder_a_killed_merge_left_goes_at_the_next_merge(tmp_path):
     """A merge killed (kill -9) leaves its scratch folder in .hg: the next one removes it
     once it is an hour old; a younger one may be a merge still running, and stays."""
-    from autosync.committer import hgmerge
+    from autosync.vcs.pull import hg as hgmerge
     store = tmp_path / ".hg"
     store.mkdir()
     old, young = store / "autosync-hgmerge-old1", store / "autosync-hgmerge-young"

@@ -34,9 +34,9 @@ def test_the_repository_hands_its_one_git_environment_to_every_part_that_runs_gi
     r = Repository(config(repo.path, commands=dict(GIT_COMMANDS), fsmonitor="yes"), Reports())
     assert r.gitenv.excludes == r.excludes.where and os.path.exists(r.gitenv.excludes)
     parts = [t.gitenv for t in r.cmd.values()] + [
-        r.guarded.gitenv, r.staging.gitenv, r.quick.gitenv, r.where.gitenv, r.fsmonitor.gitenv]
+        r.git_pull.gitenv, r.staging.gitenv, r.quick.gitenv, r.where.gitenv, r.fsmonitor.gitenv]
     assert all(gitenv is r.gitenv for gitenv in parts)
-    assert r.guarded.index_env == r.fsmonitor.env  # the fsmonitor handed in, not patched in
+    assert r.git_pull.index_env == r.fsmonitor.env  # the fsmonitor handed in, not patched in
     assert type(r.cmd["addcmd"]).__name__ == "Monitored"
     assert type(r.cmd["pushcmd"]).__name__ == "Template"
     variables = commands.environment()
@@ -435,7 +435,7 @@ def test_a_stop_kills_the_pull_s_fetch_and_the_pull_is_not_done_not_failed(repo,
     git("commit", "-q", "-m", "new", cwd=other)
     git("push", "-q", "origin", "HEAD:main", cwd=other)
     started = str(tmp_path / "fetching")
-    r.guarded.fetch = Template("pullcmd", "touch %s && exec sleep 600" % started)  # a slow server
+    r.git_pull.fetch = Template("pullcmd", "touch %s && exec sleep 600" % started)  # a slow server
     replies = []
     puller = threading.Thread(target=lambda: replies.append(r.pull()))
     puller.start()
@@ -643,7 +643,7 @@ def test_bytes_a_killed_write_moved_aside_are_kept_with_their_file_s_filter(repo
     journal.mkdir(parents=True, mode=0o700)
     (journal / ("%d.1" % dead.pid)).write_bytes(
         bytes(temp) + b"\0" + bytes(repo.path / "secrets.env") + b"\0" + b"1" * 40 + b"\0")
-    [kept] = r.keep_leftover_writes()
+    [kept] = r.pulls.keep_leftover_writes()
     copy = os.path.relpath(kept, folder)
     assert open(kept).read() == "KEY=typed here\n"
     git("add", "-A", cwd=folder)

@@ -1,5 +1,5 @@
 """copies.py: conflict copies' names written, read back and found, and the keep-both
-policy that git's merges (vcs/gitmerge.py, vcs/gitpull.py) and Mercurial's (committer/hgmerge.py) share,
+policy that git's merges (vcs/pull/finish.py, vcs/pull/git.py) and Mercurial's (vcs/pull/hg.py) share,
 here against a Place made of dicts (the real ones: e2e/test_keep_both, test_gitpull,
 test_hgmerge, e2e/test_mercurial)."""
 import os
@@ -10,6 +10,7 @@ import time
 import pytest
 
 from autosync.core import copies
+from autosync.vcs.pull.keep_both import keep_both
 
 # --- conflict copies' names read back (dvcs-autosync conflicts, the tray) ---------------
 
@@ -87,7 +88,7 @@ def test_the_newer_version_stays_on_both_machines(mine, other):
     version and x's is beside it, named for x and the time of x's change."""
     versions = {X: "from x", Y: "from y"}
     place = Place({"f.txt": "merge output"}, last={"ours": mine, "theirs": other})
-    made, written = copies.keep_both("f.txt", versions[mine], versions[other], place)
+    made, written = keep_both("f.txt", versions[mine], versions[other], place)
     name = copies.copy_name("f.txt", "x", WHEN, lambda n: True)
     assert made == {"path": "f.txt", "copy": name, "host": "x"}
     assert place.files == {"f.txt": "from y", name: "from x"}
@@ -96,7 +97,7 @@ def test_the_newer_version_stays_on_both_machines(mine, other):
 
 def test_a_tie_in_time_goes_to_the_larger_id():
     place = Place(last={"ours": (WHEN, "b" * 40, "x"), "theirs": (WHEN, "a" * 40, "y")})
-    made, _ = copies.keep_both("f.txt", "mine", "theirs", place)
+    made, _ = keep_both("f.txt", "mine", "theirs", place)
     assert place.files["f.txt"] == "mine" and made["host"] == "y"
 
 
@@ -105,16 +106,16 @@ def test_a_name_holding_the_loser_is_used_again_another_is_not():
     skipped (` 2`)."""
     first = copies.copy_name("f.txt", "x", WHEN, lambda n: True)
     place = Place({first: "from x"}, last={"ours": X, "theirs": Y})
-    assert copies.keep_both("f.txt", "from x", "from y", place)[0]["copy"] == first
+    assert keep_both("f.txt", "from x", "from y", place)[0]["copy"] == first
     place = Place({first: "something else"}, last={"ours": X, "theirs": Y})
-    second = copies.keep_both("f.txt", "from x", "from y", place)[0]["copy"]
+    second = keep_both("f.txt", "from x", "from y", place)[0]["copy"]
     assert second != first and place.files[first] == "something else"
     assert copies.read_copy_name(second).path == "f.txt"
 
 
 def test_a_folder_that_took_the_name_keeps_it():
     place = Place(folders={"f.txt"}, last={"ours": X, "theirs": Y})
-    made, written = copies.keep_both("f.txt", "from x", "from y", place)
+    made, written = keep_both("f.txt", "from x", "from y", place)
     both = copies.copy_name("f.txt", copies.BOTH_SIDES, WHEN, lambda n: True)
     assert "f.txt" not in place.files and place.files[both] == "from y"
     assert place.files[made["copy"]] == "from x" and written == [made["copy"], both]
@@ -123,21 +124,21 @@ def test_a_folder_that_took_the_name_keeps_it():
 @pytest.mark.parametrize("ours, theirs", [("changed", None), (None, "changed")])
 def test_a_change_is_kept_over_a_delete(ours, theirs, caplog):
     place = Place()
-    assert copies.keep_both("f.txt", ours, theirs, place) == (None, ["f.txt"])
+    assert keep_both("f.txt", ours, theirs, place) == (None, ["f.txt"])
     assert place.files == {"f.txt": "changed"}
     assert "f.txt was changed on one side and deleted on the other: kept" in caplog.text
 
 
 def test_deleted_on_both_sides_writes_nothing():
     place = Place()
-    assert copies.keep_both("f.txt", None, None, place) == (None, [])
+    assert keep_both("f.txt", None, None, place) == (None, [])
     assert place.files == {}
 
 
 def test_the_mercurial_helper_loads_no_git_plumbing():
-    """autosync-hgmerge takes the policy from core/copies.py, not from git's vcs/gitmerge.py."""
+    """autosync-hgmerge takes the policy from vcs/pull/keep_both.py, not from git's vcs/pull/finish.py."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, autosync.committer.hgmerge; print(' '.join(sys.modules))"],
+        [sys.executable, "-c", "import sys, autosync.vcs.pull.hg; print(' '.join(sys.modules))"],
         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-    assert "autosync.core.copies" in loaded
-    assert not {"autosync.vcs.gitmerge", "autosync.vcs.git"} & set(loaded)
+    assert "autosync.vcs.pull.keep_both" in loaded
+    assert not {"autosync.vcs.pull.finish", "autosync.vcs.pull.git", "autosync.vcs.git"} & set(loaded)

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from autosync.core.copies import read_copy_name
-from autosync.vcs import gitmerge, gitpull
+from autosync.vcs.pull import finish as gitmerge, git as gitpull
 from conftest import git
 
 MARKER = re.compile(rb"^(<{7,}|>{7,}|={7,})", re.M)

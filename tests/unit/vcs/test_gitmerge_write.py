@@ -1,11 +1,11 @@
-"""vcs/gitmerge.py writes a conflict's versions as git's checkout would: through the
+"""vcs/pull/finish.py writes a conflict's versions as git's checkout would: through the
 path's smudge filters (line endings, git-lfs, any filter the user set), streamed."""
 import os
 import subprocess
 
 import pytest
 
-from autosync.vcs import gitmerge
+from autosync.vcs.pull import finish as gitmerge
 from conftest import git
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from autosync.vcs import gitpull
+from autosync.vcs.pull import git as gitpull
 from conftest import HERE, git  # HERE: tests/, the checkout above it
 from test_gitpull import commit, pull, status, two, write  # noqa: F401 (two: a fixture)
 
@@ -381,7 +381,8 @@ def test_a_write_killed_midway_leaves_no_prefix_anywhere(tmp_path, state, kind):
 
 MEASURE = r"""
 import resource, sys
-from autosync.vcs import git as gitrepo, gitpull
+from autosync.vcs import git as gitrepo
+from autosync.vcs.pull import git as gitpull
 folder = sys.argv[1]
 puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
 def vm(field):

@@ -1,6 +1,6 @@
 """autosync-hgmerge: merge a Mercurial working copy's two heads, keeping every version.
 
-Mercurial's counterpart of vcs/gitmerge.py (the policy is copies.keep_both), run
+Mercurial's counterpart of vcs/pull/finish.py (the policy is keep_both.py), run
 by the Mercurial example's `pullcmd` after `hg pull`
 (docs/examples/mercurial.autosync):
 
@@ -52,7 +52,7 @@ import time
 
 from autosync.core import cli
 from autosync.vcs.commands import HG_LIST, why
-from autosync.core.copies import keep_both
+from autosync.vcs.pull.keep_both import keep_both
 from autosync.fs.guarded import EXECUTABLE, LINK, Expect, Writer
 from autosync.core.messages import escaped, host_of, merge_message, printable
 
@@ -255,7 +255,7 @@ def unresolved(hg):
 
 
 class WorkingCopy:
-    """copies.Place for a merge in progress in a Mercurial working copy: a version is a
+    """keep_both.Place for a merge in progress in a Mercurial working copy: a version is a
     Version; "ours" is p1, "theirs" p2. Every hg question was asked before (last: each
     side's {name: last change})."""
 
@@ -294,7 +294,7 @@ def scratch(root):
 
 
 def resolve(hg, paths, p1, p2):
-    """Settle the files hg could not merge by copies.keep_both -> [{"path", "copy",
+    """Settle the files hg could not merge by keep_both -> [{"path", "copy",
     "host"}]. The hg runs do not grow with the number of files: per side one `files`,
     one `cat` and, when a path has a version on both sides, one `log` (and when a path
     is missing on a side, one `status` and one `files` more for the renames); then one

@@ -8,7 +8,7 @@ committer pulls this way instead:
 1. `git fetch` with pullcmd's remote and branch, if any (FETCH_HEAD names
    what a pull would merge);
 2. the merge is made in objects only (`git merge-tree --write-tree`); a
-   conflict keeps both versions by copies.keep_both's rules (the newer one at
+   conflict keeps both versions by keep_both's rules (the newer one at
    the path, the other as a conflict copy), written into the merged tree;
 3. every new path is shown to git as a checkout would add it to the index
    (verify_path: `.git` in any spelling, `..`, a symlinked .gitmodules, with
@@ -57,8 +57,9 @@ import subprocess
 import threading
 import time
 
-from autosync.vcs import copyrules, gitmerge, thin
-from autosync.core.copies import copy_name, keep_both
+from autosync.vcs import copyrules, thin
+from autosync.vcs.pull import finish
+from autosync.core.copies import copy_name
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template, environment
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
@@ -138,7 +139,7 @@ def for_merge(gitdir):
 
 
 class InObjects:
-    """copies.Place for the merge in objects: a version is (mode, blob id), written
+    """keep_both.Place for the merge in objects: a version is (mode, blob id), written
     as an index line of the merged tree; a name is taken in that tree or on disk."""
 
     def __init__(self, pull, path, head, theirs, taken, lines):
@@ -146,7 +147,7 @@ class InObjects:
         self.taken_names, self.lines = taken, lines
 
     def last_change(self, side, version):
-        return gitmerge.last_change(self.pull.folder, self.revs[side], self.path,
+        return finish.last_change(self.pull.folder, self.revs[side], self.path,
                                     gitenv=self.pull.gitenv)
 
     def taken(self, rel):
@@ -164,9 +165,10 @@ class InObjects:
 
 
 class GitPull:
-    """One folder's guarded pull. `fetch_args`: from plain_pull(pullcmd); `gitenv`: the
-    git_environment.GitEnvironment its git commands run with; `index_env`: -> variables
-    for the index's update (the committer's fsmonitor setting, committer/fsmonitor.py)."""
+    """One folder's git pull, every write through the guarded writer (fs/guarded.py).
+    `fetch_args`: from plain_pull(pullcmd); `gitenv`: the git_environment.GitEnvironment
+    its git commands run with; `index_env`: -> variables for the index's update (the
+    committer's fsmonitor setting, committer/fsmonitor.py)."""
 
     def __init__(self, folder, gitdir, host, fetch_args, gitenv=PLAIN, index_env=dict):
         self.gitdir, self.host, self.gitenv = gitdir, host, gitenv
@@ -505,8 +507,8 @@ class GitPull:
         return self.resolve(tree, stages, head, theirs)
 
     def resolve(self, tree, stages, head, theirs):
-        """Keep both versions of each conflicted path by copies.keep_both, as
-        gitmerge.resolve does in a working tree, written into the merged tree."""
+        """Keep both versions of each conflicted path by keep_both, as
+        finish.resolve does in a working tree, written into the merged tree."""
         index = os.path.join(self.gitdir, "autosync-merge-index")
         env = {"GIT_INDEX_FILE": index}
         try:
@@ -519,11 +521,11 @@ class GitPull:
                 if ours is None and other is None:
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
                     continue
-                made, written = gitmerge.keep_every(
+                made, written = finish.keep_every(
                     self.folder, path, ours, other, InObjects(self, path, head, theirs, taken,
                                                               lines), (head, theirs),
                     gitenv=self.gitenv)
-                if not written:  # git's merge with markers was all there was (gitmerge)
+                if not written:  # git's merge with markers was all there was (finish.py)
                     lines.append("0 %s\t%s" % ("0" * len(tree), path))
                 copies += made
                 pairs += [(path, rel) for rel in written if rel != path]
@@ -852,9 +854,9 @@ class GitPull:
         path and the pulled version goes beside it as a conflict copy. Changed before
         the pull began and not committed (an edit made while the daemon was stopped or
         paused) and older than the pulled version: the README's rule, as in a merge
-        (copies.keep_both): the newer at its place, the local one beside it.
+        (keep_both): the newer at its place, the local one beside it.
         -> (the copy's {"path", "copy", "host"}, whether the local bytes stay at the path)"""
-        stamp, _, host = gitmerge.last_change(self.folder, theirs, e.path, gitenv=self.gitenv)
+        stamp, _, host = finish.last_change(self.folder, theirs, e.path, gitenv=self.gitenv)
         local = self.edited_before(e.path)
         if local is not None and local[0] < stamp:
             made = self.put_local_beside(e, blobs, *local)

@@ -2,7 +2,7 @@
 
 Git only: it reads the index's conflict stages (`git ls-files -u`), which
 no configured command can describe. Each conflicted path is settled by
-copies.keep_both (the newer version at the path, the other beside it as a
+keep_both (the newer version at the path, the other beside it as a
 conflict copy; a change kept over a delete); a path deleted on both sides
 goes. This module supplies only what git knows: the two committed versions
 and their last change (WorkingTree), and writing a blob. Files are written
@@ -17,7 +17,8 @@ import re
 import subprocess
 import tempfile
 
-from autosync.core.copies import copy_name, keep_both
+from autosync.core.copies import copy_name
+from autosync.vcs.pull.keep_both import keep_both
 from autosync.vcs import copyrules
 from autosync.vcs.catfile import FILTERED, filtered_request
 from autosync.vcs.commands import environment, why
@@ -176,7 +177,7 @@ def same_blob(folder, rel, blob, gitenv=PLAIN):
 
 
 class WorkingTree:
-    """copies.Place for a merge stopped in git's working tree: a version is a
+    """keep_both.Place for a merge stopped in git's working tree: a version is a
     committed blob, (mode, blob id); "ours" is HEAD, "theirs" MERGE_HEAD."""
 
     def __init__(self, folder, path, gitenv=PLAIN):
@@ -292,7 +293,7 @@ def committed(folder, path, side, version, revs, gitenv=PLAIN):
 
 
 def keep_every(folder, path, ours, theirs, place, revs, gitenv=PLAIN):
-    """copies.keep_both of a conflicted path's committed versions (committed() above):
+    """keep_both of a conflicted path's committed versions (committed() above):
     the newer at the path, the other beside it, and each further version git's merge had
     combined in a conflict copy of its own. -> (the copies made, the paths written;
     none: nothing stays at the path)"""
@@ -322,7 +323,7 @@ def keep_every(folder, path, ours, theirs, place, revs, gitenv=PLAIN):
 
 
 def resolve(folder, gitenv=PLAIN):
-    """Resolve every conflicted path by copies.keep_both and stage the result.
+    """Resolve every conflicted path by keep_both and stage the result.
 
     -> list of {"path", "copy", "host"}: one per conflict copy made."""
     made, staged = [], []
@@ -357,7 +358,7 @@ def copy_made_here(folder, copy, path, gitenv=PLAIN):
     history made the copy (a copy made by hand).
 
     The merge that added the copy has two parents; the copy holds the version of one of
-    them (the loser, copies.keep_both). A commit made on this machine is in its HEAD
+    them (the loser, keep_both). A commit made on this machine is in its HEAD
     reflog as `commit...` (git commit, and committer/quickcommit.py's update-ref);
     one pulled in is there, if at all, as a pull. So the side whose last change of
     path was made here is this machine's."""
