@@ -199,6 +199,7 @@ import sys
 from autosync.core.protocol import connect
 conn = connect(sys.argv[1])
 assert conn.request({"cmd": "subscribe"}, timeout=10)["ok"]
+conn.sock.settimeout(None)  # events come when they come: the test's wait_for times them
 print("subscribed", flush=True)
 while True:
     line = conn.reader.readline()
