@@ -222,8 +222,10 @@ class Events:
         argv = [sys.executable, "-c", SUBSCRIBE, machine_socket(machine)]
         if machine.user is not None:
             argv = machine.user.command(argv[1:])
+        # Unbuffered: wait_for selects on the pipe, and a buffered reader would hold a
+        # second event that came with the first where select cannot see it.
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     env=dict(os.environ, PYTHONPATH=ROOT))
+                                     env=dict(os.environ, PYTHONPATH=ROOT), bufsize=0)
         assert self.proc.stdout.readline() == b"subscribed\n"
         self.seen = []
 
