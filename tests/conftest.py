@@ -20,6 +20,8 @@ sys.path.insert(0, HERE)  # fixture modules (prosody.py, dbus_session.py) import
 # others by name (test_pull_safety's plant to tests/e2e/test_pull_safety_e2e.py)
 sys.path.extend(folder for folder, _, _ in os.walk(os.path.join(HERE, "unit"))
                 if not folder.endswith("__pycache__"))
+# the unit tier's guard (autouse): a test of tests/unit/ starts no program of ours
+from unitguard import pytest_runtest_call, pytest_runtest_protocol  # noqa: E402,F401
 
 
 def git(*args, cwd=None, check=True):
@@ -482,10 +484,10 @@ E2E = os.path.join(HERE, "e2e") + os.sep
 # per worker, so that each run begins with its share of the long ones.
 LONGEST_FIRST = ("e2e/test_quiet.py", "e2e/test_mercurial.py", "e2e/test_xmpp_sync.py",
                  "e2e/test_random.py", "e2e/test_pull_race.py", "e2e/test_debian.py",
-                 "e2e/test_install.py", "unit/tools/test_progress.py", "test_largefiles.py",
+                 "e2e/test_install.py", "test_progress_programs.py", "test_largefiles.py",
                  "unit/vcs/test_git_path_rules.py", "e2e/test_annex.py", "test_maintenance.py",
                  "e2e/test_pulled_moves.py", "e2e/test_pull_lock.py", "e2e/test_faults.py",
-                 "unit/committer/test_hgmerge.py", "test_watcher.py")
+                 "test_hgmerge.py", "test_watcher.py")
 UNIT = os.path.join(HERE, "unit") + os.sep
 
 

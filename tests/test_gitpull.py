@@ -2,13 +2,15 @@
 not see. Real git repositories; the user's write is injected at the worst moment, between
 the guarded writer's check of a file and its swap (guarded.Writer.checked)."""
 import os
+import subprocess
+import sys
 
 import pytest
 
 from autosync.vcs import git as gitrepo
 from autosync.vcs.pull import git as gitpull
 from autosync.core.copies import read_copy_name
-from conftest import Remote, git, wait_until, write_during_checkout
+from conftest import HERE, Remote, git, wait_until, write_during_checkout
 
 
 @pytest.fixture
@@ -629,3 +631,37 @@ def test_conflict_copies_keep_the_filter_of_the_file_they_came_from(two):
     for kept in (local, beside):
         assert open(os.path.join(a, kept["copy"]), "rb").read() == \
             open(os.path.join(b, kept["copy"]), "rb").read()
+
+
+MEASURE = r"""
+import resource, sys
+from autosync.vcs import git as gitrepo
+from autosync.vcs.pull import git as gitpull
+folder = sys.argv[1]
+puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
+def vm(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1])
+before = vm("VmRSS:")
+puller.run()
+print(before, vm("VmHWM:"), vm("VmRSS:"))
+"""
+
+
+@pytest.mark.slow  # about a minute: git stores and sends 1 GB first
+def test_a_pull_of_a_1_gb_file_needs_at_most_150_mb_more(two, tmp_path):
+    remote, a, b = two
+    big = os.path.join(a, "disk.img")
+    with open(big, "wb") as f:   # compressible: quick for git to store, as big to pull
+        block = (b"%08d" % 0) * (1 << 17)
+        for i in range(1024):
+            f.write(block)
+    commit(a, "autosync on a: added disk.img")
+    out = subprocess.run([sys.executable, "-c", MEASURE, b], stdout=subprocess.PIPE,
+                         check=True, env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+    before, peak, after = map(int, out.stdout.split())
+    print("RSS before the pull %d kB, peak %d kB, after %d kB" % (before, peak, after))
+    assert os.path.getsize(os.path.join(b, "disk.img")) == 1 << 30
+    assert peak - before < 150 * 1024, (before, peak, after)   # kB
+    assert after - before < 50 * 1024, (before, peak, after)

@@ -3,6 +3,8 @@
 The races are injected at the worst moment through the writer's seam
 (`checked`: after the check, before the swap), not hoped for."""
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,6 +12,8 @@ import pytest
 
 from autosync.fs import guarded
 from autosync.fs.guarded import Expect, Refused, Writer, blob_id
+from conftest import HERE  # tests/, the checkout above it
+from test_pull_safety import state  # noqa: F401 (a fixture)
 
 
 def oid(data):
@@ -357,3 +361,42 @@ def test_an_ordinary_user_without_a_lease_on_anothers_file_still_checks_it(nobod
         assert f.read() == b"pulled\n"
     with open(os.path.join(folder, "changed.txt"), "rb") as f:
         assert f.read() == b"edited\n"
+
+
+KILLED = r"""
+import os, signal, sys
+from autosync.fs import guarded
+root, rel, expect = sys.argv[1], sys.argv[2], sys.argv[3]
+writer = guarded.Writer(root)
+def source(fd):  # a 300 MB version; the writer is killed 8 MB into it
+    chunk = b"pulled " * (1 << 17)
+    written = 0
+    while written < 300 << 20:
+        written += os.write(fd, chunk)
+        if written >= 8 << 20:
+            os.kill(os.getpid(), signal.SIGKILL)
+old = b"committed\n"
+writer.put(rel, "100644", source,
+           guarded.Expect("100644", oid=guarded.blob_id(len(old), [old], 40))
+           if expect == "swap" else None)
+"""
+
+
+@pytest.mark.parametrize("kind", ["swap", "new"])
+def test_a_write_killed_midway_leaves_no_prefix_anywhere(tmp_path, state, kind):
+    from autosync.vcs import recovery
+    root = tmp_path / "synced"
+    (root / "d").mkdir(parents=True)
+    if kind == "swap":
+        (root / "d" / "a.bin").write_bytes(b"committed\n")
+    proc = subprocess.run([sys.executable, "-c", KILLED, str(root), "d/a.bin", kind],
+                          env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+    assert proc.returncode == -9
+    temps = [p for p in (root / "d").iterdir() if p.name.startswith(".autosync-write.")]
+    assert len(temps) == 1 and temps[0].stat().st_size >= 8 << 20  # the prefix is there
+    kept = recovery.leftover_writes(str(root), lambda t, p: False, lambda p: p + " (kept)")
+    assert kept == []
+    assert sorted(p.name for p in (root / "d").iterdir()) == (["a.bin"] if kind == "swap" else [])
+    if kind == "swap":
+        assert (root / "d" / "a.bin").read_bytes() == b"committed\n"
+    assert list(state.iterdir()) == []

@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, Remote, git
 
 from autosync.ssh import remote as ar
+from test_serve_annex import ME, THEM, repos  # noqa: F401 (repos: a fixture)
 
 
 
@@ -244,3 +245,49 @@ def test_the_poll_interval_is_the_one_core_states():
     from autosync.ssh import watch as sshwatch
     from autosync.ssh import remote
     assert remote.POLL == sshwatch.POLL
+
+
+# --- autosync-remote serve as the forced command runs it (tests/unit/ssh/test_serve_annex.py:
+# what it makes of what git-annex sends) ---------------------------------------------------
+
+def serve(repo, sent, path):
+    return subprocess.run([sys.executable, "-m", "autosync.ssh.remote", "serve", repo],
+                          env=dict(os.environ, PYTHONPATH=ROOT, PATH=path,
+                                   SSH_ORIGINAL_COMMAND=sent),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def test_serve_runs_git_annex_shell_itself_with_its_words_and_no_shell(repos, tmp_path):
+    repo, _, home = repos
+    # A git-annex-shell that says how it was run (a shell would have run the $(...)).
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git-annex-shell").write_text(
+        "#!%s\nimport os, sys\nprint(sys.argv[1:])\nprint(sorted((k, v) for k, v in "
+        "os.environ.items() if k.startswith(('GIT_ANNEX_SHELL', 'SSH_ORIGINAL'))))\n"
+        % sys.executable)
+    os.chmod(str(fake / "git-annex-shell"), 0o755)
+    ran = serve(repo, "git-annex-shell 'p2pstdio' '%s' '%s' --uuid %s" % (repo, ME, THEM),
+                str(fake))
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert ran.stdout.splitlines() == [
+        str(["p2pstdio", repo, ME, "--uuid", THEM]),
+        str([("GIT_ANNEX_SHELL_DIRECTORY", repo), ("GIT_ANNEX_SHELL_LIMITED", "1")])]
+    refused = serve(repo, "git-annex-shell 'p2pstdio' '%s' '$(touch %s)'"
+                    % (repo, tmp_path / "x"), str(fake))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("autosync-remote: this key may only sync %s: "
+                                     "git-annex-shell p2pstdio: $(touch " % repo)
+    assert refused.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
+
+
+def test_a_server_without_git_annex_says_so_in_one_line(repos, tmp_path):
+    repo, _, _ = repos
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    ran = serve(repo, "git-annex-shell 'configlist' '%s'" % repo, str(empty))
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr == "autosync-remote: git-annex-shell is not installed on this server " \
+                         "(not on PATH %s): install git-annex here to sync the annexed files " \
+                         "of %s\n" % (empty, repo)

@@ -2,6 +2,7 @@
 programs a config starts, and stopping them in order; with real processes."""
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,7 +11,11 @@ import time
 import pytest
 
 from autosync import supervisor
+from autosync.tools import notify
+from conftest import ROOT
 from fakes import config, config_with_a_shared_socket_folder, serving
+from test_notify import paused_reply
+from test_service_files import INSTALLS, PLAIN, TEMPLATE, exec_start, not_restarted_on
 
 
 @pytest.fixture
@@ -505,3 +510,131 @@ def test_ours_started_by_a_launcher_whose_python_is_named_python_is_not_the_orig
     assert supervisor.other_daemon(load(b.config)) is None
     found = words.original_setups()
     assert not [where for _, where, _ in found if "PID %d," % a.proc.pid in where], found
+
+
+@pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
+@pytest.mark.parametrize("install", INSTALLS)
+def test_exec_start_finds_the_program_and_a_config_error_is_not_restarted(unit, install,
+                                                                         tmp_path):
+    home = tmp_path / "user"
+    system = tmp_path / "usr-local-bin"
+    folder = system if INSTALLS[install] is None else home / INSTALLS[install]
+    folder.mkdir(parents=True)
+    (tmp_path / "run").mkdir(mode=0o700)
+    # A launcher as pip writes one, which also notes where it was found.
+    launcher = folder / "dvcs-autosync"
+    launcher.write_text('#!/bin/sh\necho "$0" > "%s"\nexec %s -m autosync.supervisor "$@"\n'
+                        % (tmp_path / "ran", sys.executable))
+    launcher.chmod(0o755)
+    config = home / (".config/autosync/work" if unit == TEMPLATE else ".autosync")
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[autosync]\nsyncmethod = none\n")  # no path: a config error
+    # The user manager's PATH: the system's folders, without the user's own. The test's
+    # own folder stands for them: the machine's /usr/bin may hold an installed
+    # dvcs-autosync (the Debian package), which is not the one under test.
+    env = {"PATH": str(system), "HOME": str(home), "PYTHONPATH": ROOT,
+           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    result = subprocess.run(exec_start(unit, str(home), "work"), env=env, cwd="/",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert (tmp_path / "ran").read_text() == "%s\n" % launcher, result.stderr
+    # The config error's one line, and the status the unit does not restart on.
+    assert result.stderr == ("%s: [autosync] path: expected the folder to keep in sync, "
+                             "got nothing\n" % config), result.stderr
+    assert result.returncode == 2
+    assert result.returncode in not_restarted_on(unit)
+
+
+@pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
+def test_without_the_program_the_unit_stops_at_once(unit, tmp_path):
+    home = tmp_path / "user"
+    home.mkdir()
+    system = tmp_path / "usr-bin"  # the system's folders, without the machine's programs:
+    system.mkdir()  # its /usr/bin may hold an installed dvcs-autosync (the Debian package)
+    result = subprocess.run(exec_start(unit, str(home), "work"),
+                            env={"PATH": str(system), "HOME": str(home)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "dvcs-autosync" in result.stderr and "not found" in result.stderr, result.stderr
+    assert result.returncode == 127
+    assert result.returncode in not_restarted_on(unit)
+
+
+def test_as_a_program_without_a_daemon(tmp_path):
+    """The installed entry point: exit status 3 reaches the shell."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(notify.__file__)))
+    proc = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "--socket",
+                           str(tmp_path / "none.sock"), "sync"], env=env, cwd=str(tmp_path),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 3 and proc.stdout == b""
+    assert proc.stderr.count(b"\n") == 1
+
+
+def test_dvcs_autosync_takes_the_everyday_commands(tmp_path):
+    from autosync.core.paths import socket_for
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(notify.__file__))))
+    env = dict(os.environ, PYTHONPATH=root)
+    requests = []
+    with serving(socket_for(str(tmp_path / "Sync")),
+                 lambda m, c: requests.append(m) or paused_reply(m)):
+        for command in (["pause"], ["resume"], ["sync"], ["status"], ["describe", "x"]):
+            proc = subprocess.run([sys.executable, "-m", "autosync.supervisor"] + command,
+                                  env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+        assert [r["cmd"] for r in requests] == ["pause", "resume", "sync", "status", "describe"]
+        # A file named like the command, here: the original's `dvcs-autosync CONFIG`.
+        (tmp_path / "pause").write_text("[autosync]\npath = %s\n" % (tmp_path / "nowhere"))
+        proc = subprocess.run([sys.executable, "-m", "autosync.supervisor", "pause"], env=env,
+                              cwd=str(tmp_path), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode != 0 and len(requests) == 5
+    assert proc.stderr.startswith("dvcs-autosync: pause is a file here: read as the config "
+                                  "file, as the original dvcs-autosync CONFIG did; for the "
+                                  "command, run it in another folder\n")
+
+
+def log_line(verbose, journal):
+    code = ("from autosync.core import cli; import logging; cli.setup_logging(%r); "
+            "logging.getLogger('autosync.x').debug('dbg'); "
+            "logging.getLogger('autosync.x').info('hello')" % verbose)
+    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+    env["PYTHONPATH"] = ROOT
+    if journal:
+        env["JOURNAL_STREAM"] = "8:12345"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, check=True, timeout=60)
+    assert proc.stdout == b""
+    return proc.stderr.decode().splitlines()
+
+
+STAMPED = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} autosync\.x\[\d+\] (\w+) (\w+)$")
+
+
+def test_logging_goes_to_stderr_with_time_and_pid():
+    lines = log_line(False, False)
+    assert [STAMPED.match(l).groups() for l in lines] == [("INFO", "hello")]  # no debug
+
+
+def test_verbose_logs_debug_and_the_journal_gets_no_timestamp():
+    assert [STAMPED.match(l).groups() for l in log_line(True, False)] == [
+        ("DEBUG", "dbg"), ("INFO", "hello")]
+    assert log_line(False, True) == ["autosync.x: INFO hello"]
+    assert log_line(True, True) == ["autosync.x: DEBUG dbg", "autosync.x: INFO hello"]
+
+
+def test_a_log_line_acts_on_no_terminal():
+    """A name from another machine, quoted where it is put in (copies.told) or not (a
+    tool's words in an error), reaches the log with nothing a terminal acts on."""
+    code = ("from autosync.core import cli, copies; import logging; cli.setup_logging(False); "
+            "name = '\\033]0;owned\\007\\u009b2J\\udcff'; "
+            "copies.told({'path': name, 'copy': name + '.copy', 'host': 'b'}); "
+            "logging.getLogger('autosync.x').error('hg: %s: cannot add', name)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("JOURNAL_STREAM", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, check=True, timeout=60)
+    lines = proc.stderr.decode("utf-8").splitlines()
+    assert len(lines) == 2 and all(line.isprintable() for line in lines)
+    assert lines[0].endswith('conflict in "\\033]0;owned\\a\\302\\2332J\\377": kept the '
+                             'newer version, the other (from b) as '
+                             '"\\033]0;owned\\a\\302\\2332J\\377.copy"')
+    assert lines[1].endswith("ERROR hg: \\033]0;owned\\a\\302\\2332J\\377: cannot add")

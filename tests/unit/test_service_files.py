@@ -12,7 +12,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -111,52 +110,6 @@ INSTALLS = {
     "pip --user": ".local/bin",  # also pipx, or a link to a venv's launcher
     "system": None,  # /usr/bin or /usr/local/bin: on the user manager's PATH
 }
-
-
-@pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
-@pytest.mark.parametrize("install", INSTALLS)
-def test_exec_start_finds_the_program_and_a_config_error_is_not_restarted(unit, install,
-                                                                         tmp_path):
-    home = tmp_path / "user"
-    system = tmp_path / "usr-local-bin"
-    folder = system if INSTALLS[install] is None else home / INSTALLS[install]
-    folder.mkdir(parents=True)
-    (tmp_path / "run").mkdir(mode=0o700)
-    # A launcher as pip writes one, which also notes where it was found.
-    launcher = folder / "dvcs-autosync"
-    launcher.write_text('#!/bin/sh\necho "$0" > "%s"\nexec %s -m autosync.supervisor "$@"\n'
-                        % (tmp_path / "ran", sys.executable))
-    launcher.chmod(0o755)
-    config = home / (".config/autosync/work" if unit == TEMPLATE else ".autosync")
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("[autosync]\nsyncmethod = none\n")  # no path: a config error
-    # The user manager's PATH: the system's folders, without the user's own. The test's
-    # own folder stands for them: the machine's /usr/bin may hold an installed
-    # dvcs-autosync (the Debian package), which is not the one under test.
-    env = {"PATH": str(system), "HOME": str(home), "PYTHONPATH": ROOT,
-           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
-    result = subprocess.run(exec_start(unit, str(home), "work"), env=env, cwd="/",
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert (tmp_path / "ran").read_text() == "%s\n" % launcher, result.stderr
-    # The config error's one line, and the status the unit does not restart on.
-    assert result.stderr == ("%s: [autosync] path: expected the folder to keep in sync, "
-                             "got nothing\n" % config), result.stderr
-    assert result.returncode == 2
-    assert result.returncode in not_restarted_on(unit)
-
-
-@pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
-def test_without_the_program_the_unit_stops_at_once(unit, tmp_path):
-    home = tmp_path / "user"
-    home.mkdir()
-    system = tmp_path / "usr-bin"  # the system's folders, without the machine's programs:
-    system.mkdir()  # its /usr/bin may hold an installed dvcs-autosync (the Debian package)
-    result = subprocess.run(exec_start(unit, str(home), "work"),
-                            env={"PATH": str(system), "HOME": str(home)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert "dvcs-autosync" in result.stderr and "not found" in result.stderr, result.stderr
-    assert result.returncode == 127
-    assert result.returncode in not_restarted_on(unit)
 
 
 def test_the_shipped_units_are_init_s_template():

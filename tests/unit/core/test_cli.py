@@ -1,9 +1,6 @@
 """cli: the arguments, log format, time format, error exit and config loading every
 program of the suite shares."""
 import os
-import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -11,7 +8,6 @@ import pytest
 from autosync import __version__
 from autosync.core import cli
 from autosync.core.config import Config
-from conftest import ROOT
 from fakes import config_with_a_shared_socket_folder, serving
 
 DOC = """autosync-example: does one thing.
@@ -141,54 +137,6 @@ def test_load_can_skip_the_working_tree_check(tmp_path, capsys):
 def test_start_parses_and_loads(synced):
     conf, folder = synced
     assert cli.start("autosync-example", DOC, [conf]).path == folder
-
-
-def log_line(verbose, journal):
-    code = ("from autosync.core import cli; import logging; cli.setup_logging(%r); "
-            "logging.getLogger('autosync.x').debug('dbg'); "
-            "logging.getLogger('autosync.x').info('hello')" % verbose)
-    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
-    env["PYTHONPATH"] = ROOT
-    if journal:
-        env["JOURNAL_STREAM"] = "8:12345"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, check=True, timeout=60)
-    assert proc.stdout == b""
-    return proc.stderr.decode().splitlines()
-
-
-STAMPED = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} autosync\.x\[\d+\] (\w+) (\w+)$")
-
-
-def test_logging_goes_to_stderr_with_time_and_pid():
-    lines = log_line(False, False)
-    assert [STAMPED.match(l).groups() for l in lines] == [("INFO", "hello")]  # no debug
-
-
-def test_verbose_logs_debug_and_the_journal_gets_no_timestamp():
-    assert [STAMPED.match(l).groups() for l in log_line(True, False)] == [
-        ("DEBUG", "dbg"), ("INFO", "hello")]
-    assert log_line(False, True) == ["autosync.x: INFO hello"]
-    assert log_line(True, True) == ["autosync.x: DEBUG dbg", "autosync.x: INFO hello"]
-
-
-def test_a_log_line_acts_on_no_terminal():
-    """A name from another machine, quoted where it is put in (copies.told) or not (a
-    tool's words in an error), reaches the log with nothing a terminal acts on."""
-    code = ("from autosync.core import cli, copies; import logging; cli.setup_logging(False); "
-            "name = '\\033]0;owned\\007\\u009b2J\\udcff'; "
-            "copies.told({'path': name, 'copy': name + '.copy', 'host': 'b'}); "
-            "logging.getLogger('autosync.x').error('hg: %s: cannot add', name)")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("JOURNAL_STREAM", None)
-    proc = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, check=True, timeout=60)
-    lines = proc.stderr.decode("utf-8").splitlines()
-    assert len(lines) == 2 and all(line.isprintable() for line in lines)
-    assert lines[0].endswith('conflict in "\\033]0;owned\\a\\302\\2332J\\377": kept the '
-                             'newer version, the other (from b) as '
-                             '"\\033]0;owned\\a\\302\\2332J\\377.copy"')
-    assert lines[1].endswith("ERROR hg: \\033]0;owned\\a\\302\\2332J\\377: cannot add")
 
 
 def test_trust_passes_no_socket_yet_and_our_own_daemon(tmp_path):

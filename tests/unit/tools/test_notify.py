@@ -3,7 +3,6 @@ with a scripted handler (no daemon), a dead socket, or a server that misbehaves.
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 
@@ -374,16 +373,6 @@ def test_usage_errors_are_exit_2(capsys):
         assert exited.value.code == notify.EXIT_USAGE == 2
 
 
-def test_as_a_program_without_a_daemon(tmp_path):
-    """The installed entry point: exit status 3 reaches the shell."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(notify.__file__)))
-    proc = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "--socket",
-                           str(tmp_path / "none.sock"), "sync"], env=env, cwd=str(tmp_path),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
-    assert proc.returncode == 3 and proc.stdout == b""
-    assert proc.stderr.count(b"\n") == 1
-
-
 def test_describe_dash_reads_the_text_from_stdin(monkeypatch):
     """Off the command line, which every local user can read."""
     import io
@@ -443,30 +432,6 @@ def test_outside_any_synced_folder_the_default_config_s_daemon_is_meant(
     # The answer names the folder it paused.
     assert capsys.readouterr().out.startswith("paused /home/u/Sync: since ")
     assert requests == [{"cmd": "pause", "seconds": 3600}]
-
-
-def test_dvcs_autosync_takes_the_everyday_commands(tmp_path):
-    from autosync.core.paths import socket_for
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(notify.__file__))))
-    env = dict(os.environ, PYTHONPATH=root)
-    requests = []
-    with serving(socket_for(str(tmp_path / "Sync")),
-                 lambda m, c: requests.append(m) or paused_reply(m)):
-        for command in (["pause"], ["resume"], ["sync"], ["status"], ["describe", "x"]):
-            proc = subprocess.run([sys.executable, "-m", "autosync.supervisor"] + command,
-                                  env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, timeout=60)
-            assert proc.returncode == 0, proc.stderr
-        assert [r["cmd"] for r in requests] == ["pause", "resume", "sync", "status", "describe"]
-        # A file named like the command, here: the original's `dvcs-autosync CONFIG`.
-        (tmp_path / "pause").write_text("[autosync]\npath = %s\n" % (tmp_path / "nowhere"))
-        proc = subprocess.run([sys.executable, "-m", "autosync.supervisor", "pause"], env=env,
-                              cwd=str(tmp_path), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=60)
-    assert proc.returncode != 0 and len(requests) == 5
-    assert proc.stderr.startswith("dvcs-autosync: pause is a file here: read as the config "
-                                  "file, as the original dvcs-autosync CONFIG did; for the "
-                                  "command, run it in another folder\n")
 
 
 def test_a_polled_link_is_said_to_be_polled_not_up():

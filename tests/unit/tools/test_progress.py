@@ -1,104 +1,15 @@
-"""Progress on long work (autosync/tools/progress.py): `dvcs-autosync init` of 10,000
-files shows what it is doing and how far (files, bytes) on a real pseudo-terminal, and
-writes not one progress line when its output goes to a file; the lasting lines are the
-same either way."""
+"""Progress on long work (autosync/tools/progress.py): the lines it writes on a terminal and
+the nothing it writes elsewhere (tests/test_progress_programs.py: `dvcs-autosync init` of
+10,000 files and a restore, on a real pseudo-terminal and into a file)."""
 import io
-import os
-import pty
-import re
-import subprocess
-import sys
 
 import pytest
 
 from conftest import git
-from helpers import EmptyRemote
 
 from autosync.tools import progress
 
-FILES = 10000
 ERASE = "\r\033[K"
-
-
-def folder_of_files(path):
-    """FILES small files in 100 folders; -> their bytes."""
-    total = 0
-    for i in range(FILES):
-        folder = os.path.join(path, "d%03d" % (i // 100))
-        os.makedirs(folder, exist_ok=True)
-        data = b"x" * (i % 300) + b"\n"
-        with open(os.path.join(folder, "f%05d.txt" % i), "wb") as f:
-            f.write(data)
-        total += len(data)
-    return total
-
-
-def init_argv(base):
-    return [sys.executable, "-m", "autosync.supervisor", "init", str(base / "remote.git"),
-            str(base / "folder"), "--config", str(base / "config")]
-
-
-def on_a_terminal(argv):
-    """argv run with a pseudo-terminal as its stdin, stdout and stderr -> (status, what
-    the terminal received, as text)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                            env=dict(os.environ, COLUMNS="200"))
-    os.close(slave)
-    received = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the last holder of the terminal's other side is gone
-            break
-        if not data:
-            break
-        received.append(data)
-    os.close(master)
-    return proc.wait(timeout=120), b"".join(received).decode("utf-8", "replace")
-
-
-def lasting(text):
-    """What the terminal shows in the end, as text: of each row what the last erase
-    (carriage return, erase to the end of the line) left (the terminal sends each
-    newline back as CR LF)."""
-    return "\n".join(row.split(ERASE)[-1] for row in text.split("\r\n"))
-
-
-def setup(base):
-    base.mkdir()
-    EmptyRemote(base / "remote.git")
-    os.mkdir(base / "folder")
-    return folder_of_files(str(base / "folder"))
-
-
-def test_init_of_many_files_counts_them_on_a_terminal_and_says_nothing_more_to_a_file(tmp_path):
-    total = setup(tmp_path / "t")
-    status, seen = on_a_terminal(init_argv(tmp_path / "t"))
-    assert status == 0, seen
-    states = re.findall(r"\r\033\[K([^\r\n]*)", seen)
-    counts = [s for s in states if s.startswith("Adding the files: ")]
-    # Shown at each whole percent: 0 to 100.
-    assert len(counts) == 101, counts[:3]
-    assert counts[-1] == "Adding the files: 10,000 of 10,000 files (%s of %s)" % (
-        progress.sizes.human(total), progress.sizes.human(total))
-    assert any(s.startswith("Pushing: Writing objects: 100% ") for s in states), states
-    assert any(s.startswith("Trying whether the remote can be watched") for s in states)
-    files = git("ls-tree", "-r", "--name-only", "main", cwd=str(tmp_path / "t" / "remote.git"))
-    assert len(files.splitlines()) == FILES
-
-    setup(tmp_path / "f")
-    out = tmp_path / "out.txt"
-    with open(out, "w") as f:
-        result = subprocess.run(init_argv(tmp_path / "f"), stdout=f, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    assert result.returncode == 0
-    written = out.read_text()
-    assert "\r" not in written and "\033" not in written
-    assert "files (" not in written and "Pushing" not in written
-    # The same lasting lines, on the terminal and in the file.
-    assert lasting(seen).replace("/t/", "/f/") == written
-    assert "The remote was empty: made the first commit and pushed it." in written
 
 
 class Terminal(io.StringIO):
@@ -145,54 +56,3 @@ def test_run_gives_each_line_as_it_comes_and_fails_with_gits_words(tmp_path):
     with pytest.raises(RuntimeError) as failed:
         progress.run(str(repo), ["rev-parse", "--verify", "no-such-revision"])
     assert str(failed.value).startswith("git rev-parse: fatal: ")
-
-
-def test_restore_of_a_folder_counts_what_it_reads_and_writes_on_a_terminal_only(tmp_path):
-    """`restore` of a removed folder of 500 files, no daemon running: on a terminal it
-    shows how far reading the old versions and writing them got (files, bytes); its
-    output to a file holds the same lasting lines and not one progress line."""
-    def removed_folder(base):
-        folder = str(base / "plain")
-        git("init", "-q", "-b", "main", folder)
-        config = str(base / "plain.autosync")
-        with open(config, "w") as f:
-            f.write("[autosync]\npath = %s\nsyncmethod = none\nnotifymethod = none\n" % folder)
-        os.makedirs(os.path.join(folder, "photos"))
-        total = 0
-        for i in range(500):
-            data = b"y" * (i % 500) + b"\n"
-            with open(os.path.join(folder, "photos", "p%04d.txt" % i), "wb") as f:
-                f.write(data)
-            total += len(data)
-        git("add", "-A", cwd=folder)
-        git("commit", "-q", "-m", "photos", cwd=folder)
-        git("rm", "-q", "-r", "photos", cwd=folder)
-        git("commit", "-q", "-m", "gone", cwd=folder)
-        argv = [sys.executable, "-m", "autosync.supervisor", "restore",
-                os.path.join(folder, "photos"), "--config", config]
-        return argv, folder, total
-
-    argv, folder, total = removed_folder(tmp_path / "t")
-    os.makedirs(tmp_path / "t", exist_ok=True)
-    status, seen = on_a_terminal(argv)
-    assert status == 0, seen
-    assert len(os.listdir(os.path.join(folder, "photos"))) == 500
-    states = re.findall(r"\r\033\[K([^\r\n]*)", seen)
-    human = progress.sizes.human(total)
-    reading = [s for s in states if s.startswith("reading the old versions: ")]
-    writing = [s for s in states if s.startswith("writing: ")]
-    assert len(reading) == 101 and len(writing) == 101, (reading[:2], writing[:2])
-    assert reading[-1] == "reading the old versions: 500 of 500 files (%s so far)" % human
-    assert writing[-1] == "writing: 500 of 500 files (%s so far)" % human
-
-    argv, folder, _ = removed_folder(tmp_path / "f")
-    out = tmp_path / "out.txt"
-    with open(out, "w") as f:
-        result = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    assert result.returncode == 0
-    written = out.read_text()
-    assert "\r" not in written and "\033" not in written and "so far" not in written
-    # the same lasting lines (but the two histories' times and revisions)
-    same = lambda text: re.sub(r"\d\d:\d\d:\d\d \([0-9a-f]{12}", "TIME (REV", text)
-    assert same(lasting(seen).replace("/t/", "/f/")) == same(written)
