@@ -18,7 +18,7 @@ from autosync.core import problems
 from autosync.vcs import commands
 from autosync.vcs.git_environment import GitEnvironment
 from autosync.vcs.remote import SSH_OPTIONS, BadRemote, configuration, connect, \
-    git_ssh_command, held, let_go, own_mux_config, parse_remote, ssh_program
+    git_ssh_command, held, let_go, own_mux_config, parse_remote, ssh_program, ssh_remote
 
 POLL = 10.0  # seconds between `git ls-remote`s of a server that cannot watch (remote.poll)
 
@@ -96,11 +96,8 @@ def forced_line(url, base="."):
     the server's sh), or None for a remote not over ssh. The watch allowed is this
     version's: after an upgrade its line is printed again (until then the link polls
     the remote with git ls-remote, which the line allows)."""
-    try:
-        remote = parse_remote(url, base)
-    except BadRemote:
-        return None
-    if remote[0] != "ssh":
+    remote = ssh_remote(url, base)
+    if remote is None:
         return None
     import hashlib
     path = remote[3]
@@ -249,7 +246,4 @@ def probe(remote, folder, seconds=WATCH_PROBE, run=True):
 
 
 def _over_ssh(remote):
-    try:
-        return parse_remote(remote)[0] == "ssh"
-    except BadRemote:
-        return False
+    return ssh_remote(remote) is not None

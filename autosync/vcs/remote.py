@@ -102,6 +102,16 @@ def parse_remote(url, base="."):
     return "local", os.path.normpath(os.path.join(base, os.path.expanduser(url)))
 
 
+def ssh_remote(url, base="."):
+    """parse_remote's ("ssh", destination, port, path) for a remote over ssh; None for
+    any other address, a bad one included."""
+    try:
+        remote = parse_remote(url, base)
+    except BadRemote:
+        return None
+    return remote if remote[0] == "ssh" else None
+
+
 def _host_port(hostport, url):
     if hostport.startswith("["):
         host, _, tail = hostport[1:].partition("]")
@@ -451,11 +461,8 @@ def git_ssh_command(url, base, env=None):
     would use, with the held connection and keep-alives; None for a remote not over ssh
     or when nothing would be added (the user's own multiplexing, another ssh)."""
     env = os.environ if env is None else env
-    try:
-        remote = parse_remote(url, base)
-    except BadRemote:
-        return None
-    if remote[0] != "ssh":
+    remote = ssh_remote(url, base)
+    if remote is None:
         return None
     text = ssh_text(env, base)
     try:

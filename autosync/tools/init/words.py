@@ -11,7 +11,7 @@ from autosync.core import config, daemons
 from autosync.ssh.watch import probe as watch_probe
 from autosync.tools.init.files import tilde
 from autosync.tools.init.plan import say
-from autosync.vcs.remote import BadRemote, parse_remote
+from autosync.vcs.remote import ssh_remote
 
 # The original dvcs-autosync's example statuscmd: a config holding it is the original's.
 ORIGINAL_STATUSCMD = "nothing to commit"
@@ -122,11 +122,8 @@ def key_line(remote, installed=True):
     forced_line), or None for a remote not over ssh."""
     if not installed:
         return watch_probe(remote, ".", run=False).forced
-    try:
-        parsed = parse_remote(remote)
-    except BadRemote:
-        return None
-    if parsed[0] != "ssh":
+    parsed = ssh_remote(remote)
+    if parsed is None:
         return None
     command = "autosync-remote serve " + shlex.quote(parsed[3])
     return 'command="%s",restrict' % command.replace('"', '\\"')  # sshd's only escape
