@@ -21,7 +21,8 @@ sys.path.insert(0, HERE)  # fixture modules (prosody.py, dbus_session.py) import
 sys.path.extend(folder for folder, _, _ in os.walk(os.path.join(HERE, "unit"))
                 if not folder.endswith("__pycache__"))
 # the unit tier's guard (autouse): a test of tests/unit/ starts no program of ours
-from unitguard import pytest_runtest_call, pytest_runtest_protocol  # noqa: E402,F401
+from unitguard import (pytest_runtest_call, pytest_runtest_protocol,  # noqa: E402,F401
+                       pytest_runtest_setup)
 
 
 def git(*args, cwd=None, check=True):

@@ -8,9 +8,14 @@ that imports autosync) belongs to the middle tier (the flat tests/*.py) or to te
 Programs that are not ours (git, hg, ssh-keygen, sh, a Python of the test's own) stay
 allowed. subprocess.Popen (so also subprocess.run and friends) is watched for the test's
 duration only (its fixtures' setup and teardown included); a start of ours is refused and
-the test fails, naming the command."""
+the test fails, naming the command.
+
+The tier's time is held by a budget: a unit test (its fixtures included) may use at most
+BUDGET seconds of CPU, its own and that of the programs it waited for (git's). CPU, not the
+clock: a loaded machine stretches the clock, not the work, so the verdict stays."""
 import os
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -100,6 +105,15 @@ def ours(argv, env=None):
 
 # The refused starts of the unit test that runs now: (reason, argv).
 STARTED = []
+# Seconds of CPU a unit test may use (the heaviest take about a second): the 816 tests
+# of the tier run in about 30 s on two cores. More is a middle-tier test, or a test to split.
+BUDGET = 4.0
+
+
+def cpu_seconds():
+    """CPU used so far by this process and the children it waited for."""
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -127,10 +141,31 @@ def pytest_runtest_protocol(item, nextitem):
         del STARTED[:]
 
 
+def within_budget(item, phase, began):
+    """Fail a unit test's phase (its fixtures' setup, or the test) that used more than
+    the budget."""
+    used = cpu_seconds() - began
+    if used > BUDGET and str(item.fspath).startswith(UNIT):
+        pytest.fail("unit test %s used %.1f s of CPU in its %s, more than the tier's %.0f s a "
+                    "test: split it, or move it out of tests/unit/" % (item.nodeid, used, phase,
+                                                                   BUDGET), pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    began = cpu_seconds()
+    result = yield
+    within_budget(item, "setup", began)
+    return result
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """A unit test whose code swallowed the refusal fails all the same."""
+    """A unit test whose code swallowed the refusal fails all the same; one over the
+    budget fails too."""
+    began = cpu_seconds()
     result = yield
+    within_budget(item, "call", began)
     if STARTED:
         pytest.fail("unit test %s started a program of ours (%s): %r; it belongs in tests/*.py "
                     "or tests/e2e/" % ((item.nodeid,) + STARTED[0]), pytrace=False)
