@@ -336,7 +336,7 @@ class FakeMonitor:
         self.published = []
 
     def publish(self):
-        queued = sorted(self.committer.pending.changes) if self.committer else None
+        queued = sorted(self.committer.handover.pending.changes) if self.committer else None
         self.published.append((self.journal.seq, queued))
         return True
 

@@ -165,14 +165,14 @@ def test_the_committer_looks_again_and_commits_a_file_whose_close_nobody_told(
         held_open=lambda folder, paths: open_files & set(paths))
     assert still.leave_out([{"action": "added", "path": "log.txt"}]) == []
     assert committer.status["writing"] == ["log.txt"]
-    assert not committer.has_work() and committer.sleep_time() <= stillwritten.RECHECK
+    assert not committer.worker.has_work() and committer.worker.sleep_time() <= stillwritten.RECHECK
     clock.now += stillwritten.RECHECK
-    assert committer.has_work()
-    committer.step()  # still open: nothing to commit
+    assert committer.worker.has_work()
+    committer.worker.step()  # still open: nothing to commit
     assert not [c for c in committer.repo.calls if c[0] == "commit"]
     open_files.clear()
     clock.now += still.wait()
-    assert committer.has_work()
-    committer.step()
+    assert committer.worker.has_work()
+    committer.worker.step()
     assert ("commit", ["log.txt"], False) in committer.repo.calls
     assert committer.status["writing"] == [] and still.wait() is None
