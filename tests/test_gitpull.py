@@ -10,7 +10,7 @@ import pytest
 from autosync.vcs import git as gitrepo
 from autosync.vcs.pull import git as gitpull
 from autosync.core.copies import read_copy_name
-from conftest import HERE, Remote, git, wait_until, write_during_checkout
+from base import HERE, Remote, git, wait_until, write_during_checkout
 
 
 @pytest.fixture

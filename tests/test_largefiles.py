@@ -15,7 +15,7 @@ import pytest
 from autosync.core import config
 from autosync.tools import expire as expire_command
 from autosync.vcs import largefiles
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import annex, annex_bytes, annexed_pair, save_versions
 
 SIZE = 300 * 1000
@@ -152,7 +152,7 @@ def test_the_daemon_keeps_to_largefileskeep_by_itself(machines, remote):
 
 
 def test_expire_refuses_in_one_line_without_an_annex(tmp_path, remote):
-    from conftest import Machine
+    from base import Machine
     m = Machine(tmp_path, "m", remote)
     said = expire(m, "--older-than", "30d")
     assert said.returncode == 1
@@ -196,7 +196,7 @@ class Clone:
 
 
 def annexed_remote(tmp_path):
-    from conftest import Remote
+    from base import Remote
     remote = Remote(tmp_path / "remote.git")
     annex(remote.path, "init", "-q", "remote")
     return remote
@@ -236,7 +236,7 @@ def test_a_save_leaves_one_local_copy_once_the_remote_holds_the_old_one(tmp_path
 
 
 def test_the_drop_does_nothing_in_a_repository_without_an_annex(tmp_path):
-    from conftest import Remote
+    from base import Remote
     remote = Remote(tmp_path / "remote.git")
     folder = str(tmp_path / "plain")
     git("clone", "-q", remote.path, folder)

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from conftest import git
+from base import git
 from helpers import EmptyRemote
 from test_progress import ERASE
 

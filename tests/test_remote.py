@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, Remote, git
+from base import ROOT, Remote, git
 
 from autosync.ssh import remote as ar
 from test_serve_annex import ME, THEM, repos  # noqa: F401 (repos: a fixture)

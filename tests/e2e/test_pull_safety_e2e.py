@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import settle, write
 from test_pull_safety import plant, small_tmpfs
 

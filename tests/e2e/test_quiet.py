@@ -4,7 +4,7 @@ import signal
 import time
 
 
-from conftest import wait_until
+from base import wait_until
 from helpers import settle, write
 
 

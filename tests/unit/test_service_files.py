@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from base import ROOT
 
 UNITS = os.path.join(ROOT, "docs", "systemd")
 TEMPLATE = os.path.join(UNITS, "dvcs-autosync@.service")

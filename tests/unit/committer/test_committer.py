@@ -7,6 +7,7 @@ import pytest
 from autosync.committer.committer import Committer
 from autosync.committer.handover import Pending
 from autosync.committer.requests import check_change
+from base import wait_until
 from fakes import FakeMonitor, FakeRepository, FakeServer, config
 
 
@@ -208,7 +209,7 @@ def test_only_a_push_of_something_new_is_announced(committer):
 def test_every_request_event_and_state_is_described_in_the_protocol_document():
     import os
     from autosync.core.protocol import EVENTS, REQUESTS, RESCANS, STATES
-    from conftest import ROOT
+    from base import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
     for request in REQUESTS:
@@ -229,7 +230,7 @@ def test_every_status_key_and_event_field_is_described_in_the_protocol_document(
     import glob
     import os
     from autosync.committer.status import FIELDS
-    from conftest import ROOT
+    from base import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
     status_text = doc.split("### Status")[1].split("\n## ")[0]
@@ -491,8 +492,7 @@ def test_a_pull_asked_for_while_the_daemon_stops_is_not_a_failure(committer):
     asker = threading.Thread(target=lambda: replies.append(
         committer.handle({"cmd": "pull", "timeout": 600}, None)), daemon=True)
     asker.start()
-    import conftest
-    conftest.wait_until(lambda: committer.handover.wanted["pull"] == 1, what="the pull asked for")
+    wait_until(lambda: committer.handover.wanted["pull"] == 1, what="the pull asked for")
     committer.stop()  # before the worker got to it
     asker.join(10)
     assert replies == [{"ok": False, "stopping": True,
@@ -572,8 +572,7 @@ def pause_in_thread(committer, order):
         order.append("pause answered" if reply["ok"] else reply)
     asker = threading.Thread(target=ask, daemon=True)
     asker.start()
-    import conftest
-    conftest.wait_until(lambda: committer.pausing.active(), what="the pause taken")
+    wait_until(lambda: committer.pausing.active(), what="the pause taken")
     return asker
 
 
@@ -611,8 +610,7 @@ def test_a_pause_during_a_commit_holds_back_the_pull_and_answers_the_requests(co
     asker = threading.Thread(target=lambda: replies.append(
         committer.handle({"cmd": "pull", "timeout": 30}, None)), daemon=True)
     asker.start()
-    import conftest
-    conftest.wait_until(lambda: committer.handover.wanted["pull"] == 1, what="the pull asked for")
+    wait_until(lambda: committer.handover.wanted["pull"] == 1, what="the pull asked for")
     stepping = threading.Thread(target=committer.worker.step, daemon=True)
     stepping.start()
     assert commit.entered.wait(30)

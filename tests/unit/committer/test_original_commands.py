@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from autosync.core import config
-from conftest import ORIGINAL_COMMANDS, git
+from base import ORIGINAL_COMMANDS, git
 from test_repository import repo  # noqa: F401  (the fixture)
 
 

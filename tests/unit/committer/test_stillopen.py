@@ -114,7 +114,7 @@ from test_repository import repo  # noqa: E402,F401  (the fixture)
 
 
 def committed_files(path):
-    from conftest import git
+    from base import git
     return git("ls-tree", "-r", "--name-only", "HEAD", cwd=path).decode().split()
 
 
@@ -147,7 +147,7 @@ def test_no_commit_takes_a_file_still_being_written(repo, writer, how):
     closed = r.still.recheck()
     assert closed == [changes[0]]
     assert r.commit(closed)
-    from conftest import git
+    from base import git
     assert git("show", "HEAD:new.log", cwd=repo.path) == \
         (b"old\n" if how == "moved" else b"") + b"half\nwhole\n"
     assert "old.log" not in committed_files(repo.path)

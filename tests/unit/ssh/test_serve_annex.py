@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from autosync.ssh import remote as ar
-from conftest import git
+from base import git
 
 ME = "bd22132c-3b41-4ae9-bd0c-c4a1883ec516"    # the asking repository's UUID
 THEM = "6bea21d5-1820-426b-bad9-c4b08cc76d49"  # the served repository's

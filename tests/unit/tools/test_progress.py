@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from conftest import git
+from base import git
 
 from autosync.tools import progress
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from autosync.vcs.pull import git as gitpull
-from conftest import git
+from base import git
 from test_gitpull import commit, pull, status, two, write  # noqa: F401 (two: a fixture)
 
 
