@@ -1,6 +1,6 @@
 """Shared fixtures: a private HOME, a bare git remote on disk, and machines
 (clones with a config file) on which the real suite runs. What they are made of is in
-base.py; tests import from there, not from here."""
+base.py; tests import from there (and the other support modules), never from here."""
 import os
 import subprocess
 import sys
@@ -9,10 +9,6 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # the support modules (base.py, helpers.py, prosody.py, ...) by name
-# and the unit tier's folders (tests/unit/<package>/): a test module there lends helpers to
-# others by name (test_pull_safety's plant to tests/e2e/test_pull_safety_e2e.py)
-sys.path.extend(folder for folder, _, _ in os.walk(os.path.join(HERE, "unit"))
-                if not folder.endswith("__pycache__"))
 from base import (BURNER_LIMIT, ORIGINAL_COMMANDS, ROOT, STARTED, Machine,  # noqa: E402
                   OrdinaryUser, Remote, git, hg, remove_private_tmp)
 from run_order import E2E, run_order  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 from autosync.fs import guarded
 from autosync.fs.guarded import Expect, Refused, Writer, blob_id
 from base import HERE  # tests/, the checkout above it
-from test_pull_safety import state  # noqa: F401 (a fixture)
+from repos import state  # noqa: F401 (a fixture)
 
 
 def oid(data):

@@ -392,8 +392,7 @@ def replaced_versions(base, count):
 
 @needs_annex
 def test_expire_shows_how_far_on_a_terminal_and_nothing_of_it_to_a_file(tmp_path):
-    from test_progress import ERASE
-    from test_progress_programs import lasting, on_a_terminal
+    from terminal import ERASE, lasting, on_a_terminal
     argv = [sys.executable, "-m", "autosync.supervisor", "expire", "--older-than", "1s",
             "--yes", "--config"]
     status, seen = on_a_terminal(argv + [replaced_versions(tmp_path / "tty", 3)])

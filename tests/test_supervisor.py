@@ -14,8 +14,8 @@ from autosync import supervisor
 from autosync.tools import notify
 from base import ROOT
 from fakes import config, config_with_a_shared_socket_folder, serving
-from test_notify import paused_reply
-from test_service_files import INSTALLS, PLAIN, TEMPLATE, exec_start, not_restarted_on
+from fakes import paused_reply
+from service_units import INSTALLS, PLAIN, TEMPLATE, exec_start, not_restarted_on
 
 
 @pytest.fixture

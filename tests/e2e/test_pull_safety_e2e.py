@@ -6,7 +6,7 @@ import pytest
 
 from base import git, wait_until
 from helpers import settle, write
-from test_pull_safety import plant, small_tmpfs
+from repos import plant, small_tmpfs
 
 
 def attacker(tmp_path, remote):

@@ -8,7 +8,7 @@ from autosync.committer.committer import Committer
 from autosync.committer.handover import Pending
 from autosync.committer.requests import check_change
 from base import wait_until
-from fakes import FakeMonitor, FakeRepository, FakeServer, config
+from fakes import FakeMonitor, FakeRepository, FakeServer, asked, config
 
 
 def test_pending_keeps_one_entry_per_path_and_added_stays_added():
@@ -101,20 +101,6 @@ def test_a_failed_push_waits_a_backoff_then_tries_again(committer):
     assert committer.status["last_error"] == "push: remote away"
     assert committer.schedule.push_at - before >= 2.0 * 0.8 - 0.1  # the first backoff, jittered
     assert committer.server.events("failed")[0]["op"] == "push"
-
-
-def asked(committer, message, kind):
-    """handle(message) in a thread while the worker takes one step; -> its reply."""
-    replies = []
-    asker = threading.Thread(target=lambda: replies.append(committer.handle(message, None)))
-    asker.start()
-    for _ in range(500):
-        if committer.handover.wanted[kind] > committer.handover.done[kind]:
-            break
-        time.sleep(0.01)
-    committer.worker.step()
-    asker.join(5)
-    return replies[0]
 
 
 SYNC = {"cmd": "sync", "timeout": 10}

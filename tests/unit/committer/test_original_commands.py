@@ -8,7 +8,7 @@ import pytest
 
 from autosync.core import config
 from base import ORIGINAL_COMMANDS, git
-from test_repository import repo  # noqa: F401  (the fixture)
+from repos import repo  # noqa: F401  (the fixture)
 
 
 def test_the_original_strings_are_the_shipped_ones_and_nothing_else_is():

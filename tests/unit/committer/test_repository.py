@@ -8,24 +8,10 @@ import pytest
 from autosync.core.config import GIT_COMMANDS
 from autosync.vcs import commands
 from autosync.committer.repository import Repository
-from base import Remote, git
+from base import git
 from fakes import Reports, config
 from helpers import CUT_PULL
-
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A Repository on a real clone of a real bare remote, reporting to a recorder."""
-    remote = Remote(tmp_path / "remote.git")
-    clone = tmp_path / "clone"
-    git("clone", "-q", remote.path, str(clone))
-
-    def make(**commands):
-        reports = Reports()
-        cfg = config(clone, commands=dict(GIT_COMMANDS, **commands))
-        return Repository(cfg, reports), reports
-    make.path, make.remote = clone, remote
-    return make
+from repos import repo  # noqa: F401 (a fixture)
 
 
 def test_the_repository_hands_its_one_git_environment_to_every_part_that_runs_git(repo):

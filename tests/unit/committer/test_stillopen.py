@@ -110,7 +110,7 @@ def test_an_empty_file_held_open_gets_no_version(tmp_path):
     assert still.recheck() == [] and still.wait() > 0  # no busy loop on an overdue entry
 
 
-from test_repository import repo  # noqa: E402,F401  (the fixture)
+from repos import repo  # noqa: E402,F401  (the fixture)
 
 
 def committed_files(path):

@@ -6,7 +6,7 @@ import pytest
 
 from autosync.committer.committer import Committer
 from fakes import FakeRepository, FakeServer, config
-from test_committer import asked
+from fakes import asked
 
 
 def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_up(committer):

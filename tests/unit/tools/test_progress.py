@@ -6,11 +6,9 @@ import io
 import pytest
 
 from base import git
+from terminal import ERASE
 
 from autosync.tools import progress
-
-ERASE = "\r\033[K"
-
 
 class Terminal(io.StringIO):
     def isatty(self):

@@ -11,8 +11,7 @@ import pytest
 
 from autosync.vcs.pull import git as gitpull
 from base import git
-from test_gitpull import pull, two  # noqa: F401 (two: a fixture)
-from test_pull_safety import head, plant
+from repos import head, plant, pull, two  # noqa: F401 (two: a fixture)
 
 U200C = "\u200c"
 
