@@ -3,7 +3,7 @@ waiting for what the product says, a working tree read; a bare remote (Remote), 
 clone running the suite (Machine), the suite run as an ordinary user (OrdinaryUser).
 
 conftest.py makes fixtures of them. A test imports them from here, never from
-conftest.py.
+conftest.py or another test (tests/unit/test_test_layout.py).
 """
 import os
 import pathlib
