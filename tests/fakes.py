@@ -7,7 +7,8 @@ tested without a socket. FakeCommitter: the committer's socket (the real
 autosync.protocol.Server) with canned answers; it records the requests and
 publishes what a test hands it. FakeXmpp: an `open_session` for the Listener
 that hands out FakeSessions, so the Listener's decisions are tested without
-a server.
+a server. STATUS and paused_reply: a daemon's answers, for a fake daemon the tools
+ask. asked(): a request answered while a Committer's worker takes one step.
 """
 import contextlib
 import dataclasses
@@ -336,7 +337,7 @@ class FakeMonitor:
         self.published = []
 
     def publish(self):
-        queued = sorted(self.committer.pending.changes) if self.committer else None
+        queued = sorted(self.committer.handover.pending.changes) if self.committer else None
         self.published.append((self.journal.seq, queued))
         return True
 
@@ -389,3 +390,38 @@ class Reports:
     def last_error(self):
         failed = self.named("failed")
         return "%s: %s" % failed[-1][0][:2] if failed else None
+
+
+# --- a daemon's answers, for the tools that ask one -------------------------------------
+
+# A status as the committer answers it, with something in every part a tool prints.
+STATUS = {
+    "path": "/home/u/Sync", "host": "laptop", "state": "idle",
+    "pending": ["a.txt", "b.txt"],
+    "last_commit": {"time": 1700000000, "message": "autosync on laptop: 1 added"},
+    "last_push": {"time": 1700000060, "url": "ssh://server/sync.git"},
+    "unpushed": 2, "last_error": "push: connection refused",
+    "conflicts": ["notes.txt"], "held_back": [], "nested_repositories": [],
+}
+
+
+def paused_reply(message, folder=STATUS["path"]):
+    """A daemon's answer to pause (the folder it paused) and to status."""
+    return {"ok": True, "paused": {"since": 1700000000, "until": None}, "path": folder} \
+        if message["cmd"] == "pause" else {"ok": True, "status": dict(STATUS, path=folder)}
+
+
+# --- the committer's worker, stepped by hand ---------------------------------------------
+
+def asked(committer, message, kind):
+    """handle(message) in a thread while the worker takes one step; -> its reply."""
+    replies = []
+    asker = threading.Thread(target=lambda: replies.append(committer.handle(message, None)))
+    asker.start()
+    for _ in range(500):
+        if committer.handover.wanted[kind] > committer.handover.done[kind]:
+            break
+        time.sleep(0.01)
+    committer.worker.step()
+    asker.join(5)
+    return replies[0]

@@ -13,7 +13,7 @@ import time
 from autosync.core import client
 from autosync.core.config import load
 from autosync.core.retry import Backoff
-from conftest import Machine, ROOT, Remote, git, hg, tree, wait_until
+from base import Machine, ROOT, Remote, git, hg, tree, wait_until
 
 
 def write(machine, rel, content):
@@ -122,7 +122,7 @@ def example_dvcs_section(name="mercurial.autosync"):
 
 
 def use_example(machine, name):
-    """Rewrite a conftest Machine's config: its [autosync] settings, the example's [dvcs]."""
+    """Rewrite a Machine's config (base.py): its [autosync] settings, the example's [dvcs]."""
     lines = ["[autosync]"] + ["%s = %s" % kv for kv in machine.settings.items()]
     with open(machine.config, "w") as f:
         f.write("\n".join(lines) + "\n" + example_dvcs_section(name))

@@ -26,7 +26,7 @@ fi
 # Everything but the slow tests, four at a time (pytest-xdist): much of an end-to-end
 # test's time is spent waiting on the daemons it started (with three, the two cores
 # were busy 80% of the run: 869 CPU s in 543 s), so four share two cores;
-# the longest first, dealt out evenly (tests/conftest.py, run_order). Then the tests
+# the longest first, dealt out evenly (tests/run_order.py). Then the tests
 # that change what the whole machine shares (pytest.ini: alone), which the others would see, by themselves.
 workers=${AUTOSYNC_TEST_WORKERS:-4}
 "$venv/bin/python3" -m pytest -q -m "not slow and not alone" -n "$workers" --dist worksteal

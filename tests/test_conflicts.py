@@ -12,7 +12,7 @@ from autosync.core import copies
 from autosync.fs import guarded
 from autosync.tools import conflicts as settle
 from autosync.vcs.history import HistoryError
-from conftest import git, tree
+from base import git, tree
 from helpers import committed, cut_off, reconnect, share, sync_both
 from helpers import settle as settled, write
 

@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from base import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "docs"))
 import generate  # noqa: E402

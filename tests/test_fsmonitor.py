@@ -11,7 +11,7 @@ from autosync.committer import fsmonitor, fsmonitor_hook
 from autosync.vcs.commands import environment
 from autosync.core.config import GIT_COMMANDS, load
 from autosync.committer.repository import Repository
-from conftest import Remote, git, wait_until
+from base import Remote, git, wait_until
 from fakes import Reports, config
 
 

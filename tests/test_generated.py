@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import ROOT, wait_until
+from base import ROOT, wait_until
 
 sys.path.insert(0, os.path.join(ROOT, "docs"))
 import generate  # noqa: E402

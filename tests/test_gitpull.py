@@ -10,47 +10,8 @@ import pytest
 from autosync.vcs import git as gitrepo
 from autosync.vcs.pull import git as gitpull
 from autosync.core.copies import read_copy_name
-from conftest import HERE, Remote, git, wait_until, write_during_checkout
-
-
-@pytest.fixture
-def two(tmp_path):
-    """A remote and two clones, "a" and "b", each with a commit of z.txt and d/y.txt."""
-    remote = Remote(tmp_path / "remote.git")
-    clones = []
-    for name in ("a", "b"):
-        path = str(tmp_path / name)
-        git("clone", "-q", remote.path, path)
-        clones.append(path)
-    a, b = clones
-    os.mkdir(os.path.join(a, "d"))
-    for rel, text in (("z.txt", b"first\n"), ("d/y.txt", b"y\n")):
-        with open(os.path.join(a, rel), "wb") as f:
-            f.write(text)
-    commit(a, "autosync on a: added z.txt, d/y.txt")
-    git("pull", "-q", cwd=b)
-    return remote, a, b
-
-
-def commit(folder, message):
-    git("add", "-A", cwd=folder)
-    git("commit", "-q", "-m", message, cwd=folder)
-    git("push", "-q", cwd=folder)
-
-
-def write(folder, rel, data):
-    with open(os.path.join(folder, rel), "wb") as f:
-        f.write(data)
-
-
-def pull(folder, seam=None, pullcmd="git pull -q --no-rebase --no-edit"):
-    puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", gitpull.plain_pull(pullcmd))
-    puller.writer.checked = seam
-    return puller.run()
-
-
-def status(folder):
-    return git("status", "--porcelain", "--untracked-files=all", cwd=folder).decode()
+from base import HERE, git, wait_until, write_during_checkout
+from repos import commit, pull, status, two, write  # noqa: F401 (two: a fixture)
 
 
 def everything_ever(folder):

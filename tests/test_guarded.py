@@ -12,8 +12,8 @@ import pytest
 
 from autosync.fs import guarded
 from autosync.fs.guarded import Expect, Refused, Writer, blob_id
-from conftest import HERE  # tests/, the checkout above it
-from test_pull_safety import state  # noqa: F401 (a fixture)
+from base import HERE  # tests/, the checkout above it
+from repos import state  # noqa: F401 (a fixture)
 
 
 def oid(data):
@@ -305,7 +305,7 @@ def test_a_running_suite_keeps_what_a_killed_restore_moved_aside(machines, remot
     """A restore (or settle) killed between its swap and its swap back, while the suite
     runs: at its next pull the committer keeps the user's bytes as a conflict copy, and
     they reach the remote like any change."""
-    from conftest import git, wait_until
+    from base import git, wait_until
     a = machines("a", start=False)
     os.makedirs(os.path.join(a.path, "d"))
     with open(os.path.join(a.path, "d", "a.txt"), "wb") as f:

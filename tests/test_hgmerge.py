@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from conftest import tree
-from conftest import hg
+from base import tree
+from base import hg
 
 pytestmark = pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")
 

@@ -17,7 +17,7 @@ from autosync.fs import guarded
 from autosync.tools import history
 from autosync.vcs import history as vhistory
 from autosync.core.protocol import Server
-from conftest import git, tree, wait_until
+from base import git, tree, wait_until
 from helpers import share
 
 

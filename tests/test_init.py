@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 
-from conftest import Remote, git, tree, wait_until
+from base import Remote, git, tree, wait_until
 from prosody import prosody_certs, prosody_factory  # noqa: F401 (fixtures)
 from helpers import write
 from helpers import EmptyRemote

@@ -15,7 +15,7 @@ import pytest
 from autosync.core import config
 from autosync.tools import expire as expire_command
 from autosync.vcs import largefiles
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import annex, annex_bytes, annexed_pair, save_versions
 
 SIZE = 300 * 1000
@@ -152,7 +152,7 @@ def test_the_daemon_keeps_to_largefileskeep_by_itself(machines, remote):
 
 
 def test_expire_refuses_in_one_line_without_an_annex(tmp_path, remote):
-    from conftest import Machine
+    from base import Machine
     m = Machine(tmp_path, "m", remote)
     said = expire(m, "--older-than", "30d")
     assert said.returncode == 1
@@ -196,7 +196,7 @@ class Clone:
 
 
 def annexed_remote(tmp_path):
-    from conftest import Remote
+    from base import Remote
     remote = Remote(tmp_path / "remote.git")
     annex(remote.path, "init", "-q", "remote")
     return remote
@@ -236,7 +236,7 @@ def test_a_save_leaves_one_local_copy_once_the_remote_holds_the_old_one(tmp_path
 
 
 def test_the_drop_does_nothing_in_a_repository_without_an_annex(tmp_path):
-    from conftest import Remote
+    from base import Remote
     remote = Remote(tmp_path / "remote.git")
     folder = str(tmp_path / "plain")
     git("clone", "-q", remote.path, folder)
@@ -392,8 +392,7 @@ def replaced_versions(base, count):
 
 @needs_annex
 def test_expire_shows_how_far_on_a_terminal_and_nothing_of_it_to_a_file(tmp_path):
-    from test_progress import ERASE
-    from test_progress_programs import lasting, on_a_terminal
+    from terminal import ERASE, lasting, on_a_terminal
     argv = [sys.executable, "-m", "autosync.supervisor", "expire", "--older-than", "1s",
             "--yes", "--config"]
     status, seen = on_a_terminal(argv + [replaced_versions(tmp_path / "tty", 3)])

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import git, wait_until
+from base import git, wait_until
 from fakes import FakeCommitter, config
 
 from autosync.core import paths, problems
@@ -261,7 +261,7 @@ def test_a_remote_without_a_watch_is_the_link_problem(scripted, tmp_path):
 
 # --- the real suite through a private sshd ----------------------------------------------
 
-from conftest import Machine, Remote, tree  # noqa: E402
+from base import Machine, Remote, tree  # noqa: E402
 from sshd import Sshd, descendants, missing  # noqa: E402
 
 

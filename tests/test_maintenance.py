@@ -13,7 +13,7 @@ import pytest
 
 from autosync.committer import maintenance
 from autosync.committer.status import Status
-from conftest import Machine, git, wait_until
+from base import Machine, git, wait_until
 
 
 # --- the schedule ----------------------------------------------------------------------

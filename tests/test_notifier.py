@@ -16,7 +16,7 @@ import pytest
 from autosync.desktop.describer import Describer
 from autosync.desktop.notifier import DBusNotifications, Desktop
 from autosync.core.summary import Summariser
-from conftest import ROOT, git, wait_until
+from base import ROOT, git, wait_until
 from helpers import commits_made, log_of, subject
 from dbus_session import Recorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter

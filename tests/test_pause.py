@@ -7,7 +7,7 @@ import time
 import pytest
 
 from autosync.core.pause import Pause, parse_duration, state_file
-from conftest import git, wait_until
+from base import git, wait_until
 
 
 @pytest.mark.parametrize("text,seconds", [("90s", 90), ("30m", 1800), ("2h", 7200),

@@ -1,14 +1,13 @@
 """Progress of init and restore as the programs show it: a count on a terminal, not one
 progress line in a file (tests/unit/tools/test_progress.py: the progress lines themselves)."""
 import os
-import pty
 import re
 import subprocess
 import sys
 
-from conftest import git
+from base import git
 from helpers import EmptyRemote
-from test_progress import ERASE
+from terminal import lasting, on_a_terminal
 
 from autosync.tools import progress
 
@@ -32,33 +31,6 @@ def folder_of_files(path):
 def init_argv(base):
     return [sys.executable, "-m", "autosync.supervisor", "init", str(base / "remote.git"),
             str(base / "folder"), "--config", str(base / "config")]
-
-
-def on_a_terminal(argv):
-    """argv run with a pseudo-terminal as its stdin, stdout and stderr -> (status, what
-    the terminal received, as text)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                            env=dict(os.environ, COLUMNS="200"))
-    os.close(slave)
-    received = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the last holder of the terminal's other side is gone
-            break
-        if not data:
-            break
-        received.append(data)
-    os.close(master)
-    return proc.wait(timeout=120), b"".join(received).decode("utf-8", "replace")
-
-
-def lasting(text):
-    """What the terminal shows in the end, as text: of each row what the last erase
-    (carriage return, erase to the end of the line) left (the terminal sends each
-    newline back as CR LF)."""
-    return "\n".join(row.split(ERASE)[-1] for row in text.split("\r\n"))
 
 
 def setup(base):

@@ -148,7 +148,7 @@ def test_the_real_committer_survives_bad_requests(machines):
         reply = raw(path, line)
         assert reply["ok"] is False and reply["error"], line
     # it still answers, and gets to idle (its start-up rescan may still be under way)
-    from conftest import wait_until
+    from base import wait_until
     wait_until(lambda: a.status().get("state") == "idle", 30, what="a to answer, idle")
     result = subprocess.run([sys.executable, "-m", "autosync.tools.notify", "--socket", path, "sync"],
                             capture_output=True, text=True, timeout=60)

@@ -11,7 +11,7 @@ from autosync.committer import quickcommit
 from autosync.vcs.commands import Template
 from autosync.core.config import GIT_COMMANDS
 from autosync.committer.repository import Repository
-from conftest import Remote, git
+from base import Remote, git
 from fakes import Reports, config
 
 
@@ -438,7 +438,7 @@ def test_an_amend_and_a_pull_see_the_index_settled_first(repo):
 @pytest.mark.e2e
 def test_the_running_suite_commits_quickly_what_git_add_and_commit_would(machines, remote):
     import subprocess
-    from conftest import wait_until
+    from base import wait_until
     a = machines("a")
     write(a.path, "docs/old/keep.txt", "kept\n")
     write(a.path, "docs/old/gone.txt", "gone\n")

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from conftest import ROOT, Remote, git
+from base import ROOT, Remote, git
 
 from autosync.ssh import remote as ar
-from test_serve_annex import ME, THEM, repos  # noqa: F401 (repos: a fixture)
+from repos import ME, THEM, repos  # noqa: F401 (repos: a fixture)
 
 
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from autosync.vcs import sizes
-from conftest import Machine, git, wait_until
+from base import Machine, git, wait_until
 from helpers import ThinRemote, thin_machine
 
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from autosync.vcs import remote as connection
-from conftest import wait_until
+from base import wait_until
 from sshd import Sshd, missing
 
 

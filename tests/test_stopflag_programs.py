@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from base import ROOT
 
 
 PROGRAM = """
@@ -50,7 +50,7 @@ def test_a_loop_in_select_wakes_on_a_signal_its_handler_has_not_run_for(how):
     loop with nothing due may wait; the watcher's, for ever); without it, only at its
     timeout (3 s here)."""
     import platform
-    from conftest import wait_until
+    from base import wait_until
     calls = SELECT_CALLS.get(platform.machine())
     if calls is None:
         pytest.skip("select()'s system call number not known on %s" % platform.machine())

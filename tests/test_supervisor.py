@@ -12,10 +12,10 @@ import pytest
 
 from autosync import supervisor
 from autosync.tools import notify
-from conftest import ROOT
+from base import ROOT
 from fakes import config, config_with_a_shared_socket_folder, serving
-from test_notify import paused_reply
-from test_service_files import INSTALLS, PLAIN, TEMPLATE, exec_start, not_restarted_on
+from fakes import paused_reply
+from service_units import INSTALLS, PLAIN, TEMPLATE, exec_start, not_restarted_on
 
 
 @pytest.fixture
@@ -397,7 +397,7 @@ def test_the_main_command_tells_a_folder_given_as_its_argument(tmp_path, private
 
 @pytest.mark.e2e
 def test_pause_typed_in_home_pauses_the_default_config_s_daemon(machines, remote, private_home):
-    from conftest import git, wait_until
+    from base import git, wait_until
     a = machines("a")
     os.symlink(a.config, str(private_home / ".autosync"))  # the default config
     before = git("--git-dir", remote.path, "rev-parse", "main")
@@ -491,7 +491,7 @@ def test_ours_started_by_a_launcher_whose_python_is_named_python_is_not_the_orig
     from autosync.core import daemons
     from autosync.core.config import load
     from autosync.tools.init import words
-    from conftest import wait_until
+    from base import wait_until
     a, b = machines("a", "b", start=False)
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 from autosync.vcs import thin
 from autosync.vcs.pull import git as gitpull
 from autosync.vcs.commands import Template
-from conftest import Machine, git, tree
+from base import Machine, git, tree
 from helpers import Joined, listing, ok
 from helpers import ThinRemote, thin_machine
 

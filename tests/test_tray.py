@@ -16,7 +16,7 @@ import pytest
 
 from autosync.core import config
 from autosync.desktop import sni, tray
-from conftest import wait_until
+from base import wait_until
 from dbus_session import Host, WatcherRecorder, bus  # noqa: F401 (a fixture)
 from fakes import FakeCommitter
 from fakes import config as fake_config

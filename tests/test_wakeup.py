@@ -23,7 +23,7 @@ from autosync.core.config import load
 from autosync.core.pause import state_file
 from autosync.core.retry import Backoff
 from autosync.committer.wakeup import CONNECTED_GLOBAL, NETWORK, WOKE, SystemBusListener, Wakeups
-from conftest import git, wait_until
+from base import git, wait_until
 from dbus_session import FakeLogind, FakeNetworkManager, SessionBus, system_bus  # noqa: F401
 
 # --- Wakeups: when a sync is due, and why -------------------------------------------

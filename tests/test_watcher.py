@@ -10,7 +10,7 @@ import pytest
 
 from autosync.fs import guarded
 from autosync.watcher.watcher import Watcher
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import watches_of
 
 

@@ -14,7 +14,7 @@ from autosync.watcher import watchlimit
 from autosync.core.config import load
 from autosync.core.summary import Summariser
 from autosync.core.protocol import connect
-from conftest import wait_until
+from base import wait_until
 from helpers import settle, write
 from helpers import watches_of
 

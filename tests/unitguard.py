@@ -1,6 +1,6 @@
 """The unit tier's guard: a test in tests/unit/ that starts a program of ours fails.
-(Here, not in tests/unit/conftest.py: the tests import tests/conftest.py as `conftest`, which
-a second conftest.py would shadow; tests/conftest.py imports its hooks.)
+(A module of its own, not tests/unit/conftest.py: its test imports it, and no test imports a
+conftest.py (tests/unit/test_test_layout.py); tests/conftest.py imports its hooks.)
 
 A unit test calls the code; a test that needs a program of ours running (the launchers
 of bin/, an installed dvcs-autosync or autosync-*, `python -m autosync...`, a script

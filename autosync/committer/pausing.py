@@ -22,7 +22,7 @@ class Pausing:
         self.folder = cfg.path  # named in the answer to a pause
         self.resuming = False  # the pause was lifted: the worker catches up ("pull": pull too)
         self.replan = False  # a pause began: the worker's wait must end at its end
-        # The commit, pull or push the worker runs now (Committer.working), or None. Each
+        # The commit, pull or push the worker runs now (Worker.working), or None. Each
         # begins only under the committer's lock and only while not paused: a pause either
         # comes first (it never begins) or waits here for its end.
         self.under_way = None

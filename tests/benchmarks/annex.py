@@ -34,12 +34,12 @@ import sys
 import tempfile
 import time
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # conftest, helpers
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # base, helpers
 ROOT = os.path.dirname(TESTS)
 sys.path.insert(0, TESTS)
 sys.path.insert(0, ROOT)
 
-from conftest import Machine, Remote, git, wait_until  # noqa: E402
+from base import Machine, Remote, git, wait_until  # noqa: E402
 from helpers import use_example  # noqa: E402
 from benchmarks.common import private_environment  # noqa: E402
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, git, wait_until
+from base import ROOT, git, wait_until
 from helpers import use_example
 from helpers import annex, annex_bytes, annexed_pair, folder_bytes
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import annexed_pair
 
 pytestmark = [pytest.mark.e2e,

@@ -3,7 +3,7 @@ git_environment's core.bigFileThreshold, pack.compression and unpackLimit settin
 import hashlib
 import os
 
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import settle, write
 
 

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import wait_until
-from conftest import hg
+from base import wait_until
+from base import hg
 
 
 SECRET = "secret-salary-2026"   # in every file and folder name

@@ -25,7 +25,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT
+from base import ROOT
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 PACKAGES = ("dvcs-autosync", "python3-autosync", "autosync-remote", "python3-xmpp")

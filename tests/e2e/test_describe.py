@@ -6,7 +6,7 @@ import os
 import subprocess
 
 
-from conftest import git
+from base import git
 from helpers import commits_made, log_of, subject
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ORIGINAL_COMMANDS, wait_until
+from base import ORIGINAL_COMMANDS, wait_until
 from helpers import Events
 from helpers import settle, write
 

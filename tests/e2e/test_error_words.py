@@ -4,7 +4,7 @@ say too) holding git's reasons and advice, not only its last line."""
 import os
 
 
-from conftest import git, wait_until
+from base import git, wait_until
 
 
 

@@ -8,8 +8,8 @@ import subprocess
 import time
 
 
-from conftest import git, wait_until
-from conftest import tree
+from base import git, wait_until
+from base import tree
 from helpers import committed, cut_off, never_mid_merge_nor_markers, reconnect, share
 from helpers import settle, write
 

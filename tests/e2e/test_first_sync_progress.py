@@ -5,7 +5,7 @@ file the test makes: what is asserted is seen while the step is under way, not t
 import json
 import os
 
-from conftest import wait_until
+from base import wait_until
 from helpers import Events, settle
 
 FILES = 3000

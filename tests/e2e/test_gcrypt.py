@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, Machine, git, wait_until
+from base import ROOT, Machine, git, wait_until
 from helpers import use_example
 
 pytestmark = [pytest.mark.e2e,

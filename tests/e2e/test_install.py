@@ -25,7 +25,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from base import ROOT
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"

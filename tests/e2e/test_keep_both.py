@@ -6,7 +6,7 @@ import pytest
 
 
 from autosync.vcs.pull import finish as conflicts
-from conftest import git, tree
+from base import git, tree
 from helpers import settle, write
 from helpers import committed, copies, cut_off, every_kind_kept, never_mid_merge_nor_markers
 from helpers import reconnect, share, sync_both

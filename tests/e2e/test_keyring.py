@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import wait_until
+from base import wait_until
 from dbus_session import SessionBus
 from helpers import Joined, ok
 from prosody import prosody_certs, prosody_factory  # noqa: F401 (fixtures)

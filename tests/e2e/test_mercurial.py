@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from base import wait_until
 from helpers import committed, every_kind_kept, share, sync_both
 from helpers import HgMachine, dvcs_autosync, notify_hook
-from conftest import hg
+from base import hg
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("hg"), reason="needs Mercurial (hg)")]

@@ -33,12 +33,12 @@ import subprocess
 
 import pytest
 
-from conftest import Machine, Remote, git, wait_until
+from base import Machine, Remote, git, wait_until
 from dbus_session import Recorder, SessionBus
 from prosody import DOMAIN, prosody_certs, prosody_factory  # noqa: F401 (fixtures)
 
 
-from conftest import HERE  # tests/, where data/ is
+from base import HERE  # tests/, where data/ is
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")
 PASSWORD = "0riginal-Pa55-never-logged"
 ALSONOTIFY = "if set, another XMPP id that will get notified when something happens"

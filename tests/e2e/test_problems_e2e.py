@@ -3,7 +3,7 @@ and the log, is told once when it starts and once when it ends, and clears by it
 import os
 
 
-from conftest import wait_until
+from base import wait_until
 from dbus_session import Host, Recorder, WatcherRecorder, bus  # noqa: F401 (a fixture)
 from helpers import write
 
@@ -38,7 +38,7 @@ def test_a_push_the_remote_refuses_is_named_until_it_works(machines, remote):
 def test_an_empty_remote_is_waited_on_and_the_first_change_goes_out(tmp_path):
     """Two machines cloned an empty remote: no error, 'waiting for the first change'
     until one writes; then the other has it."""
-    from conftest import Machine, git
+    from base import Machine, git
 
     class Empty:
         path = str(tmp_path / "empty.git")
@@ -72,7 +72,7 @@ def test_an_empty_remote_is_waited_on_and_the_first_change_goes_out(tmp_path):
 def test_no_git_identity_is_named_with_gits_hint_and_clears_once_set(machines, remote):
     """A new machine whose git has no identity: the commit fails; status says so with
     git's own words; once the user sets one, the retry commits with no new change."""
-    from conftest import git
+    from base import git
     git("config", "--global", "--unset", "user.email")
     git("config", "--global", "user.useConfigOnly", "true")  # no guessing from the host name
     a = machines("a")

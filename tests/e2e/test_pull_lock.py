@@ -9,7 +9,7 @@ import pytest
 
 from autosync.core.config import load
 from autosync.core.protocol import connect
-from conftest import git, suite_burners, wait_until, write_during_checkout
+from base import git, suite_burners, wait_until, write_during_checkout
 from helpers import settle, write
 
 

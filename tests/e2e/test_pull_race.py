@@ -14,7 +14,7 @@ import shutil
 import time
 
 
-from conftest import git, tree, wait_until
+from base import git, tree, wait_until
 from helpers import HOOK, Pulls, history_blobs, quiet, remote_main
 
 

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import settle, write
-from test_pull_safety import plant, small_tmpfs
+from repos import plant, small_tmpfs
 
 
 def attacker(tmp_path, remote):

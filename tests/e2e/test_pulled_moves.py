@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import settle, write
 
 COUNT = 2000

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from base import wait_until
 from helpers import settle, write
 
 

@@ -28,8 +28,8 @@ import pytest
 from autosync.core import protocol
 from autosync.core.copies import COPY_NAME
 from autosync.core.config import load
-from conftest import git, wait_until
-from conftest import suite_burners, tree
+from base import git, wait_until
+from base import suite_burners, tree
 from helpers import cut_off, reconnect
 from helpers import write
 from helpers import HOOK, Pulls, history_blobs, quiet, remote_main
@@ -408,7 +408,7 @@ def test_more_seeds_converge_and_lose_nothing(seed, machines, remote, commands, 
 @pytest.mark.slow  # two to five minutes: the suite must stay well under 15
 def test_three_mercurial_machines_random_operations_converge_and_lose_nothing(tmp_path, central):
     """The same with Mercurial clones and the example's commands (autosync-hgmerge)."""
-    from conftest import hg
+    from base import hg
     from helpers import HgMachine, notify_hook
     print("AUTOSYNC_SEED=%d AUTOSYNC_HG_OPS=%d" % (SEED, HG_OPS))
     ms = [HgMachine(tmp_path, name, central) for name in ("a", "b", "c")]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from autosync.vcs import git_environment
-from conftest import ROOT, git, tree, wait_until
+from base import ROOT, git, tree, wait_until
 from helpers import committed, copies, cut_off, never_mid_merge_nor_markers, reconnect
 from helpers import settle, write
 from helpers import Events

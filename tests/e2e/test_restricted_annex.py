@@ -13,7 +13,7 @@ import time
 import pytest
 
 from autosync.tools.init import key_line
-from conftest import Machine, Remote, git, wait_until
+from base import Machine, Remote, git, wait_until
 from helpers import annex, annex_bytes, save_versions, use_example
 from sshd import Sshd, missing
 

@@ -8,7 +8,7 @@ import sys
 
 
 from autosync.core.config import load
-from conftest import Machine, Remote, wait_until
+from base import Machine, Remote, wait_until
 
 
 

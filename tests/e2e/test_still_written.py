@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import git, wait_until
+from base import git, wait_until
 from helpers import Writer, settle, write
 
 

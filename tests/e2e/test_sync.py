@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, git, wait_until
+from base import ROOT, git, wait_until
 from helpers import settle, write
 
 

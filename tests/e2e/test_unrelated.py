@@ -3,7 +3,7 @@ their first sync converge, every file kept (issue 19: before, "refusing to merge
 histories" for ever, with status "idle"). Real daemons, a real bare remote."""
 import pytest
 
-from conftest import Machine, git, tree, wait_until
+from base import Machine, git, tree, wait_until
 from helpers import write
 from helpers import EmptyRemote
 

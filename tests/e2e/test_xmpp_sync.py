@@ -7,7 +7,7 @@ import time
 import pytest
 
 from autosync.core.config import load
-from conftest import git, wait_until
+from base import git, wait_until
 from prosody import prosody_certs, prosody_factory, prosody_server  # noqa: F401 (fixtures)
 from helpers import write
 

@@ -41,6 +41,11 @@ SAME_NAME = {
     # once the branch that adds raises of it (ssh, issue 33) is merged
     "Refused": 2,
 }
+# The longest a module and a class may be, in lines (issue 42): past them a file or a
+# class holds more than one job; split it into parts with one job each, as the
+# committer (committer/*.py) and its repository (committer/repository/) were.
+MODULE_LINES = 700
+CLASS_LINES = 450
 
 
 def modules():
@@ -206,6 +211,47 @@ def test_one_class_per_name():
     # two classes of one name make a reader (and a grep) take one for the other
     twice = {name: len(files) for name, files in classes().items() if len(files) > 1}
     assert twice == SAME_NAME
+
+
+def sizes():
+    """(lines, what) of every module and every class (at any depth, from its `class`
+    line to its last), `what` as "core/config.py" or "core/config.py: Config"."""
+    out = []
+    for rel, path in modules():
+        text = open(path).read()
+        out.append((len(text.splitlines()), rel))
+        for node in ast.walk(ast.parse(text, path)):
+            if isinstance(node, ast.ClassDef):
+                out.append((node.end_lineno - node.lineno + 1, "%s: %s" % (rel, node.name)))
+    return out
+
+
+def oversized():
+    """"what: N lines, over LIMIT" of every module and class longer than its limit."""
+    limit = {False: MODULE_LINES, True: CLASS_LINES}  # by "is it a class"
+    return sorted("%s: %d lines, over %d" % (what, lines, limit[": " in what])
+                  for lines, what in sizes() if lines > limit[": " in what])
+
+
+def test_no_module_over_700_lines_and_no_class_over_450():
+    assert oversized() == []
+
+
+def test_the_check_sees_a_long_module_and_a_long_class(tmp_path, monkeypatch):
+    fake = tmp_path / "autosync" / "core"
+    fake.mkdir(parents=True)
+    (fake / "a.py").write_text("x = 1\n" * MODULE_LINES)
+    (fake / "b.py").write_text("x = 1\n" * MODULE_LINES + "y = 2\n")
+    (fake / "c.py").write_text("class Short:\n" + "    x = 1\n" * (CLASS_LINES - 1))
+    (fake / "d.py").write_text("class Outer:\n    class Long:\n" +
+                               "        x = 1\n" * CLASS_LINES)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path / "autosync"))
+    assert oversized() == [
+        "%s: %d lines, over %d" % (os.path.join("core", "b.py"), MODULE_LINES + 1, MODULE_LINES),
+        "%s: Long: %d lines, over %d" % (os.path.join("core", "d.py"), CLASS_LINES + 1,
+                                          CLASS_LINES),
+        "%s: Outer: %d lines, over %d" % (os.path.join("core", "d.py"), CLASS_LINES + 2,
+                                           CLASS_LINES)]
 
 
 def test_the_check_sees_a_crossing(tmp_path, monkeypatch):

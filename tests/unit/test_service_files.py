@@ -6,21 +6,13 @@ the check can fail. Each unit's ExecStart is run as systemd would run it, for
 each way of installing, against a config with an error: it must find the
 program and end with the status the unit does not restart on.
 """
-import configparser
 import os
-import re
-import shlex
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import ROOT
-
-UNITS = os.path.join(ROOT, "docs", "systemd")
-TEMPLATE = os.path.join(UNITS, "dvcs-autosync@.service")
-PLAIN = os.path.join(UNITS, "dvcs-autosync.service")
-AUTOSTART = os.path.join(UNITS, "dvcs-autosync.desktop")
+from service_units import AUTOSTART, PLAIN, TEMPLATE, UNITS, service_section
 
 
 def tool(name, package):
@@ -49,13 +41,6 @@ def broken_copy(tmp_path, source, old, new):
     copy.parent.mkdir(exist_ok=True)
     copy.write_text(text.replace(old, new))
     return copy
-
-
-def service_section(path):
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.optionxform = str  # systemd keys are case-sensitive
-    parser.read(path)
-    return parser
 
 
 @pytest.mark.parametrize("unit", [TEMPLATE, PLAIN], ids=os.path.basename)
@@ -89,27 +74,6 @@ def test_the_plain_unit_runs_the_classic_config():
     service = service_section(PLAIN)["Service"]
     assert service["ExecStart"].endswith(" dvcs-autosync %h/.autosync")
     assert service["Restart"] == "on-failure"
-
-
-def exec_start(unit, home, instance):
-    """The unit's ExecStart as systemd runs it: specifiers expanded, `$$` made `$`, split."""
-    line = service_section(unit)["Service"]["ExecStart"]
-    line = re.sub(r"%.", lambda m: {"%h": home, "%i": instance, "%%": "%"}[m.group()], line)
-    assert "$" not in line.replace("$$", ""), "a variable systemd would expand: %s" % line
-    return shlex.split(line.replace("$$", "$"))
-
-
-def not_restarted_on(unit):
-    return {int(code) for code in
-            service_section(unit)["Service"]["RestartPreventExitStatus"].split()}
-
-
-# Where each way of installing puts dvcs-autosync (README "Install", docs/service.md).
-INSTALLS = {
-    "venv": ".local/autosync/bin",  # python3 -m venv ~/.local/autosync; pip install .
-    "pip --user": ".local/bin",  # also pipx, or a link to a venv's launcher
-    "system": None,  # /usr/bin or /usr/local/bin: on the user manager's PATH
-}
 
 
 def test_the_shipped_units_are_init_s_template():

@@ -4,8 +4,11 @@ import time
 
 import pytest
 
-from autosync.committer.committer import Committer, Pending, check_change
-from fakes import FakeMonitor, FakeRepository, FakeServer, config
+from autosync.committer.committer import Committer
+from autosync.committer.handover import Pending
+from autosync.committer.requests import check_change
+from base import wait_until
+from fakes import FakeMonitor, FakeRepository, FakeServer, asked, config
 
 
 def test_pending_keeps_one_entry_per_path_and_added_stays_added():
@@ -51,7 +54,7 @@ def test_a_rescan_asked_for_is_in_the_status_until_the_commit_begins(committer):
     seen = []
     commit = committer.repo.commit
     committer.repo.commit = lambda *a, **k: (seen.append(ask()), commit(*a, **k))[1]
-    committer.step()
+    committer.worker.step()
     assert [(s["state"], s["rescan"]) for s in seen] == [("committing", False)]
     assert committer.repo.calls[0] == ("commit", [], True)
     assert ask()["rescan"] is False and ask()["state"] == "idle"
@@ -59,9 +62,9 @@ def test_a_rescan_asked_for_is_in_the_status_until_the_commit_begins(committer):
 
 def test_a_commit_is_pushed_when_due_and_announced(committer):
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    committer.step()  # commits; the push is due at once (pushdelay 0)...
+    committer.worker.step()  # commits; the push is due at once (pushdelay 0)...
     assert committer.status["unpushed"] == 1
-    committer.step()  # ... and goes at the next step
+    committer.worker.step()  # ... and goes at the next step
     assert committer.status["unpushed"] == 0
     assert committer.repo.calls == [("commit", ["a"], False), "push"]
     pushed = committer.server.events("pushed")
@@ -73,9 +76,9 @@ def test_the_index_is_settled_after_the_push_not_before_it(committer):
     """quickcommit.py's lazy index step: the worker's next step after the push, never
     between a commit and its push that is due at once."""
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    committer.step()  # commits; the push is due at once
+    committer.worker.step()  # commits; the push is due at once
     assert getattr(committer.repo, "settled", []) == []
-    committer.step()  # pushes, then settles
+    committer.worker.step()  # pushes, then settles
     assert committer.repo.calls == [("commit", ["a"], False), "push"]
     assert committer.repo.settled == [2]
 
@@ -84,34 +87,20 @@ def test_a_long_pushdelay_does_not_leave_the_index_unsettled(tmp_path):
     c = Committer(config(tmp_path, pushdelay=60.0, pullinterval=0.0, syncmethod="none"),
                   server=FakeServer, repository=FakeRepository)
     c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    c.step()
+    c.worker.step()
     assert c.repo.calls == [("commit", ["a"], False)] and c.repo.settled == [1]
 
 
 def test_a_failed_push_waits_a_backoff_then_tries_again(committer):
     committer.repo.push_ok = False
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    committer.step()
+    committer.worker.step()
     before = time.monotonic()
-    committer.step()
+    committer.worker.step()
     assert committer.status["unpushed"] == 1
     assert committer.status["last_error"] == "push: remote away"
     assert committer.schedule.push_at - before >= 2.0 * 0.8 - 0.1  # the first backoff, jittered
     assert committer.server.events("failed")[0]["op"] == "push"
-
-
-def asked(committer, message, kind):
-    """handle(message) in a thread while the worker takes one step; -> its reply."""
-    replies = []
-    asker = threading.Thread(target=lambda: replies.append(committer.handle(message, None)))
-    asker.start()
-    for _ in range(500):
-        if committer.wanted[kind] > committer.done[kind]:
-            break
-        time.sleep(0.01)
-    committer.step()
-    asker.join(5)
-    return replies[0]
 
 
 SYNC = {"cmd": "sync", "timeout": 10}
@@ -129,10 +118,10 @@ def test_timer_pulls_only_while_no_xmpp_link_says_when(tmp_path):
                   server=FakeServer, repository=FakeRepository)
     time.sleep(0.02)
     c.handle({"cmd": "link", "up": True}, None)
-    assert not c.has_work()
+    assert not c.worker.has_work()
     c.handle({"cmd": "link", "up": False}, None)
-    assert c.has_work()
-    c.step()
+    assert c.worker.has_work()
+    c.worker.step()
     assert "pull" in c.repo.calls
 
 
@@ -143,9 +132,9 @@ def test_the_ssh_link_stands_for_pulls_as_xmpp_s_does(tmp_path):
     assert (status["link"], status["syncmethod"]) == ("down", "ssh")
     time.sleep(0.02)
     c.handle({"cmd": "link", "up": True}, None)
-    assert not c.has_work()  # the remote says when: no pullinterval pulls
+    assert not c.worker.has_work()  # the remote says when: no pullinterval pulls
     c.handle({"cmd": "link", "up": False, "error": "Permission denied (publickey)."}, None)
-    assert c.has_work()
+    assert c.worker.has_work()
     status = c.handle({"cmd": "status"}, None)["status"]
     assert status["problems"][0]["name"] == "link"
     assert "log in to the server with ssh" in status["problems"][0]["fix"]
@@ -156,15 +145,15 @@ def test_while_the_xmpp_link_is_up_a_slow_safety_net_pull_runs(tmp_path):
                   server=FakeServer, repository=FakeRepository)
     c.handle({"cmd": "link", "up": True}, None)
     time.sleep(0.05)
-    assert not c.has_work() and 0.0 < c.sleep_time() <= 0.2  # pullinterval waits
+    assert not c.worker.has_work() and 0.0 < c.worker.sleep_time() <= 0.2  # pullinterval waits
     time.sleep(0.2)
-    assert c.has_work()
-    c.step()
-    assert c.repo.calls == ["pull"] and not c.has_work()  # the next one in safetypull
+    assert c.worker.has_work()
+    c.worker.step()
+    assert c.repo.calls == ["pull"] and not c.worker.has_work()  # the next one in safetypull
     off = Committer(config(tmp_path, pullinterval=0.0, safetypull=0.0, syncmethod="xmpp"),
                     server=FakeServer, repository=FakeRepository)
     off.handle({"cmd": "link", "up": True}, None)
-    assert off.sleep_time() is None
+    assert off.worker.sleep_time() is None
 
 
 def test_a_failure_said_once_is_retried_quietly(committer):
@@ -198,7 +187,7 @@ def test_a_sync_note_goes_on_the_batch_committed_in_the_same_step(committer):
 
 def test_only_a_push_of_something_new_is_announced(committer):
     committer.repo.pushed_new = False
-    assert committer.push(force=True) is True  # it worked, but took nothing new
+    assert committer.worker.push(force=True) is True  # it worked, but took nothing new
     assert not committer.server.events("pushed")
     assert committer.status["last_push"]["url"] == "/srv/sync.git"
 
@@ -206,7 +195,7 @@ def test_only_a_push_of_something_new_is_announced(committer):
 def test_every_request_event_and_state_is_described_in_the_protocol_document():
     import os
     from autosync.core.protocol import EVENTS, REQUESTS, RESCANS, STATES
-    from conftest import ROOT
+    from base import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
     for request in REQUESTS:
@@ -227,7 +216,7 @@ def test_every_status_key_and_event_field_is_described_in_the_protocol_document(
     import glob
     import os
     from autosync.committer.status import FIELDS
-    from conftest import ROOT
+    from base import ROOT
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         doc = f.read()
     status_text = doc.split("### Status")[1].split("\n## ")[0]
@@ -255,7 +244,7 @@ def test_the_request_table_is_the_protocol_s_list(committer):
     """Every request of protocol.REQUESTS has its handler, and no handler is unnamed
     there (subscribe is the server's own)."""
     from autosync.core.protocol import REQUESTS
-    assert set(committer.requests) | {"subscribe"} == set(REQUESTS)
+    assert set(committer.requests.table) | {"subscribe"} == set(REQUESTS)
 
 
 def test_the_status_has_one_schema_and_checks_the_state_s_changes(committer):
@@ -273,14 +262,14 @@ def test_the_status_has_one_schema_and_checks_the_state_s_changes(committer):
 
 def test_a_rescan_s_reason_is_logged(committer, caplog):
     import logging
-    from autosync.committer.committer import RESCAN_WHY
+    from autosync.committer.requests import RESCAN_WHY
     from autosync.core.protocol import RESCANS
     assert set(RESCAN_WHY) == set(RESCANS)
     with caplog.at_level(logging.INFO, logger="autosync.committer"):
         committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "drained"},
                          None)
     assert "the watcher asks for a rescan: a pull ended" in caplog.text
-    assert committer.pending.rescan
+    assert committer.handover.pending.rescan
 
 
 def test_the_committer_answers_every_request_it_names(committer):
@@ -298,19 +287,19 @@ def test_a_batch_that_arrives_during_a_push_is_committed_and_pushed_right_after(
                   server=FakeServer, repository=FakeRepository)
     assert c.cfg.pushdelay == 0
     c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    c.step()  # commits a
+    c.worker.step()  # commits a
     push = c.repo.push
 
     def slow_push(expect_new=True):  # a batch arrives while the push runs
         c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "b"}]}, None)
         return push(expect_new)
     c.repo.push = slow_push
-    c.step()  # pushes a
+    c.worker.step()  # pushes a
     c.repo.push = push
-    assert c.has_work()  # b is waiting: no sleep before the next step
-    c.step()  # commits b
-    assert c.has_work() and c.sleep_time() == 0.0  # its push is due now
-    c.step()  # pushes b
+    assert c.worker.has_work()  # b is waiting: no sleep before the next step
+    c.worker.step()  # commits b
+    assert c.worker.has_work() and c.worker.sleep_time() == 0.0  # its push is due now
+    c.worker.step()  # pushes b
     assert c.repo.calls == [("commit", ["a"], False), "push", ("commit", ["b"], False), "push"]
     assert c.status["unpushed"] == 0
 
@@ -340,17 +329,17 @@ def test_a_restart_counts_the_unpushed_commits_in_the_repository_and_retries_the
                   server=FakeServer, repository=FakeRepository)
     c.repo.count, c.repo.rev = 2, "abc"  # left by the run before: the remote refused them
     c.repo.push_ok = False
-    c.startup()
+    c.worker.startup()
     status = c.handle({"cmd": "status"}, None)["status"]
     assert status["unpushed"] == 2 and status["upstream"] == "abc"
     assert c.repo.calls.count("push") == 1 and c.schedule.push_at is not None
     c.repo.push_ok = True
     c.schedule.push_at = time.monotonic()  # the backoff's wait is over; no new change
-    assert c.has_work()
-    c.step()
+    assert c.worker.has_work()
+    c.worker.step()
     assert c.repo.calls.count("push") == 2 and c.status["unpushed"] == 0
     c.repo.rev = "def"
-    c.push(force=True)
+    c.worker.push(force=True)
     # The listener is told the upstream with the link: it announces what it has not yet.
     assert c.handle({"cmd": "link", "up": True}, None) == {"ok": True, "upstream": "def",
                                                            "url": "/srv/sync.git"}
@@ -358,14 +347,14 @@ def test_a_restart_counts_the_unpushed_commits_in_the_repository_and_retries_the
 
 def test_another_dvcs_retries_a_failed_start_push_though_it_counted_nothing(committer):
     committer.repo.push_ok = False
-    committer.startup()
+    committer.worker.startup()
     assert committer.status["unpushed"] == 0 and committer.repo.calls.count("push") == 1
     committer.repo.push_ok = True
     committer.schedule.push_at = time.monotonic()
-    committer.step()
+    committer.worker.step()
     assert committer.repo.calls.count("push") == 2
     committer.schedule.push_at = time.monotonic()
-    committer.step()  # pushed: nothing owed any more
+    committer.worker.step()  # pushed: nothing owed any more
     assert committer.repo.calls.count("push") == 2
 
 
@@ -378,31 +367,31 @@ def test_a_wake_pulls_then_pushes_what_waits_at_once_and_several_are_one(tmp_pat
     c.repo.count = 1  # a commit the remote refused while offline
     c.reports.recount()
     c.schedule.push_at = time.monotonic() + 3600  # its retry, after a backoff grown while offline
-    assert not c.has_work()
+    assert not c.worker.has_work()
     c.wake("woke from sleep")
     c.wake("network back")
-    assert c.has_work()
-    c.step()
+    assert c.worker.has_work()
+    c.worker.step()
     assert c.repo.calls == ["pull", "push"]  # pull first, then push
-    assert not c.has_work() and c.status["unpushed"] == 0
+    assert not c.worker.has_work() and c.status["unpushed"] == 0
 
 
 def test_a_wake_with_nothing_to_push_only_pulls_and_replaces_a_pull_retry(committer):
     committer.schedule.retry_at["pull"] = time.monotonic() + 3600
     committer.wake("network back")
-    committer.step()
+    committer.worker.step()
     assert committer.repo.calls == ["pull"]
     assert committer.schedule.retry_at["pull"] is None
 
 
 def test_a_wake_while_paused_is_a_pull_owed_on_resume(committer):
     committer.handle({"cmd": "pause"}, None)
-    committer.step()  # the worker takes the pause in
+    committer.worker.step()  # the worker takes the pause in
     assert committer.wake("woke from sleep") is False  # the listener says so
-    assert not committer.has_work() and committer.pausing.paused.pull_owed
+    assert not committer.worker.has_work() and committer.pausing.paused.pull_owed
     assert committer.repo.calls == []
     committer.handle({"cmd": "resume"}, None)
-    committer.step()
+    committer.worker.step()
     assert committer.repo.calls[0] == "pull"
 
 
@@ -412,19 +401,19 @@ def test_a_resume_commits_what_the_watcher_saw_and_rescans_only_after_missed_eve
     commits them (at 1,000,000 files a rescan costs seconds, these paths milliseconds);
     a batch that asked for a rescan meanwhile (an overflow) makes it a rescan."""
     committer.handle({"cmd": "pause"}, None)
-    committer.step()
+    committer.worker.step()
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "new.txt"}]},
                      None)
     committer.handle({"cmd": "resume"}, None)
-    committer.step()
+    committer.worker.step()
     assert [c for c in committer.repo.calls if c[0] == "commit"] == [
         ("commit", ["new.txt"], False)]
     committer.handle({"cmd": "pause"}, None)
-    committer.step()
+    committer.worker.step()
     committer.handle({"cmd": "batch", "changes": [], "rescan": True, "reason": "overflow"},
                      None)
     committer.handle({"cmd": "resume"}, None)
-    committer.step()
+    committer.worker.step()
     assert [c for c in committer.repo.calls if c[0] == "commit"][1:] == [("commit", [], True)]
 
 
@@ -435,11 +424,11 @@ def test_a_restore_s_note_goes_on_the_watcher_s_batch_when_it_comes_first(commit
     note = "restore of a.txt as it was at 10:00 (abc)"
     assert committer.handle({"cmd": "note", "note": note, "paths": ["a.txt"]}, None)["ok"]
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "b.txt"}]}, None)
-    committer.step()  # an unrelated change: not its commit
+    committer.worker.step()  # an unrelated change: not its commit
     assert committer.repo.notes == []
     committer.handle({"cmd": "batch", "changes": [{"action": "modified", "path": "a.txt"}]},
                      None)
-    committer.step()  # the restore's writes, batched by the watcher, first
+    committer.worker.step()  # the restore's writes, batched by the watcher, first
     assert committer.repo.notes == [note]
     reply = asked(committer, SYNC, "sync")
     assert reply["ok"] and reply["noted"] and committer.repo.notes == [note]
@@ -451,7 +440,7 @@ def test_a_restore_s_note_goes_on_the_sync_s_commit_when_it_comes_first(committe
     reply = asked(committer, SYNC, "sync")  # before the watcher's batch: the sync's rescan takes all
     assert committer.repo.notes == [note] and reply["ok"]
     committer.handle({"cmd": "batch", "changes": [{"action": "modified", "path": "a"}]}, None)
-    committer.step()  # the watcher's batch, late: the note is not said twice
+    committer.worker.step()  # the watcher's batch, late: the note is not said twice
     assert committer.repo.notes == [note]
 
 
@@ -469,7 +458,7 @@ def test_a_batch_is_numbered_for_git_s_fsmonitor_before_the_worker_can_take_it(c
     seen = []
     received = monitor.journal.received
     monitor.journal.received = lambda changes, rescan=False: (
-        seen.append(sorted(committer.pending.changes)), received(changes, rescan))
+        seen.append(sorted(committer.handover.pending.changes)), received(changes, rescan))
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
     assert seen == [[]]  # numbered before it was queued
     assert monitor.published == [(1, ["a"])]  # and the state file written at once
@@ -489,8 +478,7 @@ def test_a_pull_asked_for_while_the_daemon_stops_is_not_a_failure(committer):
     asker = threading.Thread(target=lambda: replies.append(
         committer.handle({"cmd": "pull", "timeout": 600}, None)), daemon=True)
     asker.start()
-    import conftest
-    conftest.wait_until(lambda: committer.wanted["pull"] == 1, what="the pull asked for")
+    wait_until(lambda: committer.handover.wanted["pull"] == 1, what="the pull asked for")
     committer.stop()  # before the worker got to it
     asker.join(10)
     assert replies == [{"ok": False, "stopping": True,
@@ -502,7 +490,7 @@ def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
     caplog.set_level(logging.INFO, logger="autosync.committer")
     committer.repo.push_ok = False
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    committer.step()  # commits
+    committer.worker.step()  # commits
     push = committer.repo.push
 
     def stopped_push(expect_new=True):  # SIGTERM: the push under way is killed, and fails
@@ -510,7 +498,7 @@ def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
         return push(expect_new)
     committer.repo.push = stopped_push
     committer.schedule.push_at = time.monotonic()
-    committer.step()
+    committer.worker.step()
     assert committer.repo.calls[-2:] == ["stop", "push"]
     assert committer.server.events("failed") == [] and "push" not in committer.status["failing"]
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
@@ -538,7 +526,7 @@ def test_the_start_pulls_before_it_commits_whenever_the_machine_pulls(tmp_path, 
                                                                      pullinterval, pulls_first):
     c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=pullinterval,
                          syncmethod=syncmethod), server=FakeServer, repository=FakeRepository)
-    c.startup()
+    c.worker.startup()
     calls = [call if isinstance(call, str) else call[0] for call in c.repo.calls]
     assert calls[:3] == (["recover", "pull", "commit"] if pulls_first
                          else ["recover", "commit", "push"]), calls
@@ -570,8 +558,7 @@ def pause_in_thread(committer, order):
         order.append("pause answered" if reply["ok"] else reply)
     asker = threading.Thread(target=ask, daemon=True)
     asker.start()
-    import conftest
-    conftest.wait_until(lambda: committer.pausing.active(), what="the pause taken")
+    wait_until(lambda: committer.pausing.active(), what="the pause taken")
     return asker
 
 
@@ -582,7 +569,7 @@ def test_a_pause_during_the_start_s_pull_holds_back_its_commit_and_push(tmp_path
     c = Committer(config(tmp_path, pushdelay=0.0, pullinterval=300.0, syncmethod="none"),
                   server=FakeServer, repository=FakeRepository)
     pull = Held(c, "pull")
-    starting = threading.Thread(target=c.startup, daemon=True)
+    starting = threading.Thread(target=c.worker.startup, daemon=True)
     starting.start()
     assert pull.entered.wait(30)
     asker = pause_in_thread(c, pull.order)
@@ -596,7 +583,7 @@ def test_a_pause_during_the_start_s_pull_holds_back_its_commit_and_push(tmp_path
     assert status["state"] == "paused" and status["paused"] is not None
     assert status["pending"] == ["late.txt"] and status["rescan"]
     c.handle({"cmd": "resume"}, None)
-    c.step()
+    c.worker.step()
     assert c.repo.calls[2:] == ["pull", ("commit", ["late.txt"], True), "push"]
 
 
@@ -609,9 +596,8 @@ def test_a_pause_during_a_commit_holds_back_the_pull_and_answers_the_requests(co
     asker = threading.Thread(target=lambda: replies.append(
         committer.handle({"cmd": "pull", "timeout": 30}, None)), daemon=True)
     asker.start()
-    import conftest
-    conftest.wait_until(lambda: committer.wanted["pull"] == 1, what="the pull asked for")
-    stepping = threading.Thread(target=committer.step, daemon=True)
+    wait_until(lambda: committer.handover.wanted["pull"] == 1, what="the pull asked for")
+    stepping = threading.Thread(target=committer.worker.step, daemon=True)
     stepping.start()
     assert commit.entered.wait(30)
     pauser = pause_in_thread(committer, commit.order)
@@ -644,5 +630,5 @@ def test_a_catch_up_cut_short_by_a_pause_owes_its_pull(committer):
     """Paused again between a resume and its catch-up: the pull it was to make is owed
     (a pull owed before the resume is not forgotten), and nothing runs."""
     committer.handle({"cmd": "pause"}, None)
-    committer.catch_up("changes made while paused", True)
+    committer.worker.catch_up("changes made while paused", True)
     assert committer.repo.calls == [] and committer.pausing.paused.pull_owed

@@ -7,8 +7,8 @@ import stat
 import pytest
 
 from autosync.core import config
-from conftest import ORIGINAL_COMMANDS, git
-from test_repository import repo  # noqa: F401  (the fixture)
+from base import ORIGINAL_COMMANDS, git
+from repos import repo  # noqa: F401  (the fixture)
 
 
 def test_the_original_strings_are_the_shipped_ones_and_nothing_else_is():

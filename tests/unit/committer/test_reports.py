@@ -85,7 +85,7 @@ def test_every_status_field_the_code_sets_is_in_the_schema():
     import os
     import re
     from autosync.committer.status import ABSENT, FIELDS
-    from conftest import ROOT
+    from base import ROOT
     set_here = set()
     for path in glob.glob(os.path.join(ROOT, "autosync", "**", "*.py"), recursive=True):
         with open(path) as f:

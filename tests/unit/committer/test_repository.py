@@ -8,24 +8,10 @@ import pytest
 from autosync.core.config import GIT_COMMANDS
 from autosync.vcs import commands
 from autosync.committer.repository import Repository
-from conftest import Remote, git
+from base import git
 from fakes import Reports, config
 from helpers import CUT_PULL
-
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A Repository on a real clone of a real bare remote, reporting to a recorder."""
-    remote = Remote(tmp_path / "remote.git")
-    clone = tmp_path / "clone"
-    git("clone", "-q", remote.path, str(clone))
-
-    def make(**commands):
-        reports = Reports()
-        cfg = config(clone, commands=dict(GIT_COMMANDS, **commands))
-        return Repository(cfg, reports), reports
-    make.path, make.remote = clone, remote
-    return make
+from repos import repo  # noqa: F401 (a fixture)
 
 
 def test_the_repository_hands_its_one_git_environment_to_every_part_that_runs_git(repo):
@@ -424,7 +410,7 @@ def test_a_stop_kills_the_pull_s_fetch_and_the_pull_is_not_done_not_failed(repo,
     import logging
     import threading
     from autosync.vcs.commands import Template
-    from conftest import wait_until
+    from base import wait_until
     caplog.set_level(logging.INFO)
     r, reports = repo()
     other = str(tmp_path / "other")
@@ -484,7 +470,7 @@ def test_a_stop_kills_a_push_under_way_and_it_is_not_done_not_failed(repo, tmp_p
     import logging
     import threading
     from autosync.vcs.commands import Template
-    from conftest import wait_until
+    from base import wait_until
     caplog.set_level(logging.INFO)
     r, reports = repo()
     (repo.path / "a.txt").write_text("a")
@@ -663,7 +649,7 @@ def test_mercurial_gets_every_name_literally_and_one_it_refuses_is_held_back_alo
     as a path (add, rename, log, cat, files), and a name hg refuses (a newline, a
     carriage return) is held back and said once while everything else is committed,
     in a batch and in a rescan (hg addremove aborts on it)."""
-    from conftest import hg
+    from base import hg
     from helpers import example_dvcs_section
     from autosync.core import config as config_module
     from autosync.tools.history import History

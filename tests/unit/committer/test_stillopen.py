@@ -110,11 +110,11 @@ def test_an_empty_file_held_open_gets_no_version(tmp_path):
     assert still.recheck() == [] and still.wait() > 0  # no busy loop on an overdue entry
 
 
-from test_repository import repo  # noqa: E402,F401  (the fixture)
+from repos import repo  # noqa: E402,F401  (the fixture)
 
 
 def committed_files(path):
-    from conftest import git
+    from base import git
     return git("ls-tree", "-r", "--name-only", "HEAD", cwd=path).decode().split()
 
 
@@ -147,7 +147,7 @@ def test_no_commit_takes_a_file_still_being_written(repo, writer, how):
     closed = r.still.recheck()
     assert closed == [changes[0]]
     assert r.commit(closed)
-    from conftest import git
+    from base import git
     assert git("show", "HEAD:new.log", cwd=repo.path) == \
         (b"old\n" if how == "moved" else b"") + b"half\nwhole\n"
     assert "old.log" not in committed_files(repo.path)
@@ -165,14 +165,14 @@ def test_the_committer_looks_again_and_commits_a_file_whose_close_nobody_told(
         held_open=lambda folder, paths: open_files & set(paths))
     assert still.leave_out([{"action": "added", "path": "log.txt"}]) == []
     assert committer.status["writing"] == ["log.txt"]
-    assert not committer.has_work() and committer.sleep_time() <= stillwritten.RECHECK
+    assert not committer.worker.has_work() and committer.worker.sleep_time() <= stillwritten.RECHECK
     clock.now += stillwritten.RECHECK
-    assert committer.has_work()
-    committer.step()  # still open: nothing to commit
+    assert committer.worker.has_work()
+    committer.worker.step()  # still open: nothing to commit
     assert not [c for c in committer.repo.calls if c[0] == "commit"]
     open_files.clear()
     clock.now += still.wait()
-    assert committer.has_work()
-    committer.step()
+    assert committer.worker.has_work()
+    committer.worker.step()
     assert ("commit", ["log.txt"], False) in committer.repo.calls
     assert committer.status["writing"] == [] and still.wait() is None

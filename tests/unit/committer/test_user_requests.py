@@ -6,7 +6,7 @@ import pytest
 
 from autosync.committer.committer import Committer
 from fakes import FakeRepository, FakeServer, config
-from test_committer import asked
+from fakes import asked
 
 
 def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_up(committer):
@@ -23,13 +23,13 @@ def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_u
     refused = committer.handle({"cmd": "sync"}, None)
     assert not refused["ok"] and "dvcs-autosync resume" in refused["error"]
     committer.schedule.push_at = 0.0  # even a push that is due waits
-    committer.step()  # the worker only learns when to wake next: never
-    assert not committer.has_work() and committer.sleep_time() is None
-    committer.step()
+    committer.worker.step()  # the worker only learns when to wake next: never
+    assert not committer.worker.has_work() and committer.worker.sleep_time() is None
+    committer.worker.step()
     assert committer.repo.calls == []
     assert committer.handle({"cmd": "resume"}, None) == {"ok": True, "resumed": True}
-    assert committer.has_work()
-    committer.step()
+    assert committer.worker.has_work()
+    committer.worker.step()
     # The pull owed first, then one commit of what the watcher sent while paused (no
     # rescan: it watched all along), then the push.
     assert committer.repo.calls[:3] == ["pull", ("commit", ["a"], False), "push"]
@@ -43,11 +43,11 @@ def test_while_paused_nothing_is_committed_pushed_or_pulled_and_resume_catches_u
 def test_a_pause_runs_out_by_itself(committer):
     committer.handle({"cmd": "pause", "seconds": 0.2}, None)
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    committer.step()
-    assert 0 < committer.sleep_time() <= 0.2 and not committer.has_work()
+    committer.worker.step()
+    assert 0 < committer.worker.sleep_time() <= 0.2 and not committer.worker.has_work()
     time.sleep(0.25)
-    assert committer.has_work()
-    committer.step()
+    assert committer.worker.has_work()
+    committer.worker.step()
     assert ("commit", ["a"], False) in committer.repo.calls
     assert committer.server.events("resumed") and committer.status["paused"] is None
     # No news owed and syncmethod none without a timer: no pull on resume.
@@ -62,10 +62,10 @@ def test_a_pause_outlives_the_committer_and_so_does_a_pull_owed(tmp_path):
     since = first.status["paused"]["since"]
     again = Committer(cfg, server=FakeServer, repository=FakeRepository)
     assert again.status["paused"]["since"] == since
-    again.startup()  # repairs, and nothing else
+    again.worker.startup()  # repairs, and nothing else
     assert again.repo.calls == ["recover"] and again.status["state"] == "paused"
     again.handle({"cmd": "resume"}, None)
-    again.step()
+    again.worker.step()
     # A rescan: what changed while the suite was stopped was seen by nobody.
     assert again.repo.calls[1:] == ["pull", ("commit", [], True), "push"]
     assert Committer(cfg, server=FakeServer, repository=FakeRepository).status[
@@ -81,12 +81,12 @@ def test_a_bad_pause_is_refused(committer, seconds):
 
 def test_a_description_goes_to_the_next_commit_when_the_last_is_pushed(committer):
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    committer.step()
-    committer.step()  # pushed
+    committer.worker.step()
+    committer.worker.step()  # pushed
     assert asked(committer, {"cmd": "describe", "text": "Holiday  photos\n"}, "describe") \
         == {"ok": True, "to": "next"}
     committer.handle({"cmd": "batch", "changes": [{"action": "added", "path": "b"}]}, None)
-    committer.step()
+    committer.worker.step()
     assert committer.status["last_commit"]["message"] == \
         "Holiday photos (autosync on testhost: 1 added)"
     assert not any(call[0] == "amend" for call in committer.repo.calls if type(call) is tuple)
@@ -96,7 +96,7 @@ def test_a_description_rewords_the_last_commit_while_it_is_not_pushed(tmp_path):
     c = Committer(config(tmp_path, pushdelay=60.0, pullinterval=0.0, syncmethod="none"),
                   server=FakeServer, repository=FakeRepository)
     c.handle({"cmd": "batch", "changes": [{"action": "added", "path": "a"}]}, None)
-    c.step()
+    c.worker.step()
     rev = c.descriptions.own_last["rev"]
     assert asked(c, {"cmd": "describe", "text": "Tax forms"}, "describe") == {
         "ok": True, "to": "last", "rev": "amended"}

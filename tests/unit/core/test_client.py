@@ -12,7 +12,7 @@ import pytest
 from autosync.core import client
 from autosync.core.retry import Backoff
 from autosync.core.stopflag import StopFlag
-from conftest import wait_until
+from base import wait_until
 from fakes import FakeCommitter
 
 FAST = Backoff(0.05, 0.2)

@@ -11,7 +11,7 @@ import pytest
 from autosync.core import config, ini
 from autosync.core.config import ConfigError
 from autosync.core.paths import socket_for
-from conftest import HERE  # tests/ (its data/; the checkout above it)
+from base import HERE  # tests/ (its data/; the checkout above it)
 
 ORIGINAL = os.path.join(HERE, "data", "original-autosync-example")
 

@@ -3,7 +3,7 @@ import os
 import subprocess
 
 from autosync.core.ignore import EDITOR_JUNK_RE, EDITOR_JUNK_SPEC, Ignore
-from conftest import git
+from base import git
 from helpers import make_files
 
 

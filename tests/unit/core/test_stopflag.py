@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from autosync.core.stopflag import StopFlag
-from conftest import ROOT
+from base import ROOT
 
 
 @pytest.fixture(autouse=True)

@@ -9,20 +9,7 @@ import shlex
 import pytest
 
 from autosync.ssh import remote as ar
-from conftest import git
-
-ME = "bd22132c-3b41-4ae9-bd0c-c4a1883ec516"    # the asking repository's UUID
-THEM = "6bea21d5-1820-426b-bad9-c4b08cc76d49"  # the served repository's
-
-
-@pytest.fixture
-def repos(tmp_path):
-    """(served, other, home): two bare repositories in the home folder."""
-    home = tmp_path / "home"
-    for name in ("sync.git", "other.git"):
-        git("init", "-q", "--bare", str(home / name))
-    return str(home / "sync.git"), str(home / "other.git"), str(home)
-
+from repos import ME, THEM, repos  # noqa: F401 (repos: a fixture)
 
 def test_what_git_annex_sends_runs_git_annex_shell_on_the_served_repository(repos):
     repo, _, home = repos

@@ -10,16 +10,8 @@ import pytest
 
 from autosync.core import cli, problems
 from autosync.tools import notify
-from fakes import serving
+from fakes import STATUS, paused_reply, serving
 
-STATUS = {
-    "path": "/home/u/Sync", "host": "laptop", "state": "idle",
-    "pending": ["a.txt", "b.txt"],
-    "last_commit": {"time": 1700000000, "message": "autosync on laptop: 1 added"},
-    "last_push": {"time": 1700000060, "url": "ssh://server/sync.git"},
-    "unpushed": 2, "last_error": "push: connection refused",
-    "conflicts": ["notes.txt"], "held_back": [], "nested_repositories": [],
-}
 
 
 @pytest.fixture(autouse=True)
@@ -383,11 +375,6 @@ def test_describe_dash_reads_the_text_from_stdin(monkeypatch):
 
 
 # --- typed anywhere: ~/.autosync's daemon, else the only one ---------------------------
-
-def paused_reply(message, folder=STATUS["path"]):
-    return {"ok": True, "paused": {"since": 1700000000, "until": None}, "path": folder} \
-        if message["cmd"] == "pause" else {"ok": True, "status": dict(STATUS, path=folder)}
-
 
 def test_outside_any_synced_folder_the_only_daemon_is_meant(tmp_path, capsys):
     from autosync.core.paths import socket_for

@@ -5,12 +5,10 @@ import io
 
 import pytest
 
-from conftest import git
+from base import git
+from terminal import ERASE
 
 from autosync.tools import progress
-
-ERASE = "\r\033[K"
-
 
 class Terminal(io.StringIO):
     def isatty(self):

@@ -3,7 +3,7 @@ and gives it its original's attributes, read back by git itself."""
 import os
 
 from autosync.vcs import copyrules
-from conftest import git
+from base import git
 
 NAMES = ["secrets (conflict from a 2026-12-07 193204).env", 'we"ird*[x]\\y\n.env',
          " lead.env", "#hash.env", "!bang.env", "é ü.env", "tab\there.env"]

@@ -7,7 +7,7 @@ import sys
 import autosync
 from autosync.vcs import daemon_identity
 from autosync.vcs.commands import Template, environment
-from conftest import ROOT, git
+from base import ROOT, git
 
 PACKAGE = os.path.dirname(autosync.__file__)
 

@@ -7,7 +7,7 @@ from autosync.vcs import excludes
 from autosync.vcs.git_environment import GitEnvironment
 from autosync.vcs.commands import environment
 from autosync.core.config import Config
-from conftest import git
+from base import git
 
 
 def add_all(cwd, ex):

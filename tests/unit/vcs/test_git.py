@@ -5,7 +5,7 @@ import os
 import pytest
 
 from autosync.vcs import git as gitrepo
-from conftest import git
+from base import git
 
 
 def write(path, text):

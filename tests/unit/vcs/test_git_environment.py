@@ -8,7 +8,7 @@ import pytest
 
 from autosync.vcs import commands, git_environment
 from autosync.vcs.git_environment import PLAIN, GitEnvironment
-from conftest import ROOT, git
+from base import ROOT, git
 
 OURS = len(git_environment.SETTINGS)
 

@@ -10,9 +10,8 @@ import subprocess
 import pytest
 
 from autosync.vcs.pull import git as gitpull
-from conftest import git
-from test_gitpull import pull, two  # noqa: F401 (two: a fixture)
-from test_pull_safety import head, plant
+from base import git
+from repos import head, plant, pull, two  # noqa: F401 (two: a fixture)
 
 U200C = "\u200c"
 

@@ -14,7 +14,7 @@ import pytest
 
 from autosync.core.copies import read_copy_name
 from autosync.vcs.pull import finish as gitmerge, git as gitpull
-from conftest import git
+from base import git
 
 MARKER = re.compile(rb"^(<{7,}|>{7,}|={7,})", re.M)
 

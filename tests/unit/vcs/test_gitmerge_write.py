@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from autosync.vcs.pull import finish as gitmerge
-from conftest import git
+from base import git
 
 
 def blob_of(folder, data):

@@ -1,7 +1,7 @@
 """gitnotes.py: descriptions of pushed commits travel between clones, none lost.
 Real git: a bare remote and two clones."""
 from autosync.vcs import gitnotes
-from conftest import Remote, git
+from base import Remote, git
 
 
 def clones(tmp_path):

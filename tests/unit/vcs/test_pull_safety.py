@@ -10,58 +10,12 @@ import subprocess
 import pytest
 
 from autosync.vcs.pull import git as gitpull
-from conftest import git
-from test_gitpull import commit, pull, status, two, write  # noqa: F401 (two: a fixture)
-
-
-def head(folder):
-    return git("rev-parse", "HEAD", cwd=folder).decode().strip()
+from base import git
+from repos import commit, head, plant, pull, small_tmpfs, state, status, two, write  # noqa: F401
 
 
 def index_of(folder):
     return git("ls-files", "-s", "-z", cwd=folder)
-
-
-def plant(folder, entries, message="planted"):
-    """A commit on top of HEAD whose tree adds `entries` [(mode, path, content)] to
-    HEAD's, built object by object as `git add` would never build it; pushed."""
-    base = git("rev-parse", "HEAD^{tree}", cwd=folder).decode().strip()
-    tree = base
-    for mode, path, content in entries:
-        tree = with_entry(folder, tree, path.split("/"), mode, content)
-    rev = git("commit-tree", tree, "-p", "HEAD", "-m", message, cwd=folder).decode().strip()
-    git("update-ref", "HEAD", rev, cwd=folder)
-    git("push", "-q", "-f", "origin", "HEAD:main", cwd=folder)
-    return rev
-
-
-def with_entry(folder, tree, parts, mode, content):
-    """tree with the entry at parts (a list of names, any bytes but /) set."""
-    listing = git("ls-tree", "-z", tree, cwd=folder).split(b"\0") if tree else []
-    rows = {}
-    for row in listing:
-        if row:
-            info, name = row.split(b"\t", 1)
-            rows[name] = info
-    name = os.fsencode(parts[0])
-    if len(parts) == 1:
-        if mode == "160000":
-            oid = content
-        else:
-            oid = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=folder,
-                                 input=content, stdout=subprocess.PIPE, check=True
-                                 ).stdout.decode().strip()
-        kind = {"160000": "commit", "040000": "tree"}.get(mode, "blob")
-        rows[name] = b"%s %s %s" % (mode.encode(), kind.encode(), oid.encode())
-    else:
-        sub = None
-        if name in rows and rows[name].split()[1] == b"tree":
-            sub = rows[name].split()[2].decode()
-        sub = with_entry(folder, sub, parts[1:], mode, content)
-        rows[name] = b"040000 tree %s" % sub.encode()
-    data = b"".join(b"%s\t%s\0" % (info, n) for n, info in rows.items())
-    return subprocess.run(["git", "mktree", "-z"], cwd=folder, input=data,
-                          stdout=subprocess.PIPE, check=True).stdout.decode().strip()
 
 
 # --- 1. every path rule git keeps ---------------------------------------------------
@@ -128,17 +82,6 @@ def test_a_hook_that_was_there_before_still_runs(two, tmp_path):
 
 
 # --- 2. a pull never claims what it did not write ------------------------------------
-
-def small_tmpfs(tmp_path, size):
-    """A tmpfs of `size` ("4m") at tmp_path/small, unmounted (lazily) after the test."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", str(mount)],
-                      stderr=subprocess.DEVNULL).returncode:
-        pytest.skip("cannot mount a tmpfs here (not root)")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)])
-
 
 @pytest.fixture
 def small_disk(tmp_path):
@@ -279,14 +222,6 @@ def test_names_with_quotes_newlines_tabs_backslashes_are_pulled_changed_and_remo
 
 
 # --- 5. the journal cannot be turned against the user ---------------------------------
-
-@pytest.fixture
-def state(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    where = tmp_path / "state" / "autosync" / "writing"
-    where.mkdir(parents=True, mode=0o700)
-    return where
-
 
 def dead_pid():
     proc = subprocess.Popen(["true"])

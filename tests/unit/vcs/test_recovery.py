@@ -8,7 +8,7 @@ import pytest
 
 from autosync.vcs import daemon_identity, recovery
 from autosync.vcs.folder import Folder, _identity, remote_of
-from conftest import git, wait_until
+from base import git, wait_until
 
 
 @pytest.fixture
