@@ -13,8 +13,8 @@ from base import (BURNER_LIMIT, ORIGINAL_COMMANDS, ROOT, STARTED, Machine,  # no
                   OrdinaryUser, Remote, git, hg, remove_private_tmp)
 from run_order import E2E, run_order  # noqa: E402
 # the unit tier's guard (autouse): a test of tests/unit/ starts no program of ours
-from unitguard import (pytest_runtest_call, pytest_runtest_protocol,  # noqa: E402,F401
-                       pytest_runtest_setup)
+from unitguard import (pytest_runtest_call, pytest_runtest_logreport,  # noqa: E402,F401
+                       pytest_runtest_protocol, pytest_runtest_setup, pytest_sessionfinish)
 
 
 @pytest.fixture(autouse=True)

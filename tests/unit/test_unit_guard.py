@@ -47,3 +47,21 @@ def test_a_unit_test_that_starts_one_of_ours_fails_naming_itself_and_the_command
     assert unit.STARTED == [("runs python -m autosync.supervisor", argv)]
     assert subprocess.run(["git", "--version"], stdout=subprocess.PIPE).returncode == 0
     del unit.STARTED[:]  # this test's own start was the point: let it pass
+
+
+def test_a_unit_test_over_its_cpu_budget_fails_and_the_tier_sums_what_each_used(request,
+                                                                               monkeypatch):
+    # The phase's check, as the hook makes it after a test's call: a test that waited for
+    # a child burning CPU (as a heavy git run would) is failed, naming itself...
+    began = unit.cpu_seconds()
+    subprocess.run([sys.executable, "-c", "sum(range(10 ** 7))"], check=True)
+    with monkeypatch.context() as budget:  # (the hook's own check, after this, is not)
+        budget.setattr(unit, "BUDGET", 0.05)
+        with pytest.raises(pytest.fail.Exception) as over:
+            unit.within_budget(request.node, "call", began)
+    assert request.node.nodeid in str(over.value) and "s of CPU in its call" in str(over.value)
+    # ...and what it used is on its report, for the tier's sum.
+    # (The first is its setup's.)
+    used = [value for name, value in request.node.user_properties if name == "cpu"]
+    assert len(used) == 2 and used[-1] > 0.05
+    request.node.user_properties.remove(("cpu", used[-1]))  # not counted twice
