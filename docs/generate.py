@@ -6,14 +6,14 @@ and the zsh one (OUT/zsh/_dvcs-autosync) from what the programs and the docs alr
   drift apart (autosync-remote, which has no parser, from its USAGE and the docstring
   paragraph its --help prints);
 * autosync(5) from docs/configuration.md, its table of keys (which
-  tests/test_config.py holds to autosync/core/config.py's KEYS) under "Keys", with
+  tests/integration/test_config.py holds to autosync/core/config.py's KEYS) under "Keys", with
   each key's expected value from KEYS.
 
     python3 docs/generate.py OUT
 
 Nothing it writes is kept in the repository: debian/rules runs it at each build (with
 Debian's libraries, which the parsers' modules import), so a page is never older than
-the option it describes. tests/test_generated.py checks what it writes.
+the option it describes. tests/integration/test_generated.py checks what it writes.
 """
 import argparse
 import os

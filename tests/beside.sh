@@ -7,7 +7,7 @@
 # the tests see only the namespace's processes.
 #
 #   sudo tests/beside.sh [PYTEST ARGS]      e.g.
-#   sudo tests/beside.sh tests/unit/test_service_files.py tests/test_init.py \
+#   sudo tests/beside.sh tests/unit/test_service_files.py tests/integration/test_init.py \
 #       tests/e2e/test_install.py -k "exec_start or without_the_program or original_run_by_python3 or install_sh"
 set -e
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -80,7 +80,7 @@ rm -f "$stamp"
 # code (tests/run.sh sets PYTHONPATH), so each checkout tests itself.
 env -u PYTHONPATH "$venv/bin/python3" -m pip install -q --disable-pip-version-check ".$extras"
 chmod -R a+rX "$venv"
-# The launchers pip wrote there must run (tests/test_install.py does the same
+# The launchers pip wrote there must run (tests/integration/test_install.py does the same
 # in a fresh venv, from a copy of the checkout with a stale build/ folder).
 for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp autosync-sshlink \
                autosync-remote \

@@ -6,18 +6,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))  # tests/
 E2E = os.path.join(HERE, "e2e") + os.sep
 
 
-# The files whose tests take longest (tens of seconds each on a quiet 2-core machine, by
+# The files whose tests take longest (ten seconds and more on a 2-core machine, by
 # pytest --durations) run first: a long test begun last ended the parallel run alone for
 # a minute or more. Then the other end-to-end tests, the rest, and the unit tier.
 # tests/run.sh's workers (--dist worksteal) each take an equal run of the list and then
 # steal from the end of the others': the sorted tests are dealt out like cards, one pile
 # per worker, so that each run begins with its share of the long ones.
-LONGEST_FIRST = ("e2e/test_quiet.py", "e2e/test_mercurial.py", "e2e/test_xmpp_sync.py",
-                 "e2e/test_random.py", "e2e/test_pull_race.py", "e2e/test_debian.py",
-                 "e2e/test_install.py", "test_progress_programs.py", "test_largefiles.py",
-                 "unit/vcs/test_git_path_rules.py", "e2e/test_annex.py", "test_maintenance.py",
-                 "e2e/test_pulled_moves.py", "e2e/test_pull_lock.py", "e2e/test_faults.py",
-                 "test_hgmerge.py", "test_watcher.py")
+LONGEST_FIRST = ("integration/test_maintenance.py", "e2e/test_mercurial.py",
+                 "integration/test_largefiles.py", "e2e/test_pull_race.py",
+                 "e2e/test_restricted_annex.py", "e2e/test_xmpp_sync.py", "e2e/test_random.py",
+                 "e2e/test_debian.py", "e2e/test_pull_lock.py", "integration/test_hgmerge.py",
+                 "e2e/test_install.py", "integration/test_progress_programs.py",
+                 "e2e/test_faults.py", "e2e/test_annex.py", "integration/test_watcher.py",
+                 "integration/test_link.py", "e2e/test_original_config.py",
+                 "e2e/test_keep_both.py", "e2e/test_pulled_moves.py")
 UNIT = os.path.join(HERE, "unit") + os.sep
 
 

@@ -1,6 +1,6 @@
 """The systemd units and the autostart entry shipped in docs/systemd/, read as systemd
 reads them: for their own tests (tests/unit/test_service_files.py) and the
-supervisor's (tests/test_supervisor.py, each unit's ExecStart run)."""
+supervisor's (tests/integration/test_supervisor.py, each unit's ExecStart run)."""
 import configparser
 import os
 import re

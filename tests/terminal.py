@@ -1,6 +1,6 @@
 """A program run on a pseudo-terminal, and what the terminal shows in the end: for the
 tests of progress on a terminal (tests/unit/tools/test_progress.py and the programs'
-own, tests/test_progress_programs.py, tests/test_largefiles.py)."""
+own, tests/integration/test_progress_programs.py, tests/integration/test_largefiles.py)."""
 import os
 import pty
 import subprocess

@@ -4,7 +4,7 @@ conftest.py (tests/unit/test_test_layout.py); tests/conftest.py imports its hook
 
 A unit test calls the code; a test that needs a program of ours running (the launchers
 of bin/, an installed dvcs-autosync or autosync-*, `python -m autosync...`, a script
-that imports autosync) belongs to the middle tier (the flat tests/*.py) or to tests/e2e/.
+that imports autosync) belongs to the middle tier (tests/integration/) or to tests/e2e/.
 Programs that are not ours (git, hg, ssh-keygen, sh, a Python of the test's own) stay
 allowed. subprocess.Popen (so also subprocess.run and friends) is watched for the test's
 duration only (its fixtures' setup and teardown included); a start of ours is refused and
@@ -131,7 +131,7 @@ def pytest_runtest_protocol(item, nextitem):
         if reason:
             STARTED.append((reason, args))
             raise StartedOurs("unit test %s started a program of ours (%s): %r; it belongs "
-                              "in tests/*.py or tests/e2e/" % (item.nodeid, reason, args))
+                              "in tests/integration/ or tests/e2e/" % (item.nodeid, reason, args))
         return original(self, args, *rest, **options)
 
     del STARTED[:]
@@ -173,8 +173,9 @@ def pytest_runtest_call(item):
     result = yield
     within_budget(item, "call", began)
     if STARTED:
-        pytest.fail("unit test %s started a program of ours (%s): %r; it belongs in tests/*.py "
-                    "or tests/e2e/" % ((item.nodeid,) + STARTED[0]), pytrace=False)
+        pytest.fail("unit test %s started a program of ours (%s): %r; it belongs in "
+                    "tests/integration/ or tests/e2e/" % ((item.nodeid,) + STARTED[0]),
+                    pytrace=False)
     return result
 
 

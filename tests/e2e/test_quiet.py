@@ -12,7 +12,7 @@ from helpers import settle, write
 QUIET = 65  # seconds: longer than the 60 s after which the committer used to drop clients
 
 
-# Slow: a real minute of quiet. tests/test_protocol.py's quiet-client test covers the
+# Slow: a real minute of quiet. tests/integration/test_protocol.py's quiet-client test covers the
 # socket's part in a second (its deadline shortened); this one, the whole daemon.
 @pytest.mark.slow
 def test_a_move_after_a_long_quiet_spell_is_one_commit(machines, remote):

@@ -17,9 +17,11 @@ def test_longest_first_then_end_to_end_then_the_rest_then_the_unit_tier():
         def __init__(self, rel):
             self.fspath = os.path.join(run_order.HERE, rel)
 
-    order = ["unit/core/test_ini.py", "test_watcher.py", "test_cli.py", "e2e/test_sync.py",
-             "e2e/test_quiet.py", "e2e/test_mercurial.py"]
+    order = ["unit/core/test_ini.py", "integration/test_watcher.py",
+             "integration/test_cli.py", "e2e/test_sync.py", "integration/test_maintenance.py",
+             "e2e/test_mercurial.py"]
     items = sorted((Item(rel) for rel in order), key=run_order.run_order)
     assert [os.path.relpath(str(i.fspath), run_order.HERE) for i in items] == [
-        "e2e/test_quiet.py", "e2e/test_mercurial.py", "test_watcher.py", "e2e/test_sync.py",
-        "test_cli.py", "unit/core/test_ini.py"]
+        "integration/test_maintenance.py", "e2e/test_mercurial.py",
+        "integration/test_watcher.py", "e2e/test_sync.py", "integration/test_cli.py",
+        "unit/core/test_ini.py"]

@@ -1,7 +1,7 @@
 """sni.Item: the StatusNotifierItem's and dbusmenu's answers, without a bus.
 
 Calls are made as jeepney messages and handed to Item.answer; the real bus,
-registration and signals on the wire are in tests/test_tray.py.
+registration and signals on the wire are in tests/integration/test_tray.py.
 """
 import time
 

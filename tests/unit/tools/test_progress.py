@@ -1,5 +1,5 @@
 """Progress on long work (autosync/tools/progress.py): the lines it writes on a terminal and
-the nothing it writes elsewhere (tests/test_progress_programs.py: `dvcs-autosync init` of
+the nothing it writes elsewhere (tests/integration/test_progress_programs.py: `dvcs-autosync init` of
 10,000 files and a restore, on a real pseudo-terminal and into a file)."""
 import io
 

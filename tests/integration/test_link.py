@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from base import git, wait_until
+from base import HERE, ROOT, git, wait_until
 from fakes import FakeCommitter, config
 
 from autosync.core import paths, problems
@@ -470,8 +470,7 @@ def test_the_watch_command_ends_with_a_killed_link(tmp_path):
             "'echo $$ > %s; exec sleep 60'], 'x'))\nlink.start()\nimport time; time.sleep(60)\n"
             % (str(tmp_path), pidfile))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-         os.path.dirname(os.path.abspath(__file__))]))
+        [ROOT, HERE]))
     link = subprocess.Popen([sys.executable, "-c", code], env=env)
     pid = None
     try:

@@ -11,7 +11,7 @@ from autosync.committer import fsmonitor, fsmonitor_hook
 from autosync.vcs.commands import environment
 from autosync.core.config import GIT_COMMANDS, load
 from autosync.committer.repository import Repository
-from base import Remote, git, wait_until
+from base import ROOT, Remote, git, wait_until
 from fakes import Reports, config
 
 
@@ -189,7 +189,7 @@ def test_a_commit_hook_or_git_annex_keeps_the_setting_away(clone):
     hook.write_text("#!/bin/sh\ngit checkout -- .\n")
     hook.chmod(0o755)
     assert r.fsmonitor.env() == {}
-    with open(os.path.join(os.path.dirname(__file__), "..", "hooks", "post-commit")) as f:
+    with open(os.path.join(ROOT, "hooks", "post-commit")) as f:
         hook.write_text(f.read())  # the shipped hook leaves the daemon's commands alone
     assert r.fsmonitor.env()
     hook.unlink()

@@ -454,7 +454,7 @@ def test_git_annex_takes_git_s_held_ssh_unless_the_user_gave_it_ssh_options(tmp_
     tests/e2e/test_annex.py); not where remote.NAME.annex-ssh-options is set, which
     git-annex would then ignore, nor without a held connection. Another remote on another
     ssh server takes it too: the held connection's socket is per destination, that
-    remote's ssh logs in by itself (tests/test_link.py, the other server's test)."""
+    remote's ssh logs in by itself (tests/integration/test_link.py, the other server's test)."""
     import types
     from autosync.vcs.remote import git_environment_for
     folder = str(tmp_path / "f")

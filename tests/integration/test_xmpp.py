@@ -18,7 +18,6 @@ import types
 import pytest
 import xmpp as xmpppy
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from autosync.xmpp import listener as ax
 from autosync.xmpp import session as xmpp_session
@@ -27,7 +26,7 @@ from autosync.core.config import Xmpp
 from fakes import FakeCommitter  # noqa: E402
 from prosody import DOMAIN, prosody_certs, prosody_factory, prosody_server  # noqa: E402,F401
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from base import ROOT  # noqa: E402
 PASSWORD = "Pa55-w0rd-never-logged"
 BAD_PASSWORD = "wr0ng-Pa55-never-logged"
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(TESTS)
 sys.path.insert(0, TESTS)
 
