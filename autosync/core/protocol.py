@@ -4,6 +4,7 @@ One JSON object per line, one reply per request (docs/protocol.md). The
 committer runs the Server; every other program uses connect(). Where the
 socket lives: autosync.paths.
 """
+import contextlib
 import errno
 import json
 import logging
@@ -143,6 +144,25 @@ class Connection:
         self.sock.close()
 
 
+# sockaddr_un holds 108 bytes, the last a NUL: a longer path cannot be bound or reached
+# by name (a deep XDG_RUNTIME_DIR), so it is reached through its folder's descriptor.
+SUN_PATH_MAX = 107
+
+
+@contextlib.contextmanager
+def reachable(path):
+    """`path` as bind() and connect() can take it: itself, or when too long for a socket,
+    /proc/self/fd/N/NAME, N a descriptor of its folder, open while the call runs."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        yield path
+        return
+    folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield "/proc/self/fd/%d/%s" % (folder, os.path.basename(path))
+    finally:
+        os.close(folder)
+
+
 def connect(path, timeout=5.0):
     """A connection to this user's own daemon at `path`, checked before a byte is sent:
     NoDaemon if nobody listens, Untrusted if the folder or the listener is not ours."""
@@ -150,7 +170,8 @@ def connect(path, timeout=5.0):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        sock.connect(path)
+        with reachable(path) as name:
+            sock.connect(name)
     except OSError as e:
         sock.close()
         raise NoDaemon("no autosync daemon is listening on %s (%s)" % (path, e.strerror or e)) from None
@@ -207,7 +228,8 @@ class Server:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # the socket is born 0600
         try:
-            self.sock.bind(path)
+            with reachable(path) as name:
+                self.sock.bind(name)
         finally:
             os.umask(old_umask)
         self.sock.listen(16)

@@ -46,6 +46,26 @@ def server(tmp_path):
     s.close()
 
 
+def test_a_socket_path_too_long_for_a_socket_is_served_and_reached(tmp_path):
+    """A deep XDG_RUNTIME_DIR: the committer's socket path over sockaddr_un's 107 bytes
+    is bound and reached through its folder (before, the daemon refused to start)."""
+    folder = tmp_path.joinpath(*["x" * 40] * 3, "autosync")
+    path = str(folder / "a22f8a1070e5685b.sock")
+    assert len(os.fsencode(path)) > protocol.SUN_PATH_MAX
+    s = Server(path, lambda message, client: {"ok": True, "echo": message})
+    s.start()
+    try:
+        assert stat.S_ISSOCK(os.stat(path).st_mode)  # at its own name, not elsewhere
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert protocol.ask(path, {"cmd": "status"})["echo"] == {"cmd": "status"}
+        assert protocol.answers(path)
+        with pytest.raises(OSError):
+            Server(path, lambda message, client: {"ok": True})  # taken: refused as before
+    finally:
+        s.close()
+    assert not protocol.answers(path)
+
+
 def test_names_that_are_not_utf8_survive_the_wire():
     name = os.fsdecode(b"caf\xe9/\xff\xfe new\nline")
     line = encode({"cmd": "batch", "changes": [{"action": "added", "path": name}]})
