@@ -143,8 +143,10 @@ class Requests:
             changed, self.schedule.link_up = up != self.schedule.link_up, up
             polled = message.get("polled") if up else None
             held = message.get("held") if up else None
-            self.status.update(link="up" if up else "down",
-                               link_polled=polled if isinstance(polled, (int, float)) else None,
+            polled = polled if isinstance(polled, (int, float)) else None
+            self.status.update(link="up" if up else "down", link_polled=polled,
+                               link_why=error[:600] if polled and isinstance(error, str)
+                               else None,
                                link_held=held if isinstance(held, bool) else None)
             # The listener announces this revision unless it already has: a push
             # made before it logged in or subscribed is not missed.

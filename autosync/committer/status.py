@@ -24,6 +24,7 @@ FIELDS = {
     "syncmethod": None,  # which link (core/problems.py)
     "link": None,
     "link_polled": None,  # seconds between polls, while the link polls instead of watching
+    "link_why": None,     # ... and why: how the watch ended on the server
     "link_held": None,  # the ssh link up: whether its ssh connection is held (one login)
     "mass_delete": ABSENT,  # the last commit that removed many files (committer/massdelete.py)
     "history": ABSENT,  # the history's size here and on the remote (vcs/sizes.py)

@@ -50,6 +50,9 @@ FORCED_FIX = ("refused by the forced command of this key's line in the server's 
               "replace it with the line dvcs-autosync init prints for this folder, or give "
               "this folder a key of its own (git config core.sshCommand 'ssh -i KEY'); "
               "tried again by itself, over a new login")
+# The same line refusing this version's watch (it allows git's fetch and push): polled.
+POLLED_FIX = ("replace the key's line in the server's authorized_keys with the one "
+              "dvcs-autosync init prints for this folder (it allows another version's watch)")
 # ssh's words for a failure -> what that failure asks for (the first that matches).
 SSH_FIX = (
     ((REFUSED_BY_KEY,), FORCED_FIX + UNTIL),

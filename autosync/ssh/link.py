@@ -41,9 +41,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autosync.core import client
+from autosync.core import client, problems
 from autosync.vcs import commands
-from autosync.ssh.watch import POLL, cannot_watch, watch_argv, why_it_ended
+from autosync.ssh.watch import POLL, REFUSED_BY_KEY, cannot_watch, watch_argv, why_it_ended
 from autosync.core.retry import Backoff, Trouble, one_line
 from autosync.vcs.remote import BadRemote
 
@@ -110,7 +110,8 @@ class Link(client.CommitterLink):
         self.release = None       # lets the held ssh connection go (vcs/remote.py's let_go)
         self.poll = None          # -> (argv, shown, env) polling the remote instead
         self.held = None          # the held connection's control socket, or None
-        self.polling = False      # the server cannot run the watch: polled instead
+        self.polling = False      # the server cannot run the watch: polled instead ...
+        self.polled_why = None    # ... for this reason (the watch's end, its words)
         super().__init__(cfg, t, log)
         self.proc = None
         self.out = b""            # a line begun on the command's stdout
@@ -261,7 +262,9 @@ class Link(client.CommitterLink):
         reason = why_it_ended(proc.returncode, self.err)
         if self.up_since is None and self.poll and not self.polling and \
                 cannot_watch(proc.returncode):
-            self.polling = True
+            if REFUSED_BY_KEY in reason:  # an old line after an upgrade: what to do
+                reason += "; " + problems.POLLED_FIX
+            self.polling, self.polled_why = True, reason
             self.next_start = time.monotonic()
             log.warning("%s: the server cannot run the watch; polling the remote with git "
                         "ls-remote every %g s instead", reason, POLL)
@@ -314,6 +317,8 @@ class Link(client.CommitterLink):
         # used, or a watchcmd.
         held = None if not up or self.held is None else \
             self.held is not False and os.path.exists(self.held)
+        if up and self.polling:  # (an old forced command on the key, say: its own words)
+            error = self.polled_why
         self.link.tell(up, error, POLL if self.polling else None, held)
 
     def _pull(self, why):

@@ -166,8 +166,8 @@ def link_text(status):
     held = "" if link != "up" or held is None else ", one connection held" if held else \
         ", no connection held (every command logs in by itself)"  # the ssh link's
     if link == "up" and polled:  # the server cannot run the watch: git ls-remote instead
-        return "polled every %g s%s (git ls-remote: the server cannot run the watch)%s" % (
-            polled, over, held)
+        why = status.get("link_why") or "the server cannot run the watch"
+        return "polled every %g s%s (git ls-remote: %s)%s" % (polled, over, why, held)
     return link + over + held + (" (%s)" % failing if failing and link != "up" else "")
 
 

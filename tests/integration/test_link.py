@@ -857,10 +857,37 @@ def test_a_server_with_git_only_is_polled(tmp_path, monkeypatch, ssh_machines, r
             sys.executable, sshd.url(remote.path)) in b.logtext()
         assert link_problem(b) == []
         assert b.status().get("link_polled") == 10
-        assert "link:        polled every 10 s over ssh (git ls-remote: the server cannot run " \
-            "the watch)" in b.notify("status").stdout
+        # status names the server's own words, as the log does
+        assert "link:        polled every 10 s over ssh (git ls-remote: the watch command " \
+            "ended (exit 127): autosync-remote: not found on the server, nor python3)" \
+            in b.notify("status").stdout
         edit_and_wait(a, b, remote, "polled.txt", "seen by ls-remote\n")
         assert "asking the committer to pull (refs/heads/main moved to" in b.logtext()
+    finally:
+        sshd.stop()
+
+
+@pytest.mark.e2e
+def test_an_old_version_s_key_line_is_named_in_status_with_what_to_do(tmp_path, monkeypatch,
+                                                                        ssh_machines, remote):
+    """After an upgrade that changed the watch, the key's old line refuses the new one:
+    the link polls (the line allows git ls-remote), and status says why in the line's
+    own words, with the fix, where it said only that the server cannot run the watch."""
+    from autosync.tools.init import key_line
+    sshd = started_server(tmp_path, monkeypatch, "python3")
+    try:
+        with monkeypatch.context() as old:  # the line as an older version printed it
+            old.setattr(sshwatch, "remote_command", lambda path: "sh -c 'an older watch'")
+            sshd.authorize(True, key_line(sshd.url(remote.path), installed=False))
+        a, = ssh_machines(sshd, "a")
+        wait_until(lambda: a.status().get("link_polled"), 60, what="a polled")
+        said = a.notify("status").stdout
+        assert "link:        polled every 10 s over ssh (git ls-remote: the watch command " \
+            "ended (exit 1): error: autosync: this key may only sync one repository" in said
+        assert "refused by the forced command of its line in authorized_keys); replace the " \
+            "key's line in the server's authorized_keys with the one dvcs-autosync init " \
+            "prints for this folder (it allows another version's watch))" in said
+        assert link_problem(a) == []  # polled, it syncs: no problem, but said
     finally:
         sshd.stop()
 

@@ -509,10 +509,14 @@ def test_what_a_stop_cut_short_is_not_reported_as_failed(committer, caplog):
 def test_a_polled_link_is_in_the_status_while_it_is_up(tmp_path):
     c = Committer(config(tmp_path, syncmethod="ssh"), server=FakeServer,
                   repository=FakeRepository)
-    c.handle({"cmd": "link", "up": True, "polled": 10}, None)
-    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] == 10
+    why = "the watch command ended (exit 1): this key may only run git"
+    c.handle({"cmd": "link", "up": True, "polled": 10, "error": why}, None)
+    status = c.handle({"cmd": "status"}, None)["status"]
+    assert status["link_polled"] == 10 and status["link_why"] == why
+    assert "failing" not in status or "link" not in (status["failing"] or {})  # no problem
     c.handle({"cmd": "link", "up": False}, None)
-    assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] is None
+    status = c.handle({"cmd": "status"}, None)["status"]
+    assert status["link_polled"] is None and status["link_why"] is None
     c.handle({"cmd": "link", "up": True}, None)  # watched again
     assert c.handle({"cmd": "status"}, None)["status"]["link_polled"] is None
 

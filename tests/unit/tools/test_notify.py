@@ -427,4 +427,7 @@ def test_a_polled_link_is_said_to_be_polled_not_up():
     assert "link:        polled every 10 s over ssh (git ls-remote: the server cannot run the " \
         "watch)" in text
     assert "link:        up over ssh" in notify.status_text(dict(polled, link_polled=None))
+    why = "the watch command ended (exit 1): this key may only run git"
+    assert "link:        polled every 10 s over ssh (git ls-remote: %s)" % why \
+        in notify.status_text(dict(polled, link_why=why))
     assert "link:        down over ssh" in notify.status_text(dict(polled, link="down"))
