@@ -120,10 +120,16 @@ def status(machine):
     return ask(machine, {"cmd": "status"}).get("status", {})
 
 
-def committed(machine):
-    """Wait until everything written on machine is committed (pushed or not)."""
-    wait_until(lambda: (lambda s: s.get("state") == "idle" and not s.get("pending"))(
-        status(machine)) and not machine.dirty(), 30, 0.05, machine.name + " to commit")
+def committed(machine, full=False):
+    """Wait until everything written on machine is committed (pushed or not); on a full
+    disk (`full`), until that, or until the commit's failure is named in its status
+    (git cannot write the commit's objects: it commits once the disk is freed)."""
+    def done():
+        s = status(machine)
+        if s.get("state") == "idle" and not s.get("pending") and not machine.dirty():
+            return True
+        return full and bool((s.get("failing") or {}).get("commit"))
+    wait_until(done, 30, 0.05, machine.name + " to commit")
 
 
 class World:
@@ -141,6 +147,7 @@ class World:
         self.bulk = 0  # files a race's first change may rewrite beside its file
         self.small = None  # (machine, mount) of the machine on a small disk
         self.filled = 0  # operations until its disk is freed
+        self.owed = False  # it was written to while full: to be committed once freed
         self.drawn = []  # the tokens of the operation under way
 
     def token(self, machine):
@@ -170,6 +177,9 @@ class World:
         if self.filled and (now or self.filled <= 1):
             os.unlink(os.path.join(self.small[1], "filler"))
             self.filled = 0
+            if self.owed:  # what was written while full is committed now, by itself
+                committed(self.small[0])
+                self.owed = False
         elif self.filled:
             self.filled -= 1
 
@@ -231,7 +241,9 @@ class World:
             self.tokens.difference_update(self.drawn)  # the user's write failed: not theirs
             self.log[-1] += " (disk full)"
         for x in touched:
-            committed(x)  # so that every token written is in some commit
+            full = bool(self.filled) and x is self.small[0]
+            committed(x, full)  # so that every token written is in some commit
+            self.owed = self.owed or full
         self.log[-1] += " %.2f s" % (time.monotonic() - began)
         self.reconnect_due()
         self.free()
@@ -258,12 +270,16 @@ class World:
             # A change of BULK files and this one in one commit (paused meanwhile): the
             # pull checks every file, then writes the bulk (sorted first) before this one.
             paused = ask(other, {"cmd": "pause"}).get("ok")
-            for i in range(self.bulk):
-                write(other, os.path.join(BULK_FOLDER + "-" + other.name, "%03d.txt" % i),
-                      b"bulk %d of operation %d\n" % (i, len(self.log)))
-        self.put(other, path, theirs, mine)
-        if big and paused:
-            ask(other, {"cmd": "resume"})
+            try:  # (a full disk ends the bulk: the machine is resumed all the same)
+                for i in range(self.bulk):
+                    write(other, os.path.join(BULK_FOLDER + "-" + other.name, "%03d.txt" % i),
+                          b"bulk %d of operation %d\n" % (i, len(self.log)))
+                self.put(other, path, theirs, mine)
+            finally:
+                if paused:
+                    ask(other, {"cmd": "resume"})
+        else:
+            self.put(other, path, theirs, mine)
         if anchor != "write" and other.name not in self.offline:
             # Polled, not waited on through the daemon: the anchor is the push itself,
             # or m's pull-started event.
