@@ -19,7 +19,7 @@ ROUNDS = 20
 @pytest.fixture
 def load_cpu():
     """Processes that burn CPU for the whole test (more than the machine's cores; in the
-    parallel suite, its other workers: conftest.suite_burners)."""
+    parallel suite, its other workers: base.suite_burners)."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                for _ in range(suite_burners(3))]
     yield

@@ -44,7 +44,7 @@ SLOW_OPS = int(os.environ.get("AUTOSYNC_OPS", "200"))
 MACHINES = int(os.environ.get("AUTOSYNC_MACHINES", "3"))
 READFREQUENCY = os.environ.get("AUTOSYNC_READFREQUENCY", "")  # not set: as shipped
 # Two busy loops load the machine, as races need; the normal suite's runs start them only
-# when run by themselves (conftest.suite_burners); the slow seeds always.
+# when run by themselves (base.suite_burners); the slow seeds always.
 BURNERS = int(os.environ.get("AUTOSYNC_BURNERS", "2"))
 SUITE_BURNERS = suite_burners(BURNERS)
 HG_OPS = int(os.environ.get("AUTOSYNC_HG_OPS", "20"))
@@ -348,7 +348,7 @@ def run(seed, ops, machines, remote, commands, cpu_burners, burners, mounted):
           "AUTOSYNC_READFREQUENCY=%s commands=%s" % (seed, ops, MACHINES, burners, READFREQUENCY,
                                                     "original" if commands else "new"))
     shutil.copy(HOOK, os.path.join(remote.path, "hooks", "post-receive"))
-    # The shipped delays (conftest's shorter maxwait dropped); a 2 s timer pull on
+    # The shipped delays (base.Machine's shorter maxwait dropped); a 2 s timer pull on
     # top of the hook's, which adds pulls to race with.
     ms = machines(*names, start=False, pullinterval="2", dvcs=commands)
     small = on_small_disk(ms[-1], remote)

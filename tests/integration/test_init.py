@@ -49,6 +49,37 @@ def test_an_empty_remote_gets_the_first_commit_and_the_next_machine_syncs(tmp_pa
         a.stop(), b.stop()
 
 
+def test_the_remote_s_repository_is_set_for_big_files_where_the_user_set_nothing(tmp_path):
+    """The two settings docs/large-folders.md asked users to make on the server by hand:
+    made by init, a value of the user's kept, a repository it cannot set named with the
+    commands to run there."""
+    remote = EmptyRemote(tmp_path / "empty.git")
+    out = ok(Joined(tmp_path, "a").init(remote))
+    assert "Big files: the remote's repository stores and sends them as they came " \
+        "(core.bigFileThreshold 16m, receive.unpackLimit 1)." in out
+    local = ["git", "--git-dir", str(remote.path), "config", "--local"]
+    assert subprocess.run(local + ["core.bigFileThreshold"], stdout=subprocess.PIPE).stdout \
+        == b"16m\n"
+    # The next machine's init finds them set; the user's own value stays.
+    subprocess.run(local + ["receive.unpackLimit", "100"], check=True)
+    out = ok(Joined(tmp_path, "b").init(remote))
+    assert "keeps its own settings (core.bigFileThreshold 16m, receive.unpackLimit 100; " \
+        "init would set core.bigFileThreshold 16m, receive.unpackLimit 1)." in out
+    assert subprocess.run(local + ["receive.unpackLimit"], stdout=subprocess.PIPE).stdout \
+        == b"100\n"
+    # A repository init cannot set (its config locked, as by a git config that runs):
+    # said, with what to run there, and init goes on.
+    other = EmptyRemote(tmp_path / "other.git")
+    open(os.path.join(other.path, "config.lock"), "w").close()
+    c = Joined(tmp_path, "c")
+    out = ok(c.init(other))
+    assert "Big files: the remote's repository could not be set (error: could not lock " \
+        "config file" in out
+    assert "until you run, on the server: git -C %s config core.bigFileThreshold 16m; " \
+        "git -C %s config receive.unpackLimit 1" % (other.path, other.path) in out
+    assert "Wrote %s (mode 0600)." % c.config in out  # init went on
+
+
 def test_a_non_empty_remote_into_an_empty_folder(tmp_path, remote):
     a = Joined(tmp_path, "a")
     os.mkdir(a.path)

@@ -913,6 +913,11 @@ def test_init_picks_the_best_watch_the_server_can_run_and_says_which(
         assert result.returncode == 0, result.stderr
         assert said in result.stdout
         assert "syncmethod = ssh" in config_file.read_text()
+        # The server's repository set for big files, over ssh, whatever the server runs.
+        assert "Big files: the remote's repository stores and sends them as they came " \
+            "(core.bigFileThreshold 16m, receive.unpackLimit 1)." in result.stdout
+        assert git("--git-dir", remote.path, "config", "--local", "receive.unpackLimit") \
+            == b"1\n"
         # The restricted key's line: one that runs on that server (nothing of ours there:
         # plain sh; it was autosync-remote serve, which init had just found missing).
         from autosync.tools.init import key_line

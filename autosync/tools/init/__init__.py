@@ -12,8 +12,8 @@ FOLDER, whatever it holds now:
 init is a plain list of steps (STEPS) over one small value, the Setup (plan.py), each
 step in the module of its job: the checks (checks.py) and the link's probe (probe.py)
 refuse before anything is written; then the repository (repository.py: a git identity
-where git has none, the first commit and push when the remote is empty), the config
-file (files.py, mode 0600, only what differs from the defaults), with --service the
+where git has none, the first commit and push when the remote is empty), the remote's
+repository set for big files (server.py), the config file (files.py, mode 0600, only what differs from the defaults), with --service the
 systemd user unit (unit.py), and the closing words with the next machine's command
 (words.py).
 """
@@ -23,7 +23,7 @@ import sys
 
 from autosync.core import cli
 from autosync.core.messages import escaped, printable
-from autosync.tools.init import checks, files, probe, repository, unit, words
+from autosync.tools.init import checks, files, probe, repository, server, unit, words
 from autosync.tools.init.plan import Refused, Setup
 from autosync.tools.init.words import key_line  # noqa: F401  (the restricted key's line)
 
@@ -39,6 +39,7 @@ STEPS = (
     repository.bring_in,
     repository.identity,
     repository.first_commit,
+    server.big_files,
     files.write_config,
     unit.install,
     words.closing,
