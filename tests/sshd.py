@@ -62,6 +62,24 @@ def descendants(pid):
     return found
 
 
+def without_ours(folder, path="/usr/local/bin:/usr/bin:/bin"):
+    """A folder of links to the programs on `path` (the first of each name), but none of
+    ours (dvcs-autosync, autosync-*). -> folder."""
+    os.makedirs(folder)
+    for directory in path.split(":"):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            link = os.path.join(folder, name)
+            if name == "dvcs-autosync" or name.startswith("autosync-") or \
+                    os.path.lexists(link):
+                continue
+            os.symlink(os.path.join(directory, name), link)
+    return folder
+
+
 class Sshd:
     """sshd -D -e -f CONFIG on a free port of 127.0.0.1; start(), stop(), restart().
 
@@ -98,7 +116,9 @@ class Sshd:
             with open(launcher, "w") as f:
                 f.write("#!/bin/sh\nexec %s -m autosync.ssh.remote \"$@\"\n" % sys.executable)
             os.chmod(launcher, 0o755)
-        env = "HOME=%s PATH=/usr/local/bin:/usr/bin:/bin" % self.home
+        # The system's programs but ours: a dvcs-autosync installed on this machine (the
+        # Debian package's /usr/bin/autosync-remote) is not the server's.
+        env = "HOME=%s PATH=%s" % (self.home, without_ours(os.path.join(self.folder, "usr-bin")))
         if server == "autosync-remote":
             env += " PYTHONPATH=%s" % ROOT
         elif server == "git":  # a PATH with a shell and git, and nothing else
