@@ -31,6 +31,7 @@ from autosync.core.stopflag import StopFlag
 log = logging.getLogger("autosync.tray")
 
 _STOP = object()
+PAUSE_TIMEOUT = 660.0  # seconds a pause or resume is waited for: longer than PAUSE_WAIT
 
 
 class Tray:
@@ -47,9 +48,12 @@ class Tray:
                                           on_subscribed=self._fetch_status, logger=log,
                                           name="tray-events",
                                           on_lost=lambda why: self.inbox.put(("lost", why)))
-        # Two queues: a pause must not wait behind a long sync.
+        # Two queues: a pause must not wait behind a long sync. A pause answers once
+        # what was under way has ended (a long pull: up to pausing.PAUSE_WAIT); with a
+        # shorter timeout the tray took it as the committer gone and sent it again.
         self.syncs = client.RequestQueue(cfg.socket, 660.0, logger=log, name="tray-syncs")
-        self.requests = client.RequestQueue(cfg.socket, 30.0, logger=log, name="tray-requests")
+        self.requests = client.RequestQueue(cfg.socket, PAUSE_TIMEOUT, logger=log,
+                                            name="tray-requests")
 
     def run(self):
         """Until stop()."""
