@@ -30,11 +30,12 @@ def parse(argv):
     return p.parse_args(argv)
 
 
-def start(config_file):
+def start(config_files):
     """Start autosync-web, detached, its log in the state folder -> its address."""
     log = os.path.join(private_folder(state_dir(), others=0o022), "web.log")
+    given = [word for file in config_files for word in ("--config", file)]
     with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
-        subprocess.Popen([sys.executable, "-m", "autosync.web", "--config", config_file],
+        subprocess.Popen([sys.executable, "-m", "autosync.web"] + given,
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                          start_new_session=True, cwd="/")
     deadline = time.monotonic() + START_TIMEOUT
@@ -49,9 +50,12 @@ def start(config_file):
 def main(argv):
     """`dvcs-autosync open ...`: argv starts with "open"."""
     args = parse(argv[1:])
-    cfg = cli.load(args.config, check_path=False)
+    # No ~/.autosync (and none named): the folders of the running daemons alone.
+    default = os.path.expanduser("~/.autosync")
+    files = [cli.load(args.config, check_path=False).file] \
+        if args.config or os.path.isfile(default) else []
     try:
-        found = webpage.read_address() or start(cfg.file)
+        found = webpage.read_address() or start(files)
     except (NotPrivate, OSError) as e:
         print("dvcs-autosync open: %s" % e, file=sys.stderr)
         return 1

@@ -189,6 +189,12 @@ def test_a_user_restores_settles_brings_back_and_pauses(machines, remote, browse
     versions = wait_for(browser, "table.versions")
     assert len(versions.find_elements(By.CSS_SELECTOR, "tr.version")) == 2
     assert "second line, changed" in browser.find_element(By.CSS_SELECTOR, "#preview").text
+    old = browser.find_element(By.TAG_NAME, "html")  # the slider, to the oldest version
+    browser.execute_script("var s = document.getElementById('slider'); s.value = 0; "
+                           "s.dispatchEvent(new Event('change'));")
+    WebDriverWait(browser, 30).until(staleness_of(old))
+    assert "second line\n" in wait_for(browser, "#preview").text + "\n"
+    assert "changed" not in browser.find_element(By.CSS_SELECTOR, "#preview").text
     browser.find_element(By.XPATH, "//button[.='Compare the two versions']").click()
     diff = wait_for(browser, "pre.diff")
     assert [s.text for s in diff.find_elements(By.CSS_SELECTOR, "span.del")] == \
@@ -297,6 +303,16 @@ def test_hostile_names_and_strangers_get_nothing(machines, remote, browser, page
     done = subprocess.run(nobody.as_user(["/usr/bin/python3", "-c", script, base + "/",
                                           cookie[1]]), stdout=subprocess.PIPE, text=True)
     assert done.stdout.startswith("refused:"), done.stdout
+    # A page left open follows the daemon: gone, then back.
+    browser.get(base + "/")
+    box = wait_for(browser, ".status")
+    a.stop()
+    wait_until(lambda: "off" in box.get_attribute("class").split(), 30,
+               what="the page to see the daemon gone")
+    assert "not running" in box.text
+    a.start()
+    wait_until(lambda: "ok" in box.get_attribute("class").split(), 30,
+               what="the page to see the daemon back")
     # (and the page's own status answer, for one who may ask)
     assert json.loads(get(base + "/status.json?f=" + folder_id(a.path), [cookie])[1])[
         "colour"] == "ok"
