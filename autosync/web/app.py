@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.parse
@@ -40,6 +41,7 @@ COMMON = [("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "same-origi
           ("Cross-Origin-Opener-Policy", "same-origin"),
           ("Cross-Origin-Resource-Policy", "same-origin")]
 MAX_FORM = 64 * 1024
+BACK = re.compile(r"/(?:folder|file)?(?:\?[A-Za-z0-9_.~%=&-]*)?")
 FOLDERS_FOR = 5.0  # seconds a look for the user's folders is used again
 
 
@@ -204,7 +206,7 @@ class App:
     def done(self, form, ok, words):
         """After an action: back to the page it came from, its words shown there once."""
         back = form.get("back", "/")
-        if not back.startswith("/") or back.startswith("//") or "\\" in back:
+        if not BACK.fullmatch(back):  # one of our own addresses, never another site's
             back = "/"
         key = os.urandom(8).hex()
         with self.lock:

@@ -10,12 +10,14 @@ import json
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import urllib.error
 import urllib.request
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -242,6 +244,15 @@ class Attacker(BaseHTTPRequestHandler):
         pass
 
 
+def png():
+    """A 1x1 PNG image."""
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)) \
+        + chunk(b"IDAT", zlib.compress(b"\0\xff\x80\x00")) + chunk(b"IEND", b"")
+
+
 def get(url, headers=()):
     """-> (HTTP status, body) of a GET without the browser."""
     try:
@@ -257,6 +268,7 @@ def test_hostile_names_and_strangers_get_nothing(machines, remote, browser, page
     a = machines("a", hostname="laptop")
     for i, name in enumerate(HOSTILE):
         write(a, name, b"content %d\n" % i)
+    write(a, "dot.png", png())
     settle(a, remote)
     served = page(a)
     ticket_url = served.open()
@@ -273,6 +285,14 @@ def test_hostile_names_and_strangers_get_nothing(machines, remote, browser, page
     assert wait_for(browser, "h1.name").text == printable(HOSTILE[0])
     assert "content 0" in browser.find_element(By.CSS_SELECTOR, "#preview").text
     assert browser.title == printable(HOSTILE[0]) + " - dvcs-autosync"
+
+    # An image's version is shown as an image, from the page itself.
+    browser.back()
+    browser.find_element(By.LINK_TEXT, "dot.png").click()
+    image = wait_for(browser, "#preview img")
+    wait_until(lambda: browser.execute_script("return arguments[0].complete && "
+                                              "arguments[0].naturalWidth", image) == 1, 30,
+               what="the preview image to load")
 
     found = served.address()
     port = found["port"]

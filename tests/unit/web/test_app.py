@@ -104,3 +104,11 @@ def test_any_name_survives_the_address():
                  os.fsdecode(b"bad\xffname"), "\x1b[31m"):
         assert page.unquote(page.quote(name)) == name
         assert page.parse_pairs("path=" + page.quote(name))["path"] == name
+
+
+def test_an_action_goes_back_only_to_a_page_of_ours(web):
+    for back, where in (("/file?f=x&path=a%20b", "/file?f=x&path=a%20b&said="),
+                        ("/", "/?said="), ("//evil.example/", "/?said="),
+                        ("/\t/evil.example", "/?said="), ("http://evil.example/", "/?said=")):
+        status, headers, _ = web.done({"back": back}, True, "done")
+        assert status == 303 and headers[0][1].startswith(where), back
