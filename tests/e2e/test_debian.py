@@ -195,7 +195,7 @@ def test_apt_installs_the_packages_and_the_demo_syncs_with_the_installed_program
         assert installed() == set(PACKAGES)
         listed = run(["dpkg", "-L", "dvcs-autosync", "autosync-remote"]).split()
         names = sorted(os.path.basename(p) for p in listed if p.startswith("/usr/bin/"))
-        assert len(names) == 10
+        assert len(names) == 11
         for name in names:
             assert shutil.which(name, path=SYSTEM_PATH) == "/usr/bin/" + name
             out = run([name, "--help"], cwd=str(tmp_path))
