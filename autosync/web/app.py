@@ -242,6 +242,7 @@ class App:
                                                    else folders.timeline(folder)),
                          copies=copies, conflict_error=conflict_error,
                          removed=folders.removed(folder), changes=changes, filter=rel,
+                         big_files=folders.big_files(folder),
                          back=back)
 
     def file_page(self, query):

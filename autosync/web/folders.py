@@ -110,6 +110,20 @@ def state(folder):
             "last_push": found.get("last_push"), "unpushed": found.get("unpushed", 0)}
 
 
+def big_files(folder):
+    """The big files' history rule in words, or None without `largefiles`."""
+    cfg = folder.cfg
+    if not cfg.largefiles:
+        return None
+    keep = ("versions replaced more than %s ago are dropped for good at each upkeep, "
+            "never a file's current version nor one another machine has not got yet"
+            % cfg.largefileskeep) if cfg.largefileskeep else \
+        "every version is kept (dvcs-autosync expire drops old ones when you ask)"
+    return "Files of %s or more go through git-annex: %s. This machine keeps about one " \
+           "copy of each; an older version's preview needs the remote." % (cfg.largefiles,
+                                                                         keep)
+
+
 # --- the timeline ---------------------------------------------------------------------
 
 Change = collections.namedtuple("Change", "rev time host author subject text files")

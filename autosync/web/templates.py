@@ -69,6 +69,7 @@ FOLDER = """{% extends "base.html" %}{% from "status.html" import status_box %}
  if st.unpushed %}; {{ st.unpushed }} commits not pushed yet{% endif %}.</p>{% endif %}
 </section>
 {% endif %}
+{% if big_files %}<section id="big-files"><h2>Big files</h2><p>{{ big_files }}</p></section>{% endif %}
 {% if conflict_error %}<p class="said bad">{{ conflict_error | text }}</p>{% endif %}
 {% if copies %}
 <section id="conflicts"><h2>Conflicts</h2>
