@@ -84,7 +84,7 @@ chmod -R a+rX "$venv"
 # in a fresh venv, from a copy of the checkout with a stale build/ folder).
 for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp autosync-sshlink \
                autosync-remote \
-               autosync-desktop autosync-tray autosync-notify autosync-hgmerge; do
+               autosync-desktop autosync-tray autosync-notify autosync-hgmerge autosync-web; do
     env -u PYTHONPATH "$venv/bin/$program" --help >/dev/null ||
         { echo "$program --help failed in $venv" >&2; exit 1; }
 done
