@@ -167,13 +167,13 @@ FILE = """{% extends "base.html" %}
   <td>{{ v.action | text }}{% if v.text %}<br><b class="note">{{ v.text | text }}</b>{% endif %}</td>
   <td><input type="radio" name="a" value="{{ v.rev }}" {{ 'checked' if v.rev == a }} aria-label="old">
       <input type="radio" name="b" value="{{ v.rev }}" {{ 'checked' if v.rev == b }} aria-label="new"></td>
-  <td>{% if not loop.first or gone %}<button form="restore-{{ loop.index0 }}" class="restore">Restore this version</button>{% endif %}</td>
+  <td>{% if (not loop.first or gone) and v.action != 'removed' %}<button form="restore-{{ loop.index0 }}" class="restore">Restore this version</button>{% endif %}</td>
 </tr>
 {% endfor %}
 </table>
 <button>Compare the two versions</button>
 </form>
-{% for v in versions %}{% if not loop.first or gone %}
+{% for v in versions %}{% if (not loop.first or gone) and v.action != 'removed' %}
 <form method="post" action="/restore" id="restore-{{ loop.index0 }}">
   <input type="hidden" name="csrf" value="{{ csrf }}">
   <input type="hidden" name="f" value="{{ folder.id }}">

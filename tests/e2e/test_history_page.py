@@ -217,6 +217,13 @@ def test_a_user_restores_settles_brings_back_and_pauses(machines, remote, browse
     assert a.status().get("paused")
     box = browser.find_element(By.CSS_SELECTOR, ".status")
     assert "paused" in box.get_attribute("class").split() and "paused" in box.text
+    # While paused, nothing can be committed first: a restore is refused, in words.
+    write(a, "notes.txt", b"typed while paused\n")
+    browser.find_element(By.LINK_TEXT, "notes.txt").click()
+    said = click_and_wait_said(browser, wait_for(browser, "button.restore"))
+    assert "nothing was restored" in said and "resume" in said
+    assert a.read("notes.txt") == b"typed while paused\n"
+    browser.find_element(By.PARTIAL_LINK_TEXT, a.path).click()
     said = click_and_wait_said(browser, browser.find_element(By.CSS_SELECTOR, "form.pause button"))
     assert said.startswith("resumed")
     assert not a.status().get("paused")
