@@ -4,8 +4,8 @@
 #     private server's certificate) and python3-venv; for the tests also
 #     Mercurial, git-annex, git-remote-gcrypt, GnuPG, D-Bus, systemd-analyze,
 #     openssh (a private sshd for syncmethod = ssh), man-db, zsh (its completion is
-#     tried); the Debian package's
-#     build tools (dpkg-dev, debhelper, dh-python, lintian) and the Debian libraries
+#     tried), Chromium and chromium-driver (the history page's browser tests); the
+#     Debian package's build tools (dpkg-dev, debhelper, dh-python, lintian) and the Debian libraries
 #     it runs on (tests/e2e/test_debian.py), GNOME Keyring (a real Secret Service);
 #   * the project (and for the tests pytest) into a venv of the system's own
 #     /usr/bin/python3, $AUTOSYNC_VENV (default /opt/autosync-test/venv, where
@@ -31,7 +31,7 @@ packages=(git prosody openssl python3-venv)
                                man-db dpkg-dev debhelper dh-python pybuild-plugin-pyproject
                                python3-all python3-setuptools lintian python3-pyinotify
                                python3-configobj python3-jeepney python3-pathspec python3-six
-                               gnome-keyring zsh)
+                               python3-jinja2 gnome-keyring zsh chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -84,7 +84,7 @@ chmod -R a+rX "$venv"
 # in a fresh venv, from a copy of the checkout with a stale build/ folder).
 for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp autosync-sshlink \
                autosync-remote \
-               autosync-desktop autosync-tray autosync-notify autosync-hgmerge; do
+               autosync-desktop autosync-tray autosync-notify autosync-hgmerge autosync-web; do
     env -u PYTHONPATH "$venv/bin/$program" --help >/dev/null ||
         { echo "$program --help failed in $venv" >&2; exit 1; }
 done

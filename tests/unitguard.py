@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "bin") + os.sep
 UNIT = os.path.join(ROOT, "tests", "unit") + os.sep
 OURS = re.compile(r"^(dvcs-autosync|autosync-(committer|watcher|xmpp|notify|sshlink|remote"
-                  r"|hgmerge|desktop|tray))$")
+                  r"|hgmerge|desktop|tray|web))$")
 IMPORTS = re.compile(rb"(^|[;\s])(import|from)\s+autosync\b", re.M)
 SHELLS = {"sh", "bash", "dash", "zsh"}
 

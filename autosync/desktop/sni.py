@@ -29,8 +29,9 @@ PROPERTIES = "org.freedesktop.DBus.Properties"
 CALL_TIMEOUT = 5.0  # for the bus's own answers while connecting
 BUS_BACKOFF = (1.0, 60.0)  # seconds between tries to reach the session bus
 # Menu item ids; recent changes are RECENT_BASE and up.
-HEADLINE, SYNC, PAUSE, DESCRIBE, RECENT, OPEN, RECENT_BASE = 1, 2, 3, 4, 5, 6, 100
-ACTIONS = {SYNC: "sync", PAUSE: "pause", DESCRIBE: "describe", OPEN: "open"}
+HEADLINE, SYNC, PAUSE, DESCRIBE, RECENT, OPEN, HISTORY, RECENT_BASE = 1, 2, 3, 4, 5, 6, 7, 100
+ACTIONS = {SYNC: "sync", PAUSE: "pause", DESCRIBE: "describe", OPEN: "open",
+           HISTORY: "history"}
 
 
 def variants(props, names=()):
@@ -66,7 +67,8 @@ class Item:
         """{id: (properties, child ids)} of the menu as the view says now."""
         view, recent = self.view, self.view.changes()
         items = {
-            0: ({"children-display": "submenu"}, [HEADLINE, SYNC, PAUSE, DESCRIBE, RECENT, OPEN]),
+            0: ({"children-display": "submenu"}, [HEADLINE, SYNC, PAUSE, DESCRIBE, RECENT, OPEN,
+                                                HISTORY]),
             HEADLINE: ({"label": view.headline(), "enabled": False}, []),
             SYNC: ({"label": "Sync now"}, []),
             PAUSE: ({"label": "Resume syncing" if view.paused else "Pause syncing"}, []),
@@ -74,6 +76,7 @@ class Item:
             RECENT: ({"label": "Recent changes", "children-display": "submenu"},
                      [RECENT_BASE + i for i in range(len(recent) or 1)]),
             OPEN: ({"label": "Open folder"}, []),
+            HISTORY: ({"label": "Open history"}, []),
         }
         for i, label in enumerate(recent or ["none yet"]):
             items[RECENT_BASE + i] = ({"label": label, "enabled": False}, [])

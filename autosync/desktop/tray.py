@@ -1,7 +1,7 @@
 """autosync-tray: the folder's state as an icon in the desktop's tray, with a menu.
 
 The icon, tooltip and menu (Sync now, Pause/Resume, Describe the last change,
-Recent changes, Open folder) are a StatusNotifierItem on the D-Bus session bus
+Recent changes, Open folder, Open history) are a StatusNotifierItem on the D-Bus session bus
 (desktop/sni.py). What they show comes from the committer's events (client.Subscription,
 no polling; a `status` request each time it subscribes, so it follows a
 restarted committer), folded by traystate.View. The menu's requests go back
@@ -100,6 +100,8 @@ class Tray:
             threading.Thread(target=self._describe, name="tray-describe", daemon=True).start()
         elif name == "open":
             threading.Thread(target=self._open, name="tray-open", daemon=True).start()
+        elif name == "history":
+            threading.Thread(target=self._history, name="tray-history", daemon=True).start()
 
     def _describe(self):
         """Ask the user (describecmd) what the last change was, and tell the committer."""
@@ -121,6 +123,20 @@ class Tray:
             return
         if done.returncode:
             log.warning("xdg-open %s failed (exit %d): %s", self.cfg.path, done.returncode,
+                        one_line(done.stderr.decode("utf-8", "replace") or "no message"))
+
+    def _history(self):
+        """The history page in the browser: `dvcs-autosync open` for this folder's config."""
+        try:
+            done = subprocess.run([sys.executable, "-m", "autosync.supervisor", "open",
+                                   "--config", self.cfg.file], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.warning("cannot open the history page: %s", one_line(e))
+            return
+        if done.returncode:
+            log.warning("dvcs-autosync open failed (exit %d): %s", done.returncode,
                         one_line(done.stderr.decode("utf-8", "replace") or "no message"))
 
     def _fetch_status(self):

@@ -6,12 +6,15 @@ docs/conflicts.md): HOST made the version in the copy, at that time. This
 module lists those copies (copies.find_copies) and settles one: `--keep
 mine` keeps the version this machine made, `--keep theirs` the other one; the
 version kept ends at the path, the copy goes, and the version dropped stays
-in history. The running daemon commits first (or nothing is settled) and
+in history. `--keep both` keeps both as ordinary files: the copy is renamed to
+`name (from HOST YYYY-MM-DD HHMMSS).ext`, a name no tool takes for a conflict copy.
+`--json` lists the copies for a program (the history page). The running daemon commits first (or nothing is settled) and
 commits the result (a `sync` request, as `restore` does), so it reaches every
 machine as one change. Both writes go through guarded.Writer, each only over
 what the newest commit holds: an edit made after it is never overwritten.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -65,7 +68,8 @@ def pick(copies, rel):
 
 def note(copy, keep):
     """The line the settling commit's message carries (one printable line, TEXT_MAX at most)."""
-    head = "conflict settled: kept %s version of " % ("my" if keep == "mine" else "their")
+    head = "conflict settled: kept %s of " % {"mine": "my version", "theirs": "their version",
+                                              "both": "both versions"}[keep]
     name = printable(copy.path)
     if len(head) + len(name) > TEXT_MAX:
         name = name[:TEXT_MAX - len(head) - 3] + "..."
@@ -130,6 +134,8 @@ def keep_version(cfg, history, copy, keep):
     spare = committed(history, writer, rev, copy.copy)
     if spare is None:
         raise HistoryError("%s is gone: nothing to settle" % printable(copy.copy))
+    if keep == "both":
+        return keep_both(cfg, writer, copy, spare)
     mine = mine_is_copy(cfg, copy, history.is_git())
     if mine is None:
         raise cannot_tell(copy)
@@ -150,6 +156,34 @@ def keep_version(cfg, history, copy, keep):
     return "kept %s as it is; removed %s" % (printable(copy.path), printable(copy.copy))
 
 
+def both_name(folder, copy):
+    """`name (from HOST DATE).ext` beside the file, the first that is free: what a
+    copy is called once both versions are kept (no longer a conflict copy's name)."""
+    base = os.path.basename(copy.copy)
+    marker = " (conflict from "
+    at = base.rfind(marker)
+    stem, rest = base[:at], base[at + len(marker):]
+    tail = rest[:rest.rfind(")")]
+    ext = rest[rest.rfind(")") + 1:]
+    for n in range(1, 1000):
+        name = "%s (from %s%s)%s" % (stem, tail, "" if n == 1 else " %d" % n, ext)
+        rel = os.path.join(os.path.dirname(copy.copy), name)
+        if not os.path.lexists(os.path.join(folder, rel)):
+            return rel
+    raise HistoryError("no free name beside %s" % printable(copy.copy))
+
+
+def keep_both(cfg, writer, copy, spare):
+    """Keep both versions: the copy gets an ordinary name (one rename, only while it
+    holds what the newest commit holds)."""
+    new = both_name(cfg.path, copy)
+    if not writer.move(copy.copy, new, spare):
+        raise HistoryError("%s changed just now, so nothing was settled: run this again once "
+                           "the daemon has committed it" % printable(copy.copy))
+    return "kept both: %s as it is, the other version as %s" % (printable(copy.path),
+                                                                 printable(new))
+
+
 def keep_one(cfg, rel, keep):
     history = History(cfg)
     copy = pick(find_copies(cfg.path), rel)
@@ -168,6 +202,14 @@ def keep_one(cfg, rel, keep):
     return 0
 
 
+def listing_json(cfg, out=sys.stdout):
+    """The copies for a program: [{"copy", "path", "host", "time", "mine"}], mine being
+    true, false or null (cannot be told)."""
+    is_git = git.git_dir(cfg.path) is not None
+    out.write(json.dumps([dict(c._asdict(), mine=mine_is_copy(cfg, c, is_git))
+                          for c in find_copies(cfg.path)]) + "\n")
+
+
 def listing(cfg, out=sys.stdout):
     copies = find_copies(cfg.path)
     if not copies:
@@ -180,8 +222,8 @@ def listing(cfg, out=sys.stdout):
         whose = {True: "mine", False: "theirs", None: "?"}[made]
         out.write("%s  %-*s  %-6s  %s  (copy of %s)\n" % (
             cli.show_time(c.time), width, c.host, whose, printable(c.copy), printable(c.path)))
-    out.write("%d conflict cop%s; settle one with: dvcs-autosync conflicts --keep mine|theirs "
-              "PATH\n" % (len(copies), "y" if len(copies) == 1 else "ies"))
+    out.write("%d conflict cop%s; settle one with: dvcs-autosync conflicts --keep "
+              "mine|theirs|both PATH\n" % (len(copies), "y" if len(copies) == 1 else "ies"))
     if None in mine:
         out.write("?: this machine's history cannot tell whose version the copy holds "
                   "(settle it by hand)\n")
@@ -191,14 +233,18 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="dvcs-autosync conflicts",
                                 description="List the conflict copies in the synced folder, "
                                             "or settle one.")
-    p.add_argument("--keep", choices=("mine", "theirs"),
-                   help="keep this machine's version (mine) or the other one (theirs) of PATH")
+    p.add_argument("--keep", choices=("mine", "theirs", "both"),
+                   help="keep this machine's version (mine) or the other one (theirs) of "
+                        "PATH, or both (the copy renamed to NAME (from HOST DATE))")
+    p.add_argument("--json", action="store_true", help="list the copies as JSON, for programs")
     p.add_argument("path", nargs="?", metavar="PATH",
                    help="a conflict copy, or a file that has one copy")
     p.add_argument("--config", help="configuration file (default: ~/.autosync)")
     args = p.parse_args(argv)
     if bool(args.keep) != bool(args.path):
-        p.error("--keep and PATH go together: --keep mine|theirs PATH")
+        p.error("--keep and PATH go together: --keep mine|theirs|both PATH")
+    if args.json and args.keep:
+        p.error("--json lists: it does not go with --keep")
     return args
 
 
@@ -207,6 +253,9 @@ def main(argv):
     args = parse_args(argv[1:])
     cfg = cli.load(args.config)
     try:
+        if args.json:
+            listing_json(cfg)
+            return 0
         if not args.keep:
             listing(cfg)
             return 0

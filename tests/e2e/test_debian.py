@@ -157,16 +157,17 @@ def test_every_unpacked_program_runs_its_help_on_debians_libraries(built, tmp_pa
     site = str(root / "usr" / "lib" / "python3" / "dist-packages")
     env = system_env(PYTHONPATH=site)
     names = programs(str(root))
-    assert "dvcs-autosync" in names and "autosync-remote" in names and len(names) == 10
+    assert "dvcs-autosync" in names and "autosync-remote" in names and len(names) == 11
     for name in names:
         launcher = str(root / "usr" / "bin" / name)
         assert open(launcher).readline().strip() == "#!/usr/bin/python3", name
         out = run([launcher, "--help"], env=env, cwd=str(tmp_path))
         assert out.startswith("usage: " + name), (name, out)
     # The modules came from the unpacked tree, the libraries from Debian's packages.
-    where = run(["/usr/bin/python3", "-c", "import autosync.supervisor, xmpp, configobj, "
-                 "jeepney, pathspec, pyinotify as p; print(autosync.__file__, xmpp.__file__); "
-                 "print(configobj.__file__, jeepney.__file__, pathspec.__file__, p.__file__)"],
+    where = run(["/usr/bin/python3", "-c", "import autosync.supervisor, autosync.web.app, xmpp, "
+                 "configobj, jeepney, jinja2, pathspec, pyinotify as p; "
+                 "print(autosync.__file__, xmpp.__file__); print(configobj.__file__, "
+                 "jeepney.__file__, jinja2.__file__, pathspec.__file__, p.__file__)"],
                 env=env, cwd=str(tmp_path)).split()
     assert where[0].startswith(site + "/autosync/") and where[1].startswith(site + "/xmpp/")
     assert all(path.startswith("/usr/lib/python3/dist-packages/") for path in where[2:]), where
@@ -194,7 +195,7 @@ def test_apt_installs_the_packages_and_the_demo_syncs_with_the_installed_program
         assert installed() == set(PACKAGES)
         listed = run(["dpkg", "-L", "dvcs-autosync", "autosync-remote"]).split()
         names = sorted(os.path.basename(p) for p in listed if p.startswith("/usr/bin/"))
-        assert len(names) == 10
+        assert len(names) == 11
         for name in names:
             assert shutil.which(name, path=SYSTEM_PATH) == "/usr/bin/" + name
             out = run([name, "--help"], cwd=str(tmp_path))

@@ -40,6 +40,7 @@ PROGRAMS = {
     "autosync-tray": "tray",
     "autosync-notify": "notify",
     "autosync-hgmerge": "hgmerge",
+    "autosync-web": "web",
 }
 # What a checkout holds that is not the project's own source.
 NOT_SOURCE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",

@@ -1,5 +1,6 @@
 """dvcs-autosync conflicts: listing the conflict copies and settling one, after a
 real two-machine conflict."""
+import json
 import os
 import subprocess
 import sys
@@ -94,6 +95,10 @@ def test_list_and_settle_both_ways_after_a_real_conflict(machines, remote):
         assert len(lines) == 3 and lines[2].startswith("2 conflict copies; settle one with")
         for line, copy, path in zip(lines, (plan_copy, list_copy), ("doc/plan.md", "list.txt")):
             assert line.endswith("  hosta  %-6s  %s  (copy of %s)" % (whose, copy, path))
+        listed = conflicts_cmd(machine, "--json")  # the same, for the history page
+        assert [(c["copy"], c["path"], c["host"], c["mine"]) for c in json.loads(listed.stdout)] \
+            == [(plan_copy, "doc/plan.md", "hosta", whose == "mine"),
+                (list_copy, "list.txt", "hosta", whose == "mine")]
 
     # On a: keep mine (a's plan, in the copy), keep theirs (b's list, at the path).
     done = conflicts_cmd(a, "--keep", "mine", "doc/plan.md")

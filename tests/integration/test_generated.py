@@ -117,7 +117,7 @@ def test_bash_completes_every_option_and_subcommand_the_parsers_know(completion)
 
 
 def test_bash_completes_the_values_an_option_or_argument_takes(completion):
-    assert complete(completion, "dvcs-autosync", "conflicts", "--keep", "") == {"mine", "theirs"}
+    assert complete(completion, "dvcs-autosync", "conflicts", "--keep", "") == {"mine", "theirs", "both"}
     notify = dict(generate.programs()[0])["autosync-notify"]
     messages = next(a.choices for a in notify._actions if a.dest == "message")
     assert complete(completion, "autosync-notify", "") == set(messages)
@@ -263,7 +263,7 @@ def test_zsh_completes_every_option_and_subcommand_the_parsers_know(zsh):
 
 
 def test_zsh_completes_the_values_an_option_or_argument_takes(zsh):
-    assert zsh.complete("dvcs-autosync", "conflicts", "--keep", "") == {"mine", "theirs"}
+    assert zsh.complete("dvcs-autosync", "conflicts", "--keep", "") == {"mine", "theirs", "both"}
     assert zsh.complete("dvcs-autosync", "--config", "x.conf", "expire", "--") >= \
         {"--older-than", "--yes", "--config"}
     notify = dict(generate.programs()[0])["autosync-notify"]

@@ -8,6 +8,7 @@ to end, a real Machine.
 """
 import logging
 import os
+import signal
 import stat
 import threading
 import time
@@ -291,3 +292,28 @@ def test_the_supervisor_starts_the_tray_when_asked(machines, watcher):
     m = machines("a", tray="yes")
     [(sender, service)] = watcher.wait_for(1, timeout=20)
     assert "tray" in m.children()
+
+
+def test_open_history_opens_the_page_of_this_folder(committer, folder, watcher, host,
+                                                    run_tray, tmp_path, monkeypatch):
+    from autosync.core import webpage
+    conf = tmp_path / "notes.autosync"
+    conf.write_text("[autosync]\npath = %s\nsyncmethod = none\nsocket = %s\n"
+                    % (folder, committer.path))
+    opener = tmp_path / "browser.sh"
+    opener.write_text('#!/bin/sh\nprintf "%s" "$1" > "$0.url"\n')
+    opener.chmod(opener.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("BROWSER", str(opener))
+    run_tray(fake_config(folder, socket=committer.path, file=str(conf)))
+    h = host()
+    labels, _ = h.menu()
+    h.click(labels["Open history"])
+    url = tmp_path / "browser.sh.url"
+    try:
+        wait_until(url.exists, 30, what="the browser to be given the page")
+        page = webpage.read_address()
+        assert url.read_text().startswith("http://127.0.0.1:%d/?ticket=" % page["port"])
+    finally:
+        page = webpage.read_address()
+        if page:
+            os.kill(page["pid"], signal.SIGTERM)

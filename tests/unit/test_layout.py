@@ -2,7 +2,7 @@
 import whom.
 
 Four floors, and imports only go down (or stay on the floor's own room):
-  programs: supervisor.py and one folder per program (watcher, committer, xmpp, ssh,
+  programs: supervisor.py and one folder per program (watcher, committer, xmpp, ssh, web,
             desktop, tools)
   vcs/:     the DVCS engine (git run, pulled, merged, noted)
   fs/:      the folder itself (every write into it, every check of a file still open),
@@ -21,7 +21,7 @@ import sys
 import autosync
 
 ROOT = os.path.dirname(autosync.__file__)
-PROGRAMS = {"watcher", "committer", "xmpp", "ssh", "desktop", "tools", "supervisor"}
+PROGRAMS = {"watcher", "committer", "xmpp", "ssh", "desktop", "tools", "web", "supervisor"}
 FLOORS = {"core": 0, "fs": 1, "vcs": 2}  # every program: 3 (above them all)
 ALLOWED = {
     # A tool may ask a link whether it would work (one function each link program offers,
