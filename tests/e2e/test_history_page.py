@@ -24,7 +24,7 @@ import pytest
 
 from autosync.core.messages import printable
 from autosync.core.paths import folder_id
-from conftest import tree, wait_until
+from base import tree, wait_until
 from helpers import committed, cut_off, reconnect, settle, share, sync_both, write
 
 webdriver = pytest.importorskip("selenium.webdriver")
