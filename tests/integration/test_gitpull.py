@@ -273,6 +273,47 @@ def test_filtered_content_and_its_hash_without_a_path_argument(tmp_path):
                 assert puller.hash_as_git(name, f.fileno()) != oid
 
 
+def test_the_files_git_checks_out_as_their_blobs_are_streamed_as_they_are(tmp_path):
+    """checkout_converts against git's own checkout, for every kind of line-ending rule
+    (text, text=auto, eol, the older crlf, autocrlf, core.eol): a path it says git writes
+    as its blob (streamed, never held whole) is written by git as its blob; the others
+    go through cat-file --filters. A text content, which text=auto converts when CRLF."""
+    folder = str(tmp_path / "r")
+    git("init", "-q", folder)
+    rules, names = [], []
+    for text in ("", "text", "-text", "text=auto", "text=input"):
+        for eol in ("", "eol=lf", "eol=crlf"):
+            for crlf in ("", "crlf", "crlf=input"):
+                name = "f%d.txt" % len(names)
+                names.append(name)
+                rules.append(" ".join((name, text, eol, crlf)).strip())
+                write(folder, name, b"one\ntwo\n")
+    for name, rule in (("ident.txt", "ident"), ("filter.txt", "filter=none"),
+                       ("encoding.txt", "working-tree-encoding=UTF-16LE")):
+        names.append(name)
+        rules.append(name + " " + rule)
+        write(folder, name, "one\ntwo\n".encode("utf-16-le" if "encoding" in rule else "ascii"))
+    write(folder, ".gitattributes", "\n".join(rules).encode() + b"\n")
+    git("add", "-A", cwd=folder)
+    git("commit", "-q", "-m", "first", cwd=folder)
+    puller = gitpull.GitPull(folder, gitrepo.git_dir(folder), "b", [])
+    for autocrlf in (None, "false", "true", "input"):
+        for eol in (None, "lf", "crlf", "native"):
+            for key, value in (("core.autocrlf", autocrlf), ("core.eol", eol)):
+                git("config", *(("--unset-all", key) if value is None else (key, value)),
+                    cwd=folder, check=False)
+            out = str(tmp_path / ("out-%s-%s/" % (autocrlf, eol)))
+            git("checkout-index", "-a", "-f", "--prefix=" + out, cwd=folder)
+            streamed = set(names) - puller.needs_filters(names)
+            as_blob = {n for n in names if open(out + n, "rb").read() == b"one\ntwo\n"}
+            assert streamed <= as_blob, (autocrlf, eol, streamed - as_blob)
+            # Read whole besides: only rules that change another content (ident: a
+            # "$Id$"), or a filter without a command here.
+            assert as_blob - streamed <= {"filter.txt", "ident.txt"}, \
+                (autocrlf, eol, as_blob - streamed)
+            assert {"ident.txt", "encoding.txt"} <= set(names) - streamed
+
+
 def test_the_fetch_leaves_submodules_out_only_when_there_are_none(two):
     """Without submodules `git fetch` is told so (else it reads the whole index to look
     for them); with a .gitmodules, or one cloned in .git/modules, it is git's default."""
@@ -628,8 +669,9 @@ def test_a_pull_of_a_300_mb_file_over_ssh_needs_at_most_150_mb_more_in_all_its_p
     """Issue 43: every process the pull starts counts (git fetch, ssh, index-pack, both
     cat-files, hash-object...), sampled while it runs; the file is random (git cannot
     deflate it away) and new on b, fetched over ssh from a remote set as the docs ask
-    (the server's own processes are its own: under sshd, not in the pull's tree). Before
-    the fix, cat-file held every page of the pack it streamed the file from (300 MB)."""
+    (the server's own processes are its own: under sshd, not in the pull's tree), on a
+    machine whose rules say text=auto. Before the fix, cat-file held every page of the
+    pack it streamed the file from (300 MB), or, with text=auto, the file itself."""
     reason = missing()
     if reason:
         pytest.skip(reason)
@@ -642,6 +684,8 @@ def test_a_pull_of_a_300_mb_file_over_ssh_needs_at_most_150_mb_more_in_all_its_p
         a, b = str(tmp_path / "a"), str(tmp_path / "b")
         git("clone", "-q", remote.path, a)
         git("clone", "-q", server.url(remote.path), b)
+        with open(os.path.join(b, ".git", "info", "attributes"), "w") as f:
+            f.write("* text=auto\n")   # (a common rule: git writes LF, the blob as it is)
         size = 300 << 20
         with open(os.path.join(a, "video.bin"), "wb") as f:
             for _ in range(size >> 22):

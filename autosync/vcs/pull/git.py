@@ -542,20 +542,59 @@ class GitPull:
         return self.rules or self.folder
 
     def needs_filters(self, paths):
-        """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""
+        """The paths whose checked-out bytes may not be the blob's (checkout_converts):
+        only these are read through `cat-file --filters`, which holds a content whole;
+        every other file is streamed as it is stored."""
         if not paths:
             return set()
-        crlf = self.git("config", "--get", "core.autocrlf", check=False).stdout.strip().lower()
-        if crlf in (b"true", b"input"):
-            return set(paths)
+        config = {}
+        for line in self.git("config", "--get-regexp", r"^core\.(autocrlf|eol)$",
+                             check=False).stdout.splitlines():
+            key, space, value = line.decode("utf-8", "replace").partition(" ")
+            config[key] = value if space else "true"   # (a key alone in a file is true)
         # The folder's own .gitattributes files say (git reads a file from the index
         # only when it is missing on disk: a deletion the next commit will carry), or
         # the new tree's, when the pull changes them (checkout_attributes).
-        out = self.git("check-attr", "-z", "--stdin", "filter", "text", "eol", "ident",
-                       "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0",
+        out = self.git("check-attr", "-z", "--stdin", *CHECKOUT_ATTRIBUTES,
+                       data=b"\0".join(map(os.fsencode, paths)) + b"\0",
                        env={**no_index(self.gitdir), **self.rules_env()}, cwd=self.rules_cwd())
-        fields, found = out.stdout.split(b"\0"), set()
-        for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
-            if value not in (b"unspecified", b"unset", b""):
-                found.add(os.fsdecode(path))
-        return found
+        fields, attributes = out.stdout.split(b"\0"), {}
+        for path, name, value in zip(fields[0::3], fields[1::3], fields[2::3]):
+            attributes.setdefault(os.fsdecode(path), {})[name.decode()] = value.decode(
+                "utf-8", "replace")
+        return {path for path in paths
+                if checkout_converts(attributes.get(path, {}), config.get("core.autocrlf", ""),
+                                     config.get("core.eol", ""))}
+
+
+# The attributes by which git's checkout may write other bytes than a blob's (convert.c).
+CHECKOUT_ATTRIBUTES = ("filter", "ident", "working-tree-encoding", "text", "crlf", "eol")
+UNSET_VALUES = ("unspecified", "unset", "")   # (check-attr's words for no value)
+
+
+def checkout_converts(attributes, autocrlf, eol):
+    """May git's checkout of a path write other bytes than its blob's? {attribute: value
+    as check-attr says it}, core.autocrlf and core.eol as configured ("" unset). git's
+    own decision (convert.c, convert_attrs and output_eol, git 2.39): a filter, ident or
+    working-tree-encoding may change anything; line endings change only when written
+    as CRLF. `text`, `text=auto`, `eol=lf` and autocrlf=input write LF: the blob's bytes."""
+    if any(attributes.get(name, "unspecified") not in UNSET_VALUES
+           for name in ("filter", "ident", "working-tree-encoding")):
+        return True
+    autocrlf = autocrlf.lower()
+    if autocrlf != "input":
+        autocrlf = "true" if autocrlf not in ("", "false", "no", "off", "0") else "false"
+    crlf_by_default = autocrlf == "true" or (autocrlf == "false" and eol.lower() == "crlf")
+    action = None   # git's crlf_action: None (undefined), binary, text, auto, input, crlf
+    for name in ("text", "crlf"):   # `crlf` is the older name, read when text says nothing
+        value = attributes.get(name, "unspecified")
+        action = {"set": "text", "unset": "binary", "input": "input", "auto": "auto"}.get(value)
+        if action:
+            break
+    if action != "binary":
+        wanted = attributes.get("eol")
+        if wanted in ("lf", "crlf"):
+            action = ("auto-" if action == "auto" else "") + {"lf": "input", "crlf": "crlf"}[wanted]
+    if action is None:
+        action = {"false": "binary", "true": "auto-crlf", "input": "auto-input"}[autocrlf]
+    return action in ("crlf", "auto-crlf") or (action in ("text", "auto") and crlf_by_default)
