@@ -2,6 +2,7 @@
 not see. Real git repositories; the user's write is injected at the worst moment, between
 the guarded writer's check of a file and its swap (guarded.Writer.checked)."""
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -318,6 +319,7 @@ def test_the_fetch_leaves_submodules_out_only_when_there_are_none(two):
     """Without submodules `git fetch` is told so (else it reads the whole index to look
     for them); with a .gitmodules, or one cloned in .git/modules, it is git's default."""
     remote, a, b = two
+    git("remote", "set-url", "origin", "ssh://example.org/srv/folder.git", cwd=b)
     puller = gitpull.GitPull(b, gitrepo.git_dir(b), "b", ["origin"])
     assert puller.fetch_command().text == "git fetch -q --no-recurse-submodules origin"
     write(b, ".gitmodules", b"")
@@ -325,6 +327,29 @@ def test_the_fetch_leaves_submodules_out_only_when_there_are_none(two):
     os.unlink(os.path.join(b, ".gitmodules"))
     os.mkdir(os.path.join(gitrepo.git_dir(b), "modules"))
     assert puller.fetch_command().text == "git fetch -q origin"
+
+
+def test_a_remote_reached_by_a_path_sends_by_the_daemon_s_big_file_settings(two):
+    """Its upload-pack runs here, a child of the pull: it gets the settings that keep a
+    big file streamed (as a path, as file://, as the default remote); a remote over ssh
+    or one whose upload-pack the user chose does not."""
+    remote, a, b = two
+    local = "--upload-pack=" + gitpull.LOCAL_UPLOAD_PACK
+    for url, args, given in ((remote.path, ["origin"], True), (remote.path, [], True),
+                             ("file://" + remote.path, ["origin"], True),
+                             ("git@example.org:folder.git", ["origin"], False),
+                             ("https://example.org/folder.git", [], False)):
+        git("remote", "set-url", "origin", url, cwd=b)
+        puller = gitpull.GitPull(b, gitrepo.git_dir(b), "b", args)
+        assert (local in shlex.split(puller.fetch_command().text)) == given, url
+    git("remote", "set-url", "origin", remote.path, cwd=b)
+    write(a, "z.txt", b"second\n")
+    commit(a, "autosync on a: modified z.txt")
+    assert pull(b)["merge"] is None   # (git fetch runs it: it works)
+    assert open(os.path.join(b, "z.txt"), "rb").read() == b"second\n"
+    git("config", "remote.origin.uploadpack", "git-upload-pack", cwd=b)
+    puller = gitpull.GitPull(b, gitrepo.git_dir(b), "b", ["origin"])
+    assert local not in shlex.split(puller.fetch_command().text)
 
 
 def test_the_index_is_replaced_never_written_in_place(two):
@@ -664,14 +689,33 @@ def resident(pid):
     return total
 
 
-def test_a_pull_of_a_300_mb_file_over_ssh_needs_at_most_150_mb_more_in_all_its_processes(
+def measured_pull(folder):
+    """Pull `folder` in a process of its own; -> (kB resident before, kB at the peak) of
+    it and every process it starts, sampled until it ends."""
+    proc = subprocess.Popen([sys.executable, "-c", PULL, folder], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
+    assert proc.stdout.readline() == b"ready\n"
+    idle = peak = resident(proc.pid)
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
+    while proc.poll() is None:
+        peak = max(peak, resident(proc.pid))
+        time.sleep(0.005)
+    assert proc.returncode == 0
+    return idle, peak
+
+
+def test_a_pull_of_a_300_mb_file_needs_at_most_150_mb_more_in_all_its_processes(
         tmp_path, monkeypatch):
     """Issue 43: every process the pull starts counts (git fetch, ssh, index-pack, both
     cat-files, hash-object...), sampled while it runs; the file is random (git cannot
-    deflate it away) and new on b, fetched over ssh from a remote set as the docs ask
-    (the server's own processes are its own: under sshd, not in the pull's tree), on a
-    machine whose rules say text=auto. Before the fix, cat-file held every page of the
-    pack it streamed the file from (300 MB), or, with text=auto, the file itself."""
+    deflate it away) and new on the pulling machines, from a remote set as the docs ask.
+    b fetches it over ssh (the server's processes are its own: under sshd, not in the
+    pull's tree), on rules that say text=auto; c by the remote's path, so that the
+    remote's upload-pack and pack-objects run here, in the pull's tree, and count too.
+    Before the fix b's cat-file held every page of the pack it streamed the file from
+    (300 MB), or, with text=auto, the file itself; c's pack-objects, the same."""
     reason = missing()
     if reason:
         pytest.skip(reason)
@@ -681,9 +725,10 @@ def test_a_pull_of_a_300_mb_file_over_ssh_needs_at_most_150_mb_more_in_all_its_p
     server = Sshd(tmp_path / "sshd").start()
     try:
         monkeypatch.setenv("GIT_SSH_COMMAND", server.ssh_command)
-        a, b = str(tmp_path / "a"), str(tmp_path / "b")
+        a, b, c = (str(tmp_path / name) for name in "abc")
         git("clone", "-q", remote.path, a)
         git("clone", "-q", server.url(remote.path), b)
+        git("clone", "-q", remote.path, c)
         with open(os.path.join(b, ".git", "info", "attributes"), "w") as f:
             f.write("* text=auto\n")   # (a common rule: git writes LF, the blob as it is)
         size = 300 << 20
@@ -693,22 +738,13 @@ def test_a_pull_of_a_300_mb_file_over_ssh_needs_at_most_150_mb_more_in_all_its_p
         for args in (("add", "video.bin"), ("commit", "-q", "-m", "autosync on a: video"),
                      ("push", "-q")):  # stored as the daemon stores it (16 MB threshold)
             subprocess.run(("git",) + args, cwd=a, check=True, env=environment())
-        proc = subprocess.Popen([sys.executable, "-c", PULL, b], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE,
-                                env=dict(os.environ, PYTHONPATH=os.path.dirname(HERE)))
-        assert proc.stdout.readline() == b"ready\n"
-        idle = peak = resident(proc.pid)
-        proc.stdin.write(b"go\n")
-        proc.stdin.close()
-        while proc.poll() is None:   # sampled until the pull's process ends
-            peak = max(peak, resident(proc.pid))
-            time.sleep(0.005)
-        assert proc.returncode == 0
-        print("resident memory of the pull and all its processes: idle %d kB, peak %d kB"
-              % (idle, peak))
-        assert os.path.getsize(os.path.join(b, "video.bin")) == size
-        assert git("rev-parse", "HEAD", cwd=b) == git("rev-parse", "HEAD", cwd=a)
-        assert status(b) == ""   # (git hashes the file again: the pulled bytes are a's)
-        assert peak - idle < 150 * 1024, (idle, peak)   # kB
+        for folder in (b, c):
+            idle, peak = measured_pull(folder)
+            print("%s: resident memory of the pull and all its processes: idle %d kB, "
+                  "peak %d kB" % (os.path.basename(folder), idle, peak))
+            assert os.path.getsize(os.path.join(folder, "video.bin")) == size
+            assert git("rev-parse", "HEAD", cwd=folder) == git("rev-parse", "HEAD", cwd=a)
+            assert status(folder) == ""   # (git hashes the file again: a's bytes)
+            assert peak - idle < 150 * 1024, (folder, idle, peak)   # kB
     finally:
         server.stop()

@@ -62,10 +62,11 @@ from autosync.vcs.pull import finish, odd
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
+from autosync.vcs.remote import BadRemote, parse_remote
 from autosync.fs.guarded import Writer
 from autosync.core.messages import merge_message
 # (the parts: names of theirs that tests and the committer take from here too)
-from autosync.vcs.pull.blobs import Blobs
+from autosync.vcs.pull.blobs import STREAM, Blobs
 from autosync.vcs.pull.common import (ATTRIBUTES, GITLINK, Entry, PullFailed, Stop, Stopped,
                                       Unsafe, Unwritten, entry_count, is_rules, null,
                                       run_git)
@@ -100,6 +101,14 @@ def plain_pull(text):
 
 
 EMPTY = "empty"  # for_merge: the remote has no branch at all yet
+
+
+# The upload-pack a remote reached by a path runs with. It runs on this machine, a child
+# of the pull, with the remote's settings only (git passes a local remote none of the
+# daemon's), which at git's defaults send a big file from memory: from a pack through
+# maps that all stay mapped (blobs.py, STREAM), below 512 MB whole, or as a delta the
+# pull must then rebuild whole. These are the daemon's own, for this fetch alone.
+LOCAL_UPLOAD_PACK = "git %s -c core.bigFileThreshold=16m upload-pack" % " ".join(STREAM)
 
 
 def for_merge(gitdir):
@@ -260,12 +269,29 @@ class GitPull:
     def fetch_command(self):
         """`git fetch -q` with pullcmd's remote and refs. Without submodules (no
         .gitmodules, none cloned in .git/modules) it is told so: otherwise git reads the
-        whole index to look for them (140 ms at 1,000,000 files), to fetch nothing."""
+        whole index to look for them (140 ms at 1,000,000 files), to fetch nothing. A
+        remote reached by a path gets LOCAL_UPLOAD_PACK (local_upload_pack)."""
         words = ["git", "fetch", "-q"]
         if not (os.path.lexists(os.path.join(self.folder, ".gitmodules")) or
                 os.path.isdir(os.path.join(self.gitdir, "modules"))):
             words.append("--no-recurse-submodules")
+        if self.local_upload_pack():
+            words.append("--upload-pack=" + LOCAL_UPLOAD_PACK)
         return Template("pullcmd", shlex.join(words + self.fetch_args), self.gitenv)
+
+    def local_upload_pack(self):
+        """Is the remote fetched from reached by a path (a disk, a share), and has the
+        user chosen no upload-pack command for it? Its upload-pack then runs here, as a
+        child of the pull."""
+        name = self.fetch_args[:1]
+        url = self.git("ls-remote", "--get-url", *name, check=False).stdout
+        try:
+            if parse_remote(os.fsdecode(url.strip()), self.folder)[0] != "local":
+                return False
+        except BadRemote:
+            return False
+        own = self.git("config", "--get-regexp", r"^remote\..*\.uploadpack$", check=False)
+        return not own.stdout.strip()
 
     def refuse_unsafe(self, entries, theirs):
         """Unsafe when the new tree holds a path git itself would not check out (.git in
