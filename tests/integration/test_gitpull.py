@@ -10,7 +10,7 @@ import time
 import pytest
 
 from autosync.vcs import git as gitrepo
-from autosync.vcs.pull import git as gitpull
+from autosync.vcs.pull import bigmerge, git as gitpull
 from autosync.core.copies import read_copy_name
 from autosync.vcs.commands import environment
 from base import HERE, Remote, git, wait_until, write_during_checkout
@@ -313,6 +313,43 @@ def test_the_files_git_checks_out_as_their_blobs_are_streamed_as_they_are(tmp_pa
             assert as_blob - streamed <= {"filter.txt", "ident.txt"}, \
                 (autocrlf, eol, as_blob - streamed)
             assert {"ident.txt", "encoding.txt"} <= set(names) - streamed
+
+
+def test_big_binary_files_both_sides_changed_are_kept_both_without_git_s_merge(two):
+    """A big binary file changed on both sides is set apart from git's merge (which
+    would read its three versions whole): both versions kept, as for any binary
+    conflict; a big text file changed on both sides is still merged by git."""
+    remote, a, b = two
+    for where in (remote.path, a, b):   # stored as the daemon stores them
+        for key, value in (("core.bigFileThreshold", "16m"), ("pack.compression", "0")):
+            git("config", key, value, cwd=where)
+    size = (bigmerge.BIG >> 20) + 1 << 20
+    video = os.urandom(size)
+    lines = [b"line %07d of a long log\n" % i for i in range(size // 24)]
+    write(a, "video.bin", video)
+    write(a, "log.txt", b"".join(lines))
+    commit(a, "autosync on a: video.bin, log.txt")
+    pull(b)
+    ours, theirs = bytearray(video), bytearray(video)
+    ours[size - 100:size - 90], theirs[100:110] = os.urandom(10), os.urandom(10)
+    write(a, "video.bin", bytes(theirs))
+    write(a, "log.txt", b"".join([b"first line from a\n"] + lines[1:]))
+    commit(a, "autosync on a: modified video.bin, log.txt")
+    write(b, "video.bin", bytes(ours))
+    write(b, "log.txt", b"".join(lines[:-1] + [b"last line from b\n"]))
+    git("commit", "-qam", "autosync on b: modified video.bin, log.txt", cwd=b)
+    git("fetch", "-q", cwd=b)
+    puller = gitpull.GitPull(b, gitrepo.git_dir(b), "b", [])
+    head, pulled = (git("rev-parse", rev, cwd=b).decode().strip() for rev in ("HEAD", "origin/main"))
+    assert set(bigmerge.set_apart(puller, head, pulled)[1]) == {"video.bin"}
+    [copy] = pull(b)["merged"]
+    assert copy["path"] == "video.bin"
+    assert {open(os.path.join(b, p), "rb").read() for p in ("video.bin", copy["copy"])} == \
+        {bytes(ours), bytes(theirs)}
+    assert open(os.path.join(b, "log.txt"), "rb").read() == b"".join(
+        [b"first line from a\n"] + lines[1:-1] + [b"last line from b\n"])
+    assert git("rev-parse", "HEAD^1", "HEAD^2", cwd=b).decode().split() == [head, pulled]
+    assert status(b) == ""
 
 
 def test_the_fetch_leaves_submodules_out_only_when_there_are_none(two):
@@ -701,7 +738,7 @@ def measured_pull(folder):
     proc.stdin.close()
     while proc.poll() is None:
         peak = max(peak, resident(proc.pid))
-        time.sleep(0.005)
+        time.sleep(0.02)   # (a big file's peak lasts as long as its transfer)
     assert proc.returncode == 0
     return idle, peak
 
@@ -746,5 +783,22 @@ def test_a_pull_of_a_300_mb_file_needs_at_most_150_mb_more_in_all_its_processes(
             assert git("rev-parse", "HEAD", cwd=folder) == git("rev-parse", "HEAD", cwd=a)
             assert status(folder) == ""   # (git hashes the file again: a's bytes)
             assert peak - idle < 150 * 1024, (folder, idle, peak)   # kB
+        # Then the file changed on both sides: git's merge would read its three versions
+        # whole (bigmerge.py); c keeps both.
+        for folder, offset, message in ((a, 100, "autosync on a: video"),
+                                        (c, size - 100, "autosync on c: video")):
+            with open(os.path.join(folder, "video.bin"), "r+b") as f:
+                f.seek(offset)
+                f.write(os.urandom(10))
+            subprocess.run(("git", "commit", "-qam", message), cwd=folder, check=True,
+                           env=environment())
+        subprocess.run(("git", "push", "-q"), cwd=a, check=True, env=environment())
+        idle, peak = measured_pull(c)
+        print("c, both changed: idle %d kB, peak %d kB" % (idle, peak))
+        kept = [os.path.join(c, n) for n in os.listdir(c) if n.startswith("video")]
+        assert len(kept) == 2 and {os.path.getsize(k) for k in kept} == {size}   # a copy
+        assert status(c) == ""   # (both versions as committed: a's and c's)
+        assert git("rev-parse", "HEAD^2", cwd=c) == git("rev-parse", "HEAD", cwd=a)
+        assert peak - idle < 150 * 1024, ("c, both changed", idle, peak)
     finally:
         server.stop()

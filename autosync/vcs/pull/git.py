@@ -48,7 +48,8 @@ stop never leaves written files under an unmoved HEAD.
 Any other pullcmd (a rebase, Mercurial, a script) stays a command.
 
 Its parts, in this folder: odd.py (step 3's name held twice), write.py (steps 4 and
-5's index), blobs.py (the new versions streamed from git), common.py (what they share).
+5's index), blobs.py (the new versions streamed from git), bigmerge.py (step 2's big
+binary files, kept out of git's merge), common.py (what they share).
 """
 import functools
 import logging
@@ -58,7 +59,7 @@ import shutil
 import time
 
 from autosync.vcs import copyrules, thin
-from autosync.vcs.pull import finish, odd
+from autosync.vcs.pull import bigmerge, finish, odd
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
@@ -382,19 +383,23 @@ class GitPull:
         # folder that joined one with files of its own): merged like any other, both kept.
         if self.rev(head + "^{tree}") == self.rev(theirs + "^{tree}"):
             return self.rev(theirs + "^{tree}"), []   # (the same tree: nothing to merge)
-        proc = self.git("merge-tree", "--write-tree", "--allow-unrelated-histories", "-z",
-                        head, theirs, check=False)
+        # Big binary files both sides changed: their conflicts known without git reading
+        # them whole (bigmerge.py); git merges the rest, through small pack maps.
+        merged, apart = bigmerge.set_apart(self, head, theirs)
+        proc = self.git(*STREAM, "merge-tree", "--write-tree", "--allow-unrelated-histories",
+                        "-z", head, merged, check=False)
         if proc.returncode not in (0, 1):
             raise PullFailed("git merge-tree: %s" % proc.stderr.decode("utf-8", "replace").strip())
         fields = proc.stdout.split(b"\0")
         tree, stages = fields[0].decode(), {}
-        for field in fields[1:]:
+        for field in fields[1:] if proc.returncode else ():
             if not field:
                 break
             info, path = field.split(b"\t", 1)
             mode, oid, stage = info.decode().split()
             stages.setdefault(os.fsdecode(path), {})[int(stage)] = (mode, oid)
-        if proc.returncode == 0 or not stages:
+        stages.update(apart)
+        if not stages:
             return tree, []
         return self.resolve(tree, stages, head, theirs)
 
