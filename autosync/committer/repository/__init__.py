@@ -33,7 +33,7 @@ from autosync.committer.repository.state import State
 from autosync.committer.staging import Staging
 from autosync.committer.stillwritten import StillWritten
 from autosync.core.config import shipped_form
-from autosync.vcs import excludes, git, largefiles, recovery
+from autosync.vcs import excludes, git, recovery
 from autosync.vcs.commands import SHELL_CHARS, Template
 from autosync.vcs.folder import Folder, remote_of
 from autosync.vcs.pull import finish
