@@ -16,7 +16,10 @@ import pytest
 
 from base import Machine, Remote, git, wait_until
 from helpers import STAMP, Joined, committed, cut_off, ok, reconnect, settle, write
+from prosody import prosody_certs, prosody_factory, prosody_server  # noqa: F401 (fixtures)
 from sshd import Sshd, keygen, missing
+
+PASSWORD = "s3cret-for-tests"
 
 
 def person_ssh(sshd, name, key):
@@ -148,3 +151,30 @@ def test_two_people_share_a_folder_and_one_is_removed(tmp_path, monkeypatch):
             if m is not None:
                 m.stop()
         sshd.stop()
+
+
+@pytest.mark.e2e
+def test_over_xmpp_each_person_s_pushes_reach_the_other_s_machines(machines, prosody_server):
+    """Two people, two XMPP accounts, each naming the other in sharedwith: a push is
+    announced to the other account, whose machine pulls at once (pullinterval and
+    safetypull off: nothing else would bring it). The original's alsonotify keeps its
+    place beside it (notifications only; tests/unit/xmpp/test_listener.py)."""
+    accounts = {name: prosody_server.register(name, PASSWORD) for name in ("alice", "bob")}
+    people = {}
+    for name, other in (("alice", "bob"), ("bob", "alice")):
+        m = machines(name, start=False, syncmethod="xmpp", pullinterval="0", safetypull="0")
+        m.xmpp = dict(username=accounts[name], password=PASSWORD, host="127.0.0.1",
+                      port=prosody_server.port, cafile=prosody_server.cafile,
+                      sharedwith=accounts[other], resource="autosync-" + name)
+        m.write_config()
+        git("config", "user.name", name.title(), cwd=m.path)
+        people[name] = m.start()
+    alice, bob = people["alice"], people["bob"]
+    for m in (alice, bob):
+        wait_until(lambda: m.status().get("link") == "up", 30, what="%s's link" % m.name)
+    write(alice, "from-alice.txt", b"hello Bob\n")
+    wait_until(lambda: bob.read("from-alice.txt") == b"hello Bob\n", 30, what="Bob's pull")
+    assert "announcement from alice@localhost, who shares this folder" in bob.logtext()
+    write(bob, "from-bob.txt", b"hello Alice\n")
+    wait_until(lambda: alice.read("from-bob.txt") == b"hello Alice\n", 30, what="Alice's pull")
+    assert "announcement from bob@localhost, who shares this folder" in alice.logtext()
