@@ -142,6 +142,9 @@ def words(args):
             "'name (conflict from %s on HOST DATE).ext'. dvcs-autosync log and the history "
             "page (dvcs-autosync open) show who changed what." % (
                 printable(me), printable(them), printable(them)),
+            "4. Over ssh (syncmethod = ssh) each push reaches every machine of both of you "
+            "at once. Over XMPP, each of you names the other's account in [xmpp] "
+            "sharedwith (docs/sharing.md).",
             "",
             "To stop sharing, remove %s's line from authorized_keys: their machines get no "
             "new versions and keep what they have; their status says the server refuses "
