@@ -43,6 +43,20 @@ def subjects(remote):
     return [tuple(line.split("\t", 1)) for line in remote.log("--format=%an\t%s").splitlines()]
 
 
+def folder_page(machine):
+    """The history page of machine's folder, as its browser gets it."""
+    from autosync.web import app as web
+    from autosync.core.paths import folder_id
+    page = web.App(8080, "secret", [machine.config])
+    answer = {}
+    body = page({"REQUEST_METHOD": "GET", "PATH_INFO": "/folder",
+                 "QUERY_STRING": "f=" + folder_id(machine.path), "HTTP_HOST": "127.0.0.1:8080",
+                 "HTTP_COOKIE": "%s=secret" % web.COOKIE},
+                lambda status, headers: answer.update(status=status))
+    assert answer["status"].startswith("200"), answer
+    return b"".join(body).decode()
+
+
 @pytest.mark.e2e
 def test_two_people_share_a_folder_and_one_is_removed(tmp_path, monkeypatch):
     reason = missing()
@@ -128,6 +142,11 @@ def test_two_people_share_a_folder_and_one_is_removed(tmp_path, monkeypatch):
                                     "--config", alice.config], stdout=subprocess.PIPE,
                                    text=True).stdout
         assert "Bob on bob-desk" in conflicts
+        # The history page says who changed what (its WSGI app, asked as the browser would).
+        page = folder_page(alice)
+        assert '<td>alice-laptop</td><td class="who">Alice</td>' in page
+        assert '<td>bob-desk</td><td class="who">Bob</td>' in page
+        assert "(from Bob on bob-desk, " in page
 
         # Bob is removed: his line dropped, and his open connection ended (sshd
         # restarted: a removed line stops new logins only). He gets no new version,
