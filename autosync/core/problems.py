@@ -104,10 +104,15 @@ def problems(status):
         found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
     fixes = dict(FIX, link=link_fix(status.get("syncmethod"), found.get("link")),
                  folder=folder_fix(found.get("folder")))
+    # A refused key: git keeps only its own last line ("Could not read from remote
+    # repository"), the link has ssh's words (a removal from a shared folder, above all).
+    refused_key = "Permission denied (publickey" in str(found.get("link") or "")
     for name in ("push", "pull"):  # the remote's words name its key's forced command
-        if REFUSED_BY_KEY in str(found.get(name) or ""):
+        error = str(found.get(name) or "")
+        if REFUSED_BY_KEY in error:
             fixes[name] = FORCED_FIX
-        elif "Permission denied (publickey" in str(found.get(name) or ""):
+        elif "Permission denied (publickey" in error or (
+                refused_key and "Could not read from remote repository" in error):
             fixes[name] = LOGIN_FIX
     return [{"name": name, "error": str(found[name]), "fix": fixes[name]}
             for name in ORDER if name in found]
