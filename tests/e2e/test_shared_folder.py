@@ -147,6 +147,9 @@ def test_two_people_share_a_folder_and_one_is_removed(tmp_path, monkeypatch):
         assert '<td>alice-laptop</td><td class="who">Alice</td>' in page
         assert '<td>bob-desk</td><td class="who">Bob</td>' in page
         assert "(from Bob on bob-desk, " in page
+        log = subprocess.run([sys.executable, "-m", "autosync.supervisor", "log", "--config",
+                              alice.config], stdout=subprocess.PIPE, text=True).stdout
+        assert "  Alice on alice-laptop  " in log and "  Bob on bob-desk  " in log, log
 
         # Bob is removed: his line dropped, and his open connection ended (sshd
         # restarted: a removed line stops new logins only). He gets no new version,
