@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run some tests as on a machine that has more than the test made (issue 41, item 6):
-# the product's Debian package installed (a /usr/bin/dvcs-autosync), an original
+# the product's Debian package installed (its programs in /usr/bin), an original
 # dvcs-autosync running (a stand-in script, on its own ~/.autosync), and packages being
 # installed into the system's site-packages while the tests run. All of it is private
 # to a mount and PID namespace (root, unshare): the machine itself is not changed, and
@@ -18,9 +18,13 @@ shift
 ns=$(mktemp -d /tmp/autosync-beside.XXXXXX)
 mkdir -p "$ns"/{bin-upper,bin-work,site-upper,site-work,original,home,amw}
 mount -t overlay overlay -o "lowerdir=/usr/bin,upperdir=$ns/bin-upper,workdir=$ns/bin-work" /usr/bin
-printf '#!/bin/sh\necho "the installed dvcs-autosync (Debian package)" >&2\nexit 0\n' \
-    > /usr/bin/dvcs-autosync
-chmod 755 /usr/bin/dvcs-autosync
+for program in dvcs-autosync autosync-committer autosync-watcher autosync-xmpp autosync-notify \
+               autosync-sshlink autosync-remote autosync-hgmerge autosync-desktop autosync-tray \
+               autosync-web; do
+    printf '#!/bin/sh\necho "the installed %s (Debian package)" >&2\nexit 0\n' "$program" \
+        > /usr/bin/$program
+    chmod 755 /usr/bin/$program
+done
 printf '#!/usr/bin/python\n# stand-in for the original (imports pyinotify, jabberbot)\nimport time\nwhile True:\n    time.sleep(3600)\n' \
     > "$ns/original/dvcs-autosync"
 printf '[autosync]\npath = %s/amw\n' "$ns" > "$ns/home/.autosync"

@@ -19,7 +19,8 @@ LONGEST_FIRST = ("integration/test_maintenance.py", "e2e/test_mercurial.py",
                  "e2e/test_install.py", "integration/test_progress_programs.py",
                  "e2e/test_faults.py", "e2e/test_annex.py", "integration/test_watcher.py",
                  "integration/test_link.py", "e2e/test_original_config.py",
-                 "e2e/test_keep_both.py", "e2e/test_pulled_moves.py")
+                 "e2e/test_keep_both.py", "e2e/test_pulled_moves.py",
+                 "integration/test_gitpull.py", "e2e/test_history_page.py")
 UNIT = os.path.join(HERE, "unit") + os.sep
 
 

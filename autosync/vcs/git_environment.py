@@ -47,8 +47,9 @@ SETTINGS = (
     ("core.bigFileThreshold", "16m", "a file over 16 MB is streamed into a pack as it is "
                                      "added and never searched for deltas (git's default, "
                                      "512 MB, compares each new version of a 50 MB file "
-                                     "with the old one at every push and pull); such files "
-                                     "merge as binary, which keeps both versions"),
+                                     "with the old one at every push and pull); a binary "
+                                     "one changed on two machines keeps both versions "
+                                     "without git's merge reading it (vcs/pull/bigmerge.py)"),
     ("pack.compression", "0", "a big file is stored as it is, not deflated at every step "
                               "(storing is several times faster than zlib on data that "
                               "does not compress); git has no per-size level, so text in "

@@ -3,8 +3,9 @@ import os
 import shutil
 import time
 
-from .common import (Events, PROFILES, ROOT, SyncthingPair, describe, git, make_remote,
-                      median, peer_cells, row, secs, start_pair, tree_bytes, wait_for)
+from .common import (Events, PROFILES, ROOT, PeakMemory, SyncthingPair, describe, git,
+                      make_remote, median, peer_cells, row, secs, start_pair, tree_bytes,
+                      wait_for)
 
 
 # What the README asks of the remote for big files (git gives the other side of a push
@@ -167,6 +168,8 @@ def bigfile_case(run, case, size, trials):
     phases = {key: {"A: close to committed": [], "A: committed to pushed": [],
                     "B: A's push to pull started": [], "B: pull": []} for key in pairs}
     floor_steps = {"git add": [], "git commit": [], "git push": [], "git pull (B)": []}
+    # B's suite and every process it starts, while a new file arrives (issue 43, item 3).
+    memory = {key: [] for key in pairs}
 
     def floor_sync(message):
         for key, args, cwd in (("git add", ("add", "--", name), c),
@@ -220,6 +223,7 @@ def bigfile_case(run, case, size, trials):
             else:
                 offset = (size // 2 + (i - trials // 2) * (3 << 20)) & ~4095
                 samples = edit_random(path, offset, 1 << 20)
+            sampler = PeakMemory(pairs[key][1].proc.pid).start() if key in pairs else None
             wall, t0 = time.time(), time.monotonic()
             if key == "floor":
                 floor_sync("trial %d" % i)
@@ -237,6 +241,8 @@ def bigfile_case(run, case, size, trials):
                     for phase, start, end in zip(phases[key], marks, marks[1:]):
                         phases[key][phase].append(end - start)
             settle(key)
+            if sampler:
+                memory[key].append(sampler.stop())
             print("  %s trial %d %s: %s (load %s)" % (
                 case, i, key, secs(times[key][-1] if len(times[key]) > i else None),
                 open("/proc/loadavg").read().split()[0]), flush=True)
@@ -273,6 +279,12 @@ def bigfile_case(run, case, size, trials):
         for phase, values in phases[key].items():
             if values:
                 rows.append(row("  of which " + phase, secs(median(values))))
+        if memory[key]:   # the trial that needed the most
+            idle, peak = max(memory[key], key=lambda m: m[1] - m[0])
+            rows.append(row("  B's memory, the suite and every process it starts (sum of "
+                            "RSS): idle / peak", "%.0f / %.0f MB" % (idle / 1024, peak / 1024),
+                            "", "<= idle + 150 MB", peak - idle <= 150 * 1024,
+                            "highest of %d trials" % len(memory[key])))
         rows.append(row("  history grown per %s, autosync: A / remote / B%s" % (
             case, "" if key == "ours" else " (git objects and annex)"),
             " / ".join("%.0f MB" % (g / trials / 1e6) for g in grown[key])))

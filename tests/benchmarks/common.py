@@ -192,6 +192,48 @@ def memory(root):
     return rows
 
 
+def resident(root):
+    """kB of resident memory (VmRSS, a process's maps of files included) of `root` and
+    its descendants, as they are now."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                total += sum(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        except OSError:
+            continue
+    return total
+
+
+class PeakMemory:
+    """The highest resident(root) from start() to stop(), sampled by a thread every
+    `interval` s: every process the suite starts meanwhile counts (git's, ssh, a local
+    remote's upload-pack), as the pull's test counts them
+    (tests/integration/test_gitpull.py)."""
+
+    def __init__(self, root, interval=0.01):
+        self.root, self.interval = root, interval
+        self.idle = self.peak = 0
+        self.done = threading.Event()
+        self.thread = None
+
+    def start(self):
+        self.idle = self.peak = resident(self.root)
+        self.thread = threading.Thread(target=self.sample, name="peak-memory", daemon=True)
+        self.thread.start()
+        return self
+
+    def sample(self):
+        while not self.done.wait(self.interval):
+            self.peak = max(self.peak, resident(self.root))
+
+    def stop(self):
+        """-> (idle kB, peak kB)."""
+        self.done.set()
+        self.thread.join()
+        return self.idle, self.peak
+
+
 # --------------------------------------------------------------------------
 # repositories and machines
 

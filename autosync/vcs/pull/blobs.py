@@ -12,9 +12,9 @@ from autosync.vcs.pull.common import PullFailed
 
 class Blobs:
     """The new versions, streamed from git into the guarded writer's temporary files:
-    `git cat-file --batch` for plain contents, read object by object in chunks;
-    `cat-file --filters` per path whose checkout filters or line endings apply. No
-    content is ever held whole (a pull of a 2 GB file stays small).
+    `git cat-file --batch` for plain contents, read object by object in chunks, git
+    streaming each big one (STREAM); `cat-file --filters` per path whose checkout filters
+    or line endings apply, which git reads whole (as its own checkout does for a filter).
 
     The contents asked for in a known order (`ahead`) are all requested at once, by a
     thread, and read as they come: a question and its answer per object would wait on
@@ -42,7 +42,7 @@ class Blobs:
             proc.wait()
 
     def cat_file(self):
-        return subprocess.Popen(("git", "cat-file", "--batch"), cwd=self.pull.folder,
+        return subprocess.Popen(("git",) + STREAM + ("cat-file", "--batch"), cwd=self.pull.folder,
                                 env=environment(gitenv=self.pull.gitenv), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
@@ -102,7 +102,8 @@ class Blobs:
         --filters takes "OID PATH" as %(rest)); one object per run, since git 2.39's
         header gives the unfiltered size: the header (the path) is skipped instead,
         and the newline git puts after the content held back."""
-        proc = subprocess.Popen(("git", "cat-file", "--batch=%(rest)", "--filters", "-z"),
+        proc = subprocess.Popen(("git",) + STREAM + ("cat-file", "--batch=%(rest)", "--filters",
+                                                  "-z"),
                                 cwd=self.pull.rules_cwd(),
                                 env=environment(self.pull.rules_env(), gitenv=self.pull.gitenv),
                                 stdin=subprocess.PIPE,
@@ -130,6 +131,14 @@ class Blobs:
 
 
 CHUNK = 1 << 20
+
+# How git streams a big blob out of a pack (docs/large-folders.md, "A big file's pull"):
+# it reads an undeltified blob above core.bigFileThreshold (16 MB, git_environment) in
+# chunks, but through the pack's memory maps, windows of up to 1 GiB that all stay mapped
+# (core.packedGitLimit: 32 TiB on 64 bits): every page read stays in cat-file's resident
+# memory, a 1 GB pull's cat-file held 1 GB. Windows of 16 MB, at most 32 MB mapped (git's
+# 32-bit defaults are 32 MB and 256 MB): an old window is unmapped as the next is mapped.
+STREAM = ("-c", "core.packedGitWindowSize=16m", "-c", "core.packedGitLimit=32m")
 
 
 def write_all(fd, data):

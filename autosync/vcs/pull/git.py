@@ -48,7 +48,8 @@ stop never leaves written files under an unmoved HEAD.
 Any other pullcmd (a rebase, Mercurial, a script) stays a command.
 
 Its parts, in this folder: odd.py (step 3's name held twice), write.py (steps 4 and
-5's index), blobs.py (the new versions streamed from git), common.py (what they share).
+5's index), blobs.py (the new versions streamed from git), bigmerge.py (step 2's big
+binary files, kept out of git's merge), common.py (what they share).
 """
 import functools
 import logging
@@ -58,14 +59,15 @@ import shutil
 import time
 
 from autosync.vcs import copyrules, thin
-from autosync.vcs.pull import finish, odd
+from autosync.vcs.pull import bigmerge, finish, odd
 from autosync.vcs.commands import SHELL_CHARS, Cancel, CommandFailed, Template
 from autosync.vcs.git_environment import PLAIN
 from autosync.vcs.git import git, hash_open, no_index
+from autosync.vcs.remote import BadRemote, parse_remote
 from autosync.fs.guarded import Writer
 from autosync.core.messages import merge_message
 # (the parts: names of theirs that tests and the committer take from here too)
-from autosync.vcs.pull.blobs import Blobs
+from autosync.vcs.pull.blobs import STREAM, Blobs
 from autosync.vcs.pull.common import (ATTRIBUTES, GITLINK, Entry, PullFailed, Stop, Stopped,
                                       Unsafe, Unwritten, entry_count, is_rules, null,
                                       run_git)
@@ -100,6 +102,14 @@ def plain_pull(text):
 
 
 EMPTY = "empty"  # for_merge: the remote has no branch at all yet
+
+
+# The upload-pack a remote reached by a path runs with. It runs on this machine, a child
+# of the pull, with the remote's settings only (git passes a local remote none of the
+# daemon's), which at git's defaults send a big file from memory: from a pack through
+# maps that all stay mapped (blobs.py, STREAM), below 512 MB whole, or as a delta the
+# pull must then rebuild whole. These are the daemon's own, for this fetch alone.
+LOCAL_UPLOAD_PACK = "git %s -c core.bigFileThreshold=16m upload-pack" % " ".join(STREAM)
 
 
 def for_merge(gitdir):
@@ -260,12 +270,29 @@ class GitPull:
     def fetch_command(self):
         """`git fetch -q` with pullcmd's remote and refs. Without submodules (no
         .gitmodules, none cloned in .git/modules) it is told so: otherwise git reads the
-        whole index to look for them (140 ms at 1,000,000 files), to fetch nothing."""
+        whole index to look for them (140 ms at 1,000,000 files), to fetch nothing. A
+        remote reached by a path gets LOCAL_UPLOAD_PACK (local_upload_pack)."""
         words = ["git", "fetch", "-q"]
         if not (os.path.lexists(os.path.join(self.folder, ".gitmodules")) or
                 os.path.isdir(os.path.join(self.gitdir, "modules"))):
             words.append("--no-recurse-submodules")
+        if self.local_upload_pack():
+            words.append("--upload-pack=" + LOCAL_UPLOAD_PACK)
         return Template("pullcmd", shlex.join(words + self.fetch_args), self.gitenv)
+
+    def local_upload_pack(self):
+        """Is the remote fetched from reached by a path (a disk, a share), and has the
+        user chosen no upload-pack command for it? Its upload-pack then runs here, as a
+        child of the pull."""
+        name = self.fetch_args[:1]
+        url = self.git("ls-remote", "--get-url", *name, check=False).stdout
+        try:
+            if parse_remote(os.fsdecode(url.strip()), self.folder)[0] != "local":
+                return False
+        except BadRemote:
+            return False
+        own = self.git("config", "--get-regexp", r"^remote\..*\.uploadpack$", check=False)
+        return not own.stdout.strip()
 
     def refuse_unsafe(self, entries, theirs):
         """Unsafe when the new tree holds a path git itself would not check out (.git in
@@ -356,19 +383,23 @@ class GitPull:
         # folder that joined one with files of its own): merged like any other, both kept.
         if self.rev(head + "^{tree}") == self.rev(theirs + "^{tree}"):
             return self.rev(theirs + "^{tree}"), []   # (the same tree: nothing to merge)
-        proc = self.git("merge-tree", "--write-tree", "--allow-unrelated-histories", "-z",
-                        head, theirs, check=False)
+        # Big binary files both sides changed: their conflicts known without git reading
+        # them whole (bigmerge.py); git merges the rest, through small pack maps.
+        merged, apart = bigmerge.set_apart(self, head, theirs)
+        proc = self.git(*STREAM, "merge-tree", "--write-tree", "--allow-unrelated-histories",
+                        "-z", head, merged, check=False)
         if proc.returncode not in (0, 1):
             raise PullFailed("git merge-tree: %s" % proc.stderr.decode("utf-8", "replace").strip())
         fields = proc.stdout.split(b"\0")
         tree, stages = fields[0].decode(), {}
-        for field in fields[1:]:
+        for field in fields[1:] if proc.returncode else ():
             if not field:
                 break
             info, path = field.split(b"\t", 1)
             mode, oid, stage = info.decode().split()
             stages.setdefault(os.fsdecode(path), {})[int(stage)] = (mode, oid)
-        if proc.returncode == 0 or not stages:
+        stages.update(apart)
+        if not stages:
             return tree, []
         return self.resolve(tree, stages, head, theirs)
 
@@ -542,20 +573,59 @@ class GitPull:
         return self.rules or self.folder
 
     def needs_filters(self, paths):
-        """The paths whose checked-out bytes are not the blob's: attributes or autocrlf."""
+        """The paths whose checked-out bytes may not be the blob's (checkout_converts):
+        only these are read through `cat-file --filters`, which holds a content whole;
+        every other file is streamed as it is stored."""
         if not paths:
             return set()
-        crlf = self.git("config", "--get", "core.autocrlf", check=False).stdout.strip().lower()
-        if crlf in (b"true", b"input"):
-            return set(paths)
+        config = {}
+        for line in self.git("config", "--get-regexp", r"^core\.(autocrlf|eol)$",
+                             check=False).stdout.splitlines():
+            key, space, value = line.decode("utf-8", "replace").partition(" ")
+            config[key] = value if space else "true"   # (a key alone in a file is true)
         # The folder's own .gitattributes files say (git reads a file from the index
         # only when it is missing on disk: a deletion the next commit will carry), or
         # the new tree's, when the pull changes them (checkout_attributes).
-        out = self.git("check-attr", "-z", "--stdin", "filter", "text", "eol", "ident",
-                       "working-tree-encoding", data=b"\0".join(map(os.fsencode, paths)) + b"\0",
+        out = self.git("check-attr", "-z", "--stdin", *CHECKOUT_ATTRIBUTES,
+                       data=b"\0".join(map(os.fsencode, paths)) + b"\0",
                        env={**no_index(self.gitdir), **self.rules_env()}, cwd=self.rules_cwd())
-        fields, found = out.stdout.split(b"\0"), set()
-        for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
-            if value not in (b"unspecified", b"unset", b""):
-                found.add(os.fsdecode(path))
-        return found
+        fields, attributes = out.stdout.split(b"\0"), {}
+        for path, name, value in zip(fields[0::3], fields[1::3], fields[2::3]):
+            attributes.setdefault(os.fsdecode(path), {})[name.decode()] = value.decode(
+                "utf-8", "replace")
+        return {path for path in paths
+                if checkout_converts(attributes.get(path, {}), config.get("core.autocrlf", ""),
+                                     config.get("core.eol", ""))}
+
+
+# The attributes by which git's checkout may write other bytes than a blob's (convert.c).
+CHECKOUT_ATTRIBUTES = ("filter", "ident", "working-tree-encoding", "text", "crlf", "eol")
+UNSET_VALUES = ("unspecified", "unset", "")   # (check-attr's words for no value)
+
+
+def checkout_converts(attributes, autocrlf, eol):
+    """May git's checkout of a path write other bytes than its blob's? {attribute: value
+    as check-attr says it}, core.autocrlf and core.eol as configured ("" unset). git's
+    own decision (convert.c, convert_attrs and output_eol, git 2.39): a filter, ident or
+    working-tree-encoding may change anything; line endings change only when written
+    as CRLF. `text`, `text=auto`, `eol=lf` and autocrlf=input write LF: the blob's bytes."""
+    if any(attributes.get(name, "unspecified") not in UNSET_VALUES
+           for name in ("filter", "ident", "working-tree-encoding")):
+        return True
+    autocrlf = autocrlf.lower()
+    if autocrlf != "input":
+        autocrlf = "true" if autocrlf not in ("", "false", "no", "off", "0") else "false"
+    crlf_by_default = autocrlf == "true" or (autocrlf == "false" and eol.lower() == "crlf")
+    action = None   # git's crlf_action: None (undefined), binary, text, auto, input, crlf
+    for name in ("text", "crlf"):   # `crlf` is the older name, read when text says nothing
+        value = attributes.get(name, "unspecified")
+        action = {"set": "text", "unset": "binary", "input": "input", "auto": "auto"}.get(value)
+        if action:
+            break
+    if action != "binary":
+        wanted = attributes.get("eol")
+        if wanted in ("lf", "crlf"):
+            action = ("auto-" if action == "auto" else "") + {"lf": "input", "crlf": "crlf"}[wanted]
+    if action is None:
+        action = {"false": "binary", "true": "auto-crlf", "input": "auto-input"}[autocrlf]
+    return action in ("crlf", "auto-crlf") or (action in ("text", "auto") and crlf_by_default)
