@@ -148,7 +148,9 @@ def words(args):
             "",
             "To stop sharing, remove %s's line from authorized_keys: their machines get no "
             "new versions and keep what they have; their status says the server refuses "
-            "their key." % printable(them)]
+            "their key. A connection their machines hold already lasts until it drops: end "
+            "their sshd sessions on the server to cut them off at once (docs/sharing.md)."
+            % printable(them)]
     if address != remote:
         said.append("(%s is the address %s resolves to with your ssh configuration; give "
                     "them the one that reaches the server from their side if it differs.)"
