@@ -140,6 +140,9 @@ KEYS = {
         "username": Key("string", "", ADDRESS, "(required for XMPP)"),
         "password": Key("string", "", "a password", "(required for XMPP)"),
         "alsonotify": Key("string", "", ADDRESS),
+        # The other person's account of a shared folder (docs/sharing.md): our pushes are
+        # announced to it, and its announcements make us pull. Never more than that.
+        "sharedwith": Key("string", "", "XMPP addresses separated by spaces or commas"),
         "host": Key("string", "", "a host name", "the domain of `username`"),
         "port": Key("integer(min=1, max=65535)", 5222, "a port number from 1 to 65535"),
         "tls": Key("option('required', 'off')", "required", "required or off"),
@@ -193,6 +196,7 @@ class Xmpp:
     username: str = _X["username"]
     password: str = _X["password"]
     alsonotify: str = _X["alsonotify"]
+    sharedwith: str = _X["sharedwith"]
     host: str = _X["host"]
     port: int = _X["port"]
     tls: str = _X["tls"]
@@ -604,6 +608,7 @@ def _xmpp(file, x, base, warnings, path, host):
     username = x["username"]
     return Xmpp(
         username=username, password=x["password"], alsonotify=x["alsonotify"],
+        sharedwith=x["sharedwith"],
         host=x["host"] or username.partition("@")[2], port=x["port"], tls=x["tls"],
         cafile=cafile, fingerprint=x["fingerprint"], priority=x["priority"],
         resource=x["resource"] or default_resource(path, host))
@@ -632,14 +637,21 @@ def _check_account(file, config):
                           "your own XMPP account and its password" % x.username)]
     if not x.password:
         raise _bad(file, "xmpp", "password", "the password of username", None)
+    warnings = []
+    shared = [a for a in re.split(r"[\s,]+", x.sharedwith) if a]
+    wrong = [a for a in shared if not ADDRESS_RE.fullmatch(a)]
+    if wrong:
+        warnings.append("%s: [xmpp] sharedwith: %s not an XMPP address; ignored" % (
+            file, ", ".join(map(repr, wrong)) + (" is" if len(wrong) == 1 else " are")))
+    x.sharedwith = " ".join(a.lower() for a in shared if a not in wrong)
     if x.alsonotify and not ADDRESS_RE.fullmatch(x.alsonotify):
         # The original sent there what was lost: notify nobody over XMPP.
         warning = ("%s: [xmpp] alsonotify: %r is not an XMPP address; ignored, so nobody gets "
                    "notifications over XMPP (notifymethod = %s)"
                    % (file, x.alsonotify, config.notifymethod))
         x.alsonotify = ""
-        return [warning]
-    return []
+        return warnings + [warning]
+    return warnings
 
 
 def _xmpp_off(file, config, why):

@@ -53,6 +53,11 @@ FORCED_FIX = ("refused by the forced command of this key's line in the server's 
 # The same line refusing this version's watch (it allows git's fetch and push): polled.
 POLLED_FIX = ("replace the key's line in the server's authorized_keys with the one "
               "dvcs-autosync init prints for this folder (it allows another version's watch)")
+# A key the server refuses: the login, or (a shared folder, docs/sharing.md) a removal.
+LOGIN_FIX = ("check that this machine can log in to the server with ssh without a password "
+             "(its key in the server's authorized_keys, the server in known_hosts); in a "
+             "folder another person shares with you, a refused key means you were removed "
+             "from the share (what you have stays here; docs/sharing.md)")
 # ssh's words for a failure -> what that failure asks for (the first that matches).
 SSH_FIX = (
     ((REFUSED_BY_KEY,), FORCED_FIX + UNTIL),
@@ -62,8 +67,7 @@ SSH_FIX = (
      "the server or the network: check that the server is up and runs sshd, and that this "
      "machine reaches it; the link comes back by itself" + UNTIL),
     (("Permission denied", "Host key verification failed", "REMOTE HOST IDENTIFICATION"),
-     "check that this machine can log in to the server with ssh without a password "
-     "(its key in the server's authorized_keys, the server in known_hosts)" + UNTIL),
+     LOGIN_FIX + UNTIL),
     (("autosync-remote: not found", "autosync-remote: command not found", "exit 127"),
      "install autosync-remote on the server (docs/ssh.md), or set syncmethod = none" + UNTIL),
 )
@@ -100,9 +104,16 @@ def problems(status):
         found["watch"] = watch.get("problem") or "%d folders have no watch" % watch["unwatched"]
     fixes = dict(FIX, link=link_fix(status.get("syncmethod"), found.get("link")),
                  folder=folder_fix(found.get("folder")))
+    # A refused key: git keeps only its own last line ("Could not read from remote
+    # repository"), the link has ssh's words (a removal from a shared folder, above all).
+    refused_key = "Permission denied (publickey" in str(found.get("link") or "")
     for name in ("push", "pull"):  # the remote's words name its key's forced command
-        if REFUSED_BY_KEY in str(found.get(name) or ""):
+        error = str(found.get(name) or "")
+        if REFUSED_BY_KEY in error:
             fixes[name] = FORCED_FIX
+        elif "Permission denied (publickey" in error or (
+                refused_key and "Could not read from remote repository" in error):
+            fixes[name] = LOGIN_FIX
     return [{"name": name, "error": str(found[name]), "fix": fixes[name]}
             for name in ORDER if name in found]
 

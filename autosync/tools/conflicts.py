@@ -22,7 +22,7 @@ from autosync.core import cli
 from autosync.fs import guarded
 from autosync.vcs import git
 from autosync.vcs.pull import finish
-from autosync.core.copies import find_copies
+from autosync.core.copies import find_copies, made_by
 from autosync.tools.history import ask_daemon, commit_first, note_first, relative
 from autosync.vcs.history import History, HistoryError
 from autosync.core.messages import TEXT_MAX, escaped, printable
@@ -148,8 +148,8 @@ def keep_version(cfg, history, copy, keep):
                                "once the daemon has committed it" % printable(copy.path))
         if not writer.remove(copy.copy, spare):
             return "%s now holds the version from %s; %s changed just now, so it stays" % (
-                printable(copy.path), copy.host, printable(copy.copy))
-        return "%s now holds the version from %s" % (printable(copy.path), copy.host)
+                printable(copy.path), made_by(copy), printable(copy.copy))
+        return "%s now holds the version from %s" % (printable(copy.path), made_by(copy))
     if not writer.remove(copy.copy, spare):
         raise HistoryError("%s changed just now, so nothing was settled: run this again once "
                            "the daemon has committed it" % printable(copy.copy))
@@ -215,13 +215,13 @@ def listing(cfg, out=sys.stdout):
     if not copies:
         out.write("no conflict copies in %s\n" % cfg.path)
         return
-    width = max(len(c.host) for c in copies)
+    width = max(len(made_by(c)) for c in copies)
     is_git = git.git_dir(cfg.path) is not None
     mine = [mine_is_copy(cfg, c, is_git) for c in copies]
     for c, made in zip(copies, mine):
         whose = {True: "mine", False: "theirs", None: "?"}[made]
         out.write("%s  %-*s  %-6s  %s  (copy of %s)\n" % (
-            cli.show_time(c.time), width, c.host, whose, printable(c.copy), printable(c.path)))
+            cli.show_time(c.time), width, made_by(c), whose, printable(c.copy), printable(c.path)))
     out.write("%d conflict cop%s; settle one with: dvcs-autosync conflicts --keep "
               "mine|theirs|both PATH\n" % (len(copies), "y" if len(copies) == 1 else "ies"))
     if None in mine:

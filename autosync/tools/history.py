@@ -173,12 +173,21 @@ def restore_command(cfg, history, rel, at, dry_run):
     return code
 
 
+def made_by(versions):
+    """Who made each version, as log shows it: its machine, and in a folder changed by
+    more than one person (a shared folder, docs/sharing.md) `PERSON on HOST`."""
+    people = {v.author for v in versions}
+    return [("%s on %s" % (v.author, v.host)) if len(people) > 1 and v.host != v.author
+            else v.host for v in versions]
+
+
 def print_versions(versions, out=sys.stdout):
-    width = max([len(v.host) for v in versions] + [4])
-    for v in versions:
+    who = made_by(versions)
+    width = max([len(w) for w in who] + [4])
+    for v, by in zip(versions, who):
         # host, action and text are another machine's words (its commit message, author)
         out.write(escaped("%s  %s  %-*s  %s%s" % (cli.show_time(v.time), v.rev[:12], width,
-                                                  v.host, v.action,
+                                                  by, v.action,
                                                   "  -- " + v.text if v.text else "")) + "\n")
 
 

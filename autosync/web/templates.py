@@ -83,7 +83,7 @@ the file, the other beside it as a copy. Keep one (the other stays in history) o
     <span class="small">({{ 'the other machine\\'s version' if c.mine else
     ('this machine\\'s version' if c.mine == false else 'version') }})</span></td>
   <td><a href="/file?f={{ folder.id }}&amp;path={{ c.copy | q }}">{{ c.copy | shown }}</a>
-    <span class="small">(from {{ c.host | shown }}, {{ c.time | when }})</span></td>
+    <span class="small">(from {{ (c.person ~ ' on ' if c.person else '') ~ c.host | shown }}, {{ c.time | when }})</span></td>
   <td class="buttons">
   <form method="post" action="/keep">
     <input type="hidden" name="csrf" value="{{ csrf }}">
@@ -126,10 +126,10 @@ the file, the other beside it as a copy. Keep one (the other stays in history) o
   <button>Filter</button>{% if filter %} <a href="/folder?f={{ folder.id }}">all changes</a>{% endif %}
 </form>
 <table class="timeline">
-<tr><th>When</th><th>Machine</th><th>What</th><th>Files</th></tr>
+<tr><th>When</th><th>Machine</th><th>Who</th><th>What</th><th>Files</th></tr>
 {% for c in changes %}
 <tr>
-  <td class="when">{{ c.time | when }}</td><td>{{ c.host | shown }}</td>
+  <td class="when">{{ c.time | when }}</td><td>{{ c.host | shown }}</td><td class="who">{{ c.author | shown }}</td>
   <td>{% if c.text %}<b class="note">{{ c.text | text }}</b><br>{% endif %}{{ c.subject | text }}</td>
   <td><ul class="files">{% for what, path in c.files[:20] %}
     <li><span class="{{ what }}">{{ what }}</span>
@@ -158,12 +158,12 @@ FILE = """{% extends "base.html" %}
 <input type="hidden" name="f" value="{{ folder.id }}">
 <input type="hidden" name="qpath" value="{{ rel | q }}">
 <table class="versions">
-<tr><th>When</th><th>Machine</th><th>What</th><th>Compare</th><th></th></tr>
+<tr><th>When</th><th>Machine</th><th>Who</th><th>What</th><th>Compare</th><th></th></tr>
 {% for v in versions %}
 <tr class="version{{ ' picked' if loop.index0 == picked }}">
   <td class="when"><a href="/file?f={{ folder.id }}&amp;path={{ rel | q }}&amp;rev={{ v.rev }}">{{ v.time | when }}</a>
     {% if loop.first %}<span class="small">(now)</span>{% endif %}</td>
-  <td>{{ v.host | shown }}</td>
+  <td>{{ v.host | shown }}</td><td class="who">{{ v.author | shown }}</td>
   <td>{{ v.action | text }}{% if v.text %}<br><b class="note">{{ v.text | text }}</b>{% endif %}</td>
   <td><input type="radio" name="a" value="{{ v.rev }}" {{ 'checked' if v.rev == a }} aria-label="old">
       <input type="radio" name="b" value="{{ v.rev }}" {{ 'checked' if v.rev == b }} aria-label="new"></td>

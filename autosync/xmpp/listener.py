@@ -125,6 +125,8 @@ class Listener(client.CommitterLink):
         self.server = "%s:%s" % (self.x.host or self.bare.partition("@")[2], self.x.port)
         notify = getattr(cfg, "notifymethod", "none") in ("xmpp", "all")
         self.notify_to = self.x.alsonotify if notify and self.x.alsonotify else None
+        # A shared folder's other person (docs/sharing.md): told of our pushes, and heard.
+        self.partners = sorted(set((getattr(self.x, "sharedwith", "") or "").lower().split()))
         # The same summaries as on the desktop: one per burst, failures at once.
         self.summariser = Summariser(getattr(cfg, "notifylevel", "normal"),
                                      min_interval=t.notify_interval, settle=t.notify_quiet,
@@ -292,7 +294,10 @@ class Listener(client.CommitterLink):
             if kind == "announce":
                 for peer in sorted(self.peers):
                     self.session.chat(peer, "pushed " + text)
-                log.info("announced push of %s to %d other machine(s)", text, len(self.peers))
+                for partner in self.partners:  # their account: its machines online hear it
+                    self.session.chat(partner, "pushed " + text)
+                log.info("announced push of %s to %d other machine(s)%s", text, len(self.peers),
+                         " and to %s" % ", ".join(self.partners) if self.partners else "")
             else:
                 self.session.chat(self.notify_to, text)
         self._ping(items)
@@ -380,6 +385,10 @@ class Listener(client.CommitterLink):
             return  # an error bounce carries our own "pushed" body back to us
         body = body.strip()
         if not self.own_peer(sender):
+            if split_jid(sender)[0] in self.partners and body.startswith("pushed"):
+                # The other person's push (sharedwith): a pull of our own remote, no more.
+                return self._pull("announcement from %s, who shares this folder"
+                                  % split_jid(sender)[0])
             if split_jid(sender) != (self.bare, self.resource):
                 self._stranger(sender, body)
             return

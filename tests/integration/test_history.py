@@ -614,6 +614,18 @@ def test_restore_through_a_symlinked_folder_is_refused(machines, remote, tmp_pat
     assert (elsewhere / "a.txt").read_bytes() == b"on the other disk, never in history\n"
 
 
+def test_log_names_the_person_where_more_than_one_changed_the_folder():
+    from autosync.vcs.history import Version
+    alone = [Version("a" * 40, 1700000000, "Alice", "laptop", "added", None),
+             Version("b" * 40, 1700000100, "Alice", "desk", "modified", None)]
+    assert history.made_by(alone) == ["laptop", "desk"]
+    shared = alone + [Version("c" * 40, 1700000200, "Bob", "Bob", "modified", None)]
+    assert history.made_by(shared) == ["Alice on laptop", "Alice on desk", "Bob"]
+    out = io.StringIO()
+    history.print_versions(shared, out=out)
+    assert "  Alice on laptop  added\n" in out.getvalue()
+
+
 def test_log_lines_carry_nothing_a_terminal_acts_on():
     """`log` prints another machine's words (host, author, commit message): quoted."""
     out = io.StringIO()

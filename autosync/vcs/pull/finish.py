@@ -109,16 +109,19 @@ def _labels_unmerged_commit(folder, path, gitenv=PLAIN):
 
 
 def last_change(folder, rev, path, gitenv=PLAIN):
-    """(commit time, commit id, host) of the last commit on rev that touched path."""
+    """(commit time, commit id, host, author `Name <email>`) of the last commit on rev
+    that touched path."""
     # The path on stdin (--stdin reads paths after a `--` line), off the command line;
     # git reads it line by line, so a name with a newline is the rev's last commit.
     out = b"" if "\n" in path else git(
-        folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", "--stdin", rev,
+        folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%ae%x00%s", "--stdin", rev,
         data=b"--\n" + os.fsencode(path) + b"\n", check=False, gitenv=gitenv) or b""
     if not out.strip():
-        out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%s", rev, gitenv=gitenv)
-    stamp, commit, author, subject = out.decode("utf-8", "replace").rstrip("\n").split("\0", 3)
-    return int(stamp), commit, host_of(subject) or author
+        out = git(folder, "log", "-1", "--format=%ct%x00%H%x00%an%x00%ae%x00%s", rev,
+                  gitenv=gitenv)
+    stamp, commit, author, email, subject = out.decode("utf-8", "replace").rstrip(
+        "\n").split("\0", 4)
+    return int(stamp), commit, host_of(subject) or author, "%s <%s>" % (author, email)
 
 
 def write_blob(folder, rel, mode, blob, gitenv=PLAIN):
@@ -312,7 +315,7 @@ def keep_every(folder, path, ours, theirs, place, revs, gitenv=PLAIN):
     copy, written = keep_both(path, ours, theirs, place)
     made = [copy] if copy else []
     for side, version in further:
-        stamp, _, host = place.last_change(side, version)
+        stamp, _, host = place.last_change(side, version)[:3]
         name = copy_name(path, host, stamp, lambda n: n != path and (
             not place.taken(n) or place.holds(n, version)))
         place.write(name, version)

@@ -193,7 +193,7 @@ def changes(out):
 
 
 def last_changes(hg, rev, other_rev, names, folder):
-    """{name: (date, changeset id, host)} of the newest commit on rev's side that
+    """{name: (date, changeset id, host, author)} of the newest commit on rev's side that
     changed each name: one hg run for all.
 
     "This side" is what rev has and other_rev has not (only(rev, other_rev): what was
@@ -213,7 +213,7 @@ def last_changes(hg, rev, other_rev, names, folder):
     best, own = {}, None
     for node, date, author, files, summary in changes(
             hg.run("log", "-r", revset, "-T", CHANGE)[1]):
-        entry = (date, node, host_of(summary) or author)
+        entry = (date, node, host_of(summary) or author, author)
         if node == rev:
             own = entry
         for name in files.intersection(names):

@@ -6,13 +6,14 @@ submodules' folders, then the index moved (git.py's GitPull runs it)."""
 import collections
 import logging
 import os
+import re
 import shutil
 import stat
 
 from autosync.vcs import copyrules
 from autosync.vcs.pull import finish
-from autosync.core.copies import copy_name
-from autosync.vcs.git import hash_open, no_index
+from autosync.core.copies import copy_name, other_person
+from autosync.vcs.git import git, hash_open, no_index
 from autosync.fs.guarded import Expect, Refused
 from autosync.vcs.pull.common import GITLINK, PullFailed, Unwritten, is_rules, null, run_git
 
@@ -202,7 +203,8 @@ class Checkout:
         paused) and older than the pulled version: the README's rule, as in a merge
         (keep_both): the newer at its place, the local one beside it.
         -> (the copy's {"path", "copy", "host"}, whether the local bytes stay at the path)"""
-        stamp, _, host = finish.last_change(self.folder, theirs, e.path, gitenv=self.gitenv)
+        stamp, _, host, author = finish.last_change(self.folder, theirs, e.path,
+                                                    gitenv=self.gitenv)
         local = self.edited_before(e.path)
         if local is not None and local[0] < stamp:
             made = self.put_local_beside(e, blobs, *local)
@@ -214,7 +216,7 @@ class Checkout:
                 return made, False
             local = None  # it changed meanwhile: being written now
         copy = copy_name(e.path, host, stamp, lambda n: not os.path.lexists(
-            os.path.join(self.folder, n)))
+            os.path.join(self.folder, n)), person=other_person(self.identity(), author))
         try:
             self.writer.put(copy, e.new_mode, blobs.source(e.path, e.new, e.new_mode), None)
         except (Refused, OSError) as err:  # the pulled version is in history all the same
@@ -230,6 +232,12 @@ class Checkout:
                         "it: kept the newer (this machine's), the pulled version as %s",
                         e.path, host, copy)
         return {"path": e.path, "copy": copy, "host": host}, True
+
+    def identity(self):
+        """`Name <email>` of this folder's git identity (whose the local edit is), or None."""
+        out = git(self.folder, "var", "GIT_AUTHOR_IDENT", check=False, gitenv=self.gitenv)
+        found = re.match(r"(.*?) <(.*?)>", os.fsdecode(out or b""))
+        return "%s <%s>" % found.groups() if found else None
 
     def copy_rules_in_folder(self, copies):
         """Each conflict copy written beside a file changed here (the pulled version, or

@@ -103,6 +103,15 @@ def test_original_example_values_reach_config_unchanged(tmp_path):
     assert cfg.warnings == [ALSONOTIFY_WARNING % (cfg.file, want["xmpp"]["alsonotify"], "desktop")]
 
 
+def test_sharedwith_keeps_the_addresses_and_warns_of_the_rest(tmp_path, folder):
+    cfg = config.load(write(tmp_path, "[autosync]\npath = %s\n[xmpp]\nusername = me@example.org"
+                                      "\npassword = x\nsharedwith = Bob@Example.org, not one,"
+                                      "ann@example.net\n" % folder))
+    assert cfg.xmpp.sharedwith == "bob@example.org ann@example.net"
+    assert cfg.warnings == ["%s: [xmpp] sharedwith: 'not', 'one' are not an XMPP address; "
+                            "ignored" % cfg.file]
+
+
 def test_original_example_is_a_working_config(tmp_path, folder):
     text = original_text(**{"~/amw": folder, "your XMPP id here": "me@example.org"})
     cfg = config.load(write(tmp_path, text))

@@ -54,6 +54,17 @@ def test_a_copy_of_a_copy_of_a_long_name_fits_the_file_system(tmp_path):
     assert second.endswith(").txt") and "conflict from desktop" in second
 
 
+def test_a_copy_from_another_person_names_the_person_and_is_read_back():
+    name = copies.copy_name("doc/plan.md", "laptop", WHEN, lambda n: True, person="Bob Ng")
+    assert name.endswith("plan (conflict from Bob Ng on laptop %s).md"
+                         % time.strftime("%Y-%m-%d %H%M%S", time.localtime(WHEN)))
+    assert copies.read_copy_name(name) == copies.Copy(name, "doc/plan.md", "laptop", WHEN,
+                                                      "Bob Ng")
+    odd = copies.copy_name("f", "h", WHEN, lambda n: True, person="a/b\nc")
+    assert copies.read_copy_name(odd).person == "a_b_c"
+    assert copies.read_copy_name(copies.copy_name("f", "h", WHEN, lambda n: True)).person is None
+
+
 # --- the keep-both policy, one conflicted path ------------------------------------------
 
 class Place:
@@ -142,3 +153,20 @@ def test_the_mercurial_helper_loads_no_git_plumbing():
         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
     assert "autosync.vcs.pull.keep_both" in loaded
     assert not {"autosync.vcs.pull.finish", "autosync.vcs.pull.git", "autosync.vcs.git"} & set(loaded)
+
+
+ALICE, BOB = "Alice <alice@example.org>", "Bob <bob@example.org>"
+
+
+@pytest.mark.parametrize("x_author, y_author, person", [
+    (ALICE, BOB, "Alice"), (ALICE, ALICE, None), (ALICE, "Alice <other@example.org>", "Alice"),
+    (None, BOB, None)])
+def test_a_copy_names_the_person_when_the_other_side_is_another_person(
+        x_author, y_author, person):
+    """Two people: the copy (x's older version) says whose it is; one person's own
+    machines (same author), or an author not known, keep the plain name."""
+    place = Place(last={"ours": X + (x_author,), "theirs": Y + (y_author,)})
+    made, _ = keep_both("f.txt", "from x", "from y", place)
+    assert made["copy"] == copies.copy_name("f.txt", "x", WHEN, lambda n: True, person=person)
+    assert made.get("person") == person
+    assert copies.read_copy_name(made["copy"]).person == person

@@ -56,6 +56,21 @@ def test_the_ssh_link_s_fix_fits_ssh_s_words():
     assert fix("link: something else") == problems.LINK_FIX["ssh"]
 
 
+def test_a_refused_key_is_the_pull_s_fix_too():
+    """A key the server refuses (removed from a shared folder): git's pull keeps only
+    "Could not read from remote repository", the link holds ssh's words; both say so."""
+    pull = "pull: pullcmd failed (exit 128): git fetch: fatal: Could not read from remote " \
+           "repository."
+    refused = {"state": "idle", "syncmethod": "ssh", "failing": {
+        "pull": pull, "link": "link: ... (exit 255): me@h: Permission denied (publickey)."}}
+    listed = problems.problems(refused)
+    assert [p["fix"] for p in listed] == [problems.LOGIN_FIX, problems.LOGIN_FIX + problems.UNTIL]
+    assert "you were removed from the share" in listed[0]["fix"]
+    network = {"state": "idle", "syncmethod": "ssh", "failing": {
+        "pull": pull, "link": "link: ... (exit 255): Connection refused"}}
+    assert problems.problems(network)[0]["fix"] == problems.FIX["pull"]
+
+
 def test_a_folder_away_is_told_how_to_move_it_and_a_rebase_how_to_end_it():
     away = {"state": "idle", "failing": {"folder": "folder: /home/u/Sync is gone; not "
                                                    "committing"}}

@@ -21,10 +21,11 @@ TIMING = ax.ListenerTiming(ping_interval=10.0, ping_timeout=5.0, backoff_min=1.0
                    notify_quiet=0.5, notify_interval=1.0)
 
 
-def make(notify_to="", priority=3):
+def make(notify_to="", priority=3, sharedwith=""):
     cfg = types.SimpleNamespace(
         socket="/nonexistent/autosync.sock", notifymethod="xmpp" if notify_to else "none",
         xmpp=Xmpp(username="Me@Example.org", password="x", alsonotify=notify_to,
+                  sharedwith=sharedwith,
                   host="", port=5999, priority=priority, resource="autosync-own"))
     server = FakeXmpp()
     listener = ax.Listener(cfg, TIMING, open_session=server)
@@ -295,6 +296,26 @@ def test_alsonotify_cannot_command_us(made):
     session.message("watcher@example.org/phone", "pushed x")
     session.message("watcher@example.org/phone", "ping")
     assert pulls(listener) == [] and session.take_sent() == []
+
+
+# ---------------------------------------------------------------- sharedwith
+
+def test_a_shared_folder_s_other_person_hears_our_pushes_and_is_heard(made):
+    """sharedwith (docs/sharing.md): our push is also sent to Bob's account; Bob's
+    machines' announcements make us pull; Bob can do nothing else, and alsonotify
+    still cannot command us."""
+    listener, server = made(notify_to="watcher@example.org", sharedwith="Bob@Example.org")
+    session = up(listener, server)
+    listener.on_event({"event": "pushed", "url": "ssh://srv/shared.git"})
+    sent = session.take_sent()
+    assert ("bob@example.org", "pushed ssh://srv/shared.git") in sent
+    assert (PEER_B, "pushed ssh://srv/shared.git") in sent
+    session.answer_pings()
+    session.message("bob@example.org/autosync-desk", "ping")
+    session.message("watcher@example.org/phone", "pushed x")
+    assert pulls(listener) == [] and session.take_sent() == []
+    session.message("bob@example.org/autosync-desk", "pushed ssh://srv/shared.git")
+    assert pulls(listener) == [{"cmd": "pull"}]
 
 
 # ---------------------------------------------------------------- the outbox
