@@ -13,6 +13,7 @@ from autosync.core.config import GIT_COMMANDS
 from autosync.committer.repository import Repository
 from base import Remote, git
 from fakes import Reports, config
+from repos import repo  # noqa: F401 (the fixture: a Repository on a real clone)
 
 
 @pytest.fixture
@@ -254,19 +255,6 @@ def test_a_message_is_cleaned_as_git_commit_cleans_it():
 
 
 # --- through Repository: what is reported, what git runs, a daemon killed meanwhile ----------
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    remote = Remote(tmp_path / "remote.git")
-    clone = tmp_path / "clone"
-    git("clone", "-q", remote.path, str(clone))
-
-    def make(**commands):
-        reports = Reports()
-        return Repository(config(clone, commands=dict(GIT_COMMANDS, **commands)), reports), reports
-    make.path = clone
-    return make
-
 
 def traced(trace):
     return [line.split("trace: built-in: git ", 1)[1].split()
